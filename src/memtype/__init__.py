@@ -1,0 +1,70 @@
+"""memtype: move arrays between NumPy, CuPy, PyTorch, TensorFlow, JAX and pyclesperanto.
+
+Importing memtype loads no framework and sets no environment variable; each framework is
+imported the first time a conversion needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from memtype.convert import convert, convert_memory, shares_memory
+from memtype.detect import detect_memory_type
+from memtype.errors import (
+    DeviceError,
+    FrameworkNotInstalledError,
+    MemoryConversionError,
+    MemtypeError,
+    ShapeError,
+    UnknownMemoryTypeError,
+    UnsupportedArrayError,
+)
+from memtype.stack import stack_slices, unstack_slices
+from memtype.types import DtypeConversion, MemoryType
+
+__version__ = "0.1.0"
+
+# names defined in later layers, imported on first use
+_LAZY: dict[str, str] = {
+    "memory_types": "memtype.decorators",
+    "numpy": "memtype.decorators",
+    "cupy": "memtype.decorators",
+    "torch": "memtype.decorators",
+    "tensorflow": "memtype.decorators",
+    "jax": "memtype.decorators",
+    "pyclesperanto": "memtype.decorators",
+    "gpu": "memtype.gpu",
+    "storage": "memtype.storage",
+    "pipeline": "memtype.pipeline",
+    "frameworks": "memtype.frameworks",
+}
+
+__all__ = [
+    "MemoryType",
+    "DtypeConversion",
+    "detect_memory_type",
+    "convert",
+    "convert_memory",
+    "shares_memory",
+    "stack_slices",
+    "unstack_slices",
+    "MemtypeError",
+    "UnsupportedArrayError",
+    "UnknownMemoryTypeError",
+    "FrameworkNotInstalledError",
+    "MemoryConversionError",
+    "DeviceError",
+    "ShapeError",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'memtype' has no attribute {name!r}")
+    module = importlib.import_module(target)
+    value = module if target.endswith("." + name) else getattr(module, name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,274 @@
+"""convert / convert_memory: the path planner between any two memory types.
+
+Paths, in order of preference:
+
+1. same type, same device: the input itself;
+2. same type, other device: the framework's own move;
+3. same device (host or one CUDA GPU), other type: DLPack (zero-copy), or on the host the
+   NumPy hub (``to_numpy`` view, ``from_numpy`` share); a copy only where sharing is unsafe
+   (alignment, strides, read-only, byte order, dtype);
+4. host <-> device: one transfer;
+5. GPU -> GPU that would cross host memory: refused unless ``allow_cpu_roundtrip=True``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from memtype.errors import DeviceError, MemoryConversionError
+from memtype.frameworks import Framework, get_framework, load_adapter
+from memtype.frameworks._protocol import CPU, Adapter, Device
+from memtype.detect import detect_framework
+from memtype.types import MemoryTypeLike
+
+__all__ = [
+    "convert",
+    "convert_memory",
+    "shares_memory",
+    "target_device",
+    "ConversionEvent",
+    "add_conversion_hook",
+    "remove_conversion_hook",
+]
+
+
+@dataclass(frozen=True)
+class ConversionEvent:
+    """One conversion, as reported to conversion hooks (the profiler)."""
+
+    source_type: str
+    target_type: str
+    nbytes: int
+    zero_copy: bool
+    seconds: float
+
+
+_hooks: list[Callable[[ConversionEvent], None]] = []
+
+
+def add_conversion_hook(hook: Callable[[ConversionEvent], None]) -> None:
+    """Call ``hook`` after every conversion between two different types or devices."""
+    _hooks.append(hook)
+
+
+def remove_conversion_hook(hook: Callable[[ConversionEvent], None]) -> None:
+    """Stop calling ``hook``; a hook that is not registered is ignored."""
+    if hook in _hooks:
+        _hooks.remove(hook)
+
+
+def _check_gpu_id(gpu_id: object) -> int:
+    if isinstance(gpu_id, bool) or not isinstance(gpu_id, int):
+        raise DeviceError(f"gpu_id must be a non-negative int or None; received {gpu_id!r}.")
+    if gpu_id < 0:
+        raise DeviceError(f"gpu_id must be a non-negative int or None; received {gpu_id}.")
+    return gpu_id
+
+
+def _gpu_kind(fw: Framework) -> str | None:
+    return next((k for k in fw.device_kinds if k != "cpu"), None)
+
+
+def _require_device(fw: Framework, adapter: Adapter, kind: str, index: int) -> Device:
+    count = adapter.gpu_count()
+    if index >= count:
+        have = f"only devices 0..{count - 1} exist" if count else f"no {kind} device is available"
+        raise DeviceError(f"{fw.name} on {kind} device {index} was requested, but {have}.")
+    return Device(kind, index)
+
+
+def target_device(fw: Framework, source: Device, gpu_id: int | None) -> Device:
+    """Where a conversion to ``fw`` puts its result.
+
+    ``gpu_id`` picks that GPU for types that have GPUs (ignored by host-only types); without
+    it the result stays on the source's device when the target type can live there, else
+    on the host, else on GPU 0.
+    """
+    kind = _gpu_kind(fw)
+    if gpu_id is not None:
+        index = _check_gpu_id(gpu_id)
+        if kind is None:
+            return CPU
+        if source.kind == kind and source.index == index:
+            return source
+        return _require_device(fw, load_adapter(fw.name), kind, index)
+    if source.kind in fw.device_kinds:
+        return source
+    if "cpu" in fw.device_kinds:
+        return CPU
+    assert kind is not None
+    return _require_device(fw, load_adapter(fw.name), kind, 0)
+
+
+def _via_dlpack(x: Any, src: Adapter, dst: Adapter, device: Device) -> Any | None:
+    """Zero-copy DLPack import, after an on-device copy where the layout needs one."""
+    if not getattr(dst, "DLPACK_ANY_DTYPE", False) and not dst.dlpack_dtype_ok(src.dtype_of(x)):
+        return None
+    contiguous: bool = getattr(dst, "DLPACK_CONTIGUOUS", True)
+    align: int = getattr(dst, "DLPACK_ALIGN", 1)
+    producer = src.dlpack_export(x, contiguous, align)
+    if producer is None:
+        producer = src.dlpack_export(src.copy(x), contiguous, align)
+        if producer is None:
+            return None
+    return dst.from_dlpack(producer, device)
+
+
+def _host_to_host(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapter) -> Any:
+    if getattr(src, "HOST_NATIVE", False):
+        return dst.from_numpy(x, CPU)
+    if getattr(dst, "HOST_NATIVE", False):
+        return src.to_numpy(x)
+    if sfw.dlpack and dfw.dlpack:
+        out = _via_dlpack(x, src, dst, CPU)
+        if out is not None:
+            return out
+    return dst.from_numpy(src.to_numpy(x), CPU)
+
+
+def _gpu_to_gpu(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapter,
+                sdev: Device, ddev: Device, allow_cpu_roundtrip: bool) -> Any:
+    if sdev.kind == ddev.kind == "cuda" and sfw.dlpack and dfw.dlpack:
+        moved = x if sdev == ddev else src.to_device(x, ddev)
+        out = _via_dlpack(moved, src, dst, ddev)
+        if out is not None:
+            return out
+    if not allow_cpu_roundtrip:
+        raise MemoryConversionError(
+            f"the only path from {sdev} to {ddev} goes through host memory "
+            f"({sfw.name} {sdev} -> numpy -> {dfw.name} {ddev}); pass allow_cpu_roundtrip=True "
+            "to allow that copy.",
+            sfw.name, dfw.name,
+        )
+    return dst.from_numpy(src.to_numpy(x), ddev)
+
+
+def _plan(x: Any, sfw: Framework, dfw: Framework, gpu_id: int | None,
+          allow_cpu_roundtrip: bool) -> Any:
+    src = load_adapter(sfw.name)
+    sdev = src.device_of(x)
+    ddev = target_device(dfw, sdev, gpu_id)
+    if sfw is dfw:
+        return x if sdev == ddev else src.to_device(x, ddev)
+    dst = load_adapter(dfw.name)
+    if sdev.kind == "cpu" and ddev.kind == "cpu":
+        return _host_to_host(x, sfw, dfw, src, dst)
+    if sdev.is_gpu and ddev.is_gpu:
+        return _gpu_to_gpu(x, sfw, dfw, src, dst, sdev, ddev, allow_cpu_roundtrip)
+    return dst.from_numpy(src.to_numpy(x), ddev)
+
+
+def _observed(x: Any, sfw: Framework, dfw: Framework, gpu_id: int | None,
+              allow_cpu_roundtrip: bool) -> Any:
+    start = time.perf_counter()
+    out = _plan(x, sfw, dfw, gpu_id, allow_cpu_roundtrip)
+    seconds = time.perf_counter() - start
+    if out is x:
+        return out
+    src = load_adapter(sfw.name)
+    nbytes = int(src.dtype_of(x).itemsize) * _size(src.shape_of(x))
+    event = ConversionEvent(sfw.name, dfw.name, nbytes, shares_memory(x, out), seconds)
+    for hook in tuple(_hooks):
+        hook(event)
+    return out
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
+            allow_cpu_roundtrip: bool = False) -> Any:
+    """Convert an array to another memory type, sharing memory wherever that is safe.
+
+    Parameters
+    ----------
+    x : array
+        An array of any loaded framework; its type is detected.
+    to : MemoryType or str
+        The target memory type (``"torch"``, ``MemoryType.JAX``...).
+    gpu_id : int, optional
+        The GPU the result must live on (types with GPUs); ignored by host-only types.
+        Without it the result stays on the source's device where the target can live there.
+    allow_cpu_roundtrip : bool
+        Allow a GPU -> GPU conversion to go through host memory.
+
+    Returns
+    -------
+    array
+        ``x`` itself when nothing changes; otherwise an array of the target type, which
+        shares ``x``'s memory whenever the frameworks allow (see :func:`shares_memory`).
+        JAX and TensorFlow treat their arrays as immutable: a zero-copy result of another
+        type can alias them, and writing to it changes them.
+
+    Raises
+    ------
+    UnsupportedArrayError
+        ``x`` is not an array.
+    UnknownMemoryTypeError
+        ``to`` names no memory type.
+    FrameworkNotInstalledError
+        The target framework is not installed.
+    DeviceError
+        A GPU was requested that does not exist, or the target needs a GPU and there is none.
+    MemoryConversionError
+        The target cannot hold ``x`` (dtype, shape), or a GPU -> GPU path would cross host
+        memory without ``allow_cpu_roundtrip``.
+
+    Examples
+    --------
+    >>> import numpy as np, memtype as mt
+    >>> t = mt.convert(np.arange(4.0), "torch")
+    >>> type(t).__name__
+    'Tensor'
+    """
+    sfw = detect_framework(x)
+    dfw = get_framework(to)
+    if _hooks:
+        return _observed(x, sfw, dfw, gpu_id, allow_cpu_roundtrip)
+    return _plan(x, sfw, dfw, gpu_id, allow_cpu_roundtrip)
+
+
+def convert_memory(data: Any, source_type: MemoryTypeLike, target_type: MemoryTypeLike,
+                   gpu_id: int | None = None, allow_cpu_roundtrip: bool = False) -> Any:
+    """Convert ``data`` from ``source_type`` to ``target_type`` (the OpenHCS signature).
+
+    Same as :func:`convert`, but the caller states the source type; a statement that does
+    not match the data is a :class:`MemoryConversionError` naming both.
+    """
+    declared = get_framework(source_type)
+    actual = detect_framework(data)
+    if declared is not actual:
+        target = get_framework(target_type).name
+        raise MemoryConversionError(
+            f"source_type was given as {declared.name!r}, but the data is a {actual.name} "
+            f"array ({type(data).__module__}.{type(data).__qualname__}).",
+            declared.name, target,
+        )
+    return convert(data, target_type, gpu_id=gpu_id, allow_cpu_roundtrip=allow_cpu_roundtrip)
+
+
+def _pointer(x: Any) -> int | None:
+    adapter = load_adapter(detect_framework(x).name)
+    fn = getattr(adapter, "data_ptr", None)
+    return None if fn is None else fn(x)
+
+
+def shares_memory(a: Any, b: Any) -> bool:
+    """Whether two arrays (of any frameworks) start at the same device address.
+
+    Useful to check that a conversion was zero-copy. Arrays whose framework does not expose
+    an address (pyclesperanto) never share.
+    """
+    pa, pb = _pointer(a), _pointer(b)
+    if pa is None or pb is None:
+        return False
+    da = load_adapter(detect_framework(a).name).device_of(a)
+    db = load_adapter(detect_framework(b).name).device_of(b)
+    return pa == pb and da == db

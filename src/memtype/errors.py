@@ -1,0 +1,112 @@
+"""memtype's exceptions: one base class, each error also the matching builtin.
+
+Catch :class:`MemtypeError` for anything memtype raises on purpose, or the builtin
+(``TypeError``, ``ValueError``, ``FileNotFoundError`` ...) where that is what the
+caller already handles.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MemtypeError",
+    "UnsupportedArrayError",
+    "UnknownMemoryTypeError",
+    "FrameworkNotInstalledError",
+    "MemoryConversionError",
+    "DeviceError",
+    "ShapeError",
+    "ContractError",
+    "StoreKeyError",
+    "StoreNotFoundError",
+    "StoreExistsError",
+    "StoreFormatError",
+    "StorePathError",
+    "StoreReadOnlyError",
+    "ConfigurationError",
+    "PipelineError",
+]
+
+
+class MemtypeError(Exception):
+    """Base class of every error memtype raises on purpose."""
+
+
+class UnsupportedArrayError(MemtypeError, TypeError):
+    """The object is not an array of any known (and loaded) framework."""
+
+
+class UnknownMemoryTypeError(MemtypeError, ValueError):
+    """A memory type name that no framework in the table carries."""
+
+
+class FrameworkNotInstalledError(MemtypeError, ImportError):
+    """The framework behind a memory type cannot be imported; the message has the install hint."""
+
+
+class MemoryConversionError(MemtypeError, ValueError):
+    """A conversion that cannot (or may not) be done.
+
+    Attributes
+    ----------
+    source_type, target_type : str
+        The memory type values of the requested conversion.
+    reason : str
+        Why it was refused, naming the blocked path.
+    """
+
+    def __init__(self, reason: str, source_type: str = "", target_type: str = "") -> None:
+        self.reason = reason
+        self.source_type = source_type
+        self.target_type = target_type
+        prefix = f"Cannot convert {source_type} -> {target_type}: " if source_type else ""
+        super().__init__(prefix + reason)
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        return (type(self), (self.reason, self.source_type, self.target_type))
+
+
+class DeviceError(MemtypeError, ValueError):
+    """A device was requested that does not exist, or a GPU type was used without a GPU."""
+
+
+class ShapeError(MemtypeError, ValueError):
+    """An array has the wrong number of dimensions or mismatched shapes."""
+
+
+class ContractError(MemtypeError, ValueError):
+    """A decorated function returned something its output contract forbids."""
+
+
+class StoreKeyError(MemtypeError, KeyError):
+    """A key is missing from a key-value store (cache, registry)."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else ""
+
+
+class StoreNotFoundError(MemtypeError, FileNotFoundError):
+    """A path that does not exist in a store."""
+
+
+class StoreExistsError(MemtypeError, FileExistsError):
+    """A path that already exists, written without ``overwrite=True``."""
+
+
+class StoreFormatError(MemtypeError, ValueError):
+    """Data that a storage format cannot hold, or an unsupported extension."""
+
+
+class StorePathError(MemtypeError, ValueError):
+    """A path that escapes the store root, or a file where a directory is expected."""
+
+
+class StoreReadOnlyError(MemtypeError, PermissionError):
+    """A write to a store that does not support writes."""
+
+
+class ConfigurationError(MemtypeError, RuntimeError):
+    """A framework setting that can no longer be applied (the framework already started)."""
+
+
+class PipelineError(MemtypeError, RuntimeError):
+    """A pipeline step failed; the message names the group, step and function."""

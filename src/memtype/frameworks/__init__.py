@@ -1,0 +1,232 @@
+"""THE framework table: one record per memory type, one small adapter module per framework.
+
+Adding a framework means one :class:`Framework` row (here, or at run time with
+:func:`register_framework`) plus one adapter module implementing
+:class:`memtype.frameworks._protocol.Adapter`. Nothing else in memtype names a framework.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import MappingProxyType, ModuleType
+from typing import TYPE_CHECKING, Any, cast
+
+from memtype.errors import FrameworkNotInstalledError, UnknownMemoryTypeError
+
+if TYPE_CHECKING:
+    from memtype.frameworks._protocol import Adapter
+
+__all__ = [
+    "Framework",
+    "FRAMEWORKS",
+    "register_framework",
+    "unregister_framework",
+    "is_registered",
+    "get_framework",
+    "iter_frameworks",
+    "load_adapter",
+    "array_types",
+    "loaded_frameworks",
+    "known_names",
+]
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One row of the framework table.
+
+    Parameters
+    ----------
+    name : str
+        The memory type value (``"torch"``); lower case.
+    module : str
+        Top-level module that must be in ``sys.modules`` before an array can be one of ours.
+    array_types : tuple of str
+        ``"module:Attr"`` names of the array classes, resolved only once ``module`` is loaded.
+    adapter : str
+        Import path of the adapter module.
+    device_kinds : tuple of str
+        Where arrays may live: ``"cpu"``, ``"cuda"``, ``"opencl"``. The first is the default.
+    dlpack : bool
+        Whether the framework imports and exports DLPack.
+    immutable : bool
+        Whether the framework treats its arrays as immutable (jax, tensorflow).
+    install_hint : str
+        What to run to install it.
+    import_before : tuple of str
+        Modules that must be imported before this one when both are used (crash workarounds).
+    """
+
+    name: str
+    module: str
+    array_types: tuple[str, ...]
+    adapter: str
+    device_kinds: tuple[str, ...]
+    dlpack: bool
+    immutable: bool
+    install_hint: str
+    import_before: tuple[str, ...] = field(default=())
+
+    @property
+    def gpu_only(self) -> bool:
+        """True when the framework has no host (``cpu``) arrays."""
+        return "cpu" not in self.device_kinds
+
+
+_BUILTIN: tuple[Framework, ...] = (
+    Framework("numpy", "numpy", ("numpy:ndarray",), "memtype.frameworks.numpy_adapter",
+              ("cpu",), True, False, "pip install numpy"),
+    Framework("cupy", "cupy", ("cupy:ndarray",), "memtype.frameworks.cupy_adapter",
+              ("cuda",), True, False, "pip install 'memtype[cupy]'  (cupy-cuda12x; needs a CUDA GPU)"),
+    Framework("torch", "torch", ("torch:Tensor",), "memtype.frameworks.torch_adapter",
+              ("cpu", "cuda"), True, False, "pip install 'memtype[torch]'  (torch==2.13.0)"),
+    Framework("tensorflow", "tensorflow", ("tensorflow:Tensor", "tensorflow:Variable"),
+              "memtype.frameworks.tensorflow_adapter", ("cpu", "cuda"), True, True,
+              "pip install 'memtype[tensorflow]'  (tensorflow-cpu, or tensorflow[and-cuda] on GPU)",
+              import_before=("torch", "pyclesperanto")),
+    Framework("jax", "jax", ("jax:Array",), "memtype.frameworks.jax_adapter",
+              ("cpu", "cuda"), True, True, "pip install 'memtype[jax]'  (jax[cuda12] on GPU)"),
+    Framework("pyclesperanto", "pyclesperanto", ("pyclesperanto:Array",),
+              "memtype.frameworks.pyclesperanto_adapter", ("opencl",), False, False,
+              "pip install 'memtype[cle]'  (plus an OpenCL runtime, e.g. apt install pocl-opencl-icd)"),
+)
+
+_table: dict[str, Framework] = {fw.name: fw for fw in _BUILTIN}
+FRAMEWORKS: MappingProxyType[str, Framework] = MappingProxyType(_table)
+"""Read-only view of the table, keyed by memory type value, in registration order."""
+
+_adapters: dict[str, ModuleType] = {}
+_resolved_types: dict[str, tuple[type, ...]] = {}
+_generation = [0]  # bumped on every table change so caches elsewhere can invalidate
+
+
+def known_names() -> tuple[str, ...]:
+    """Memory type values in the table, in order."""
+    return tuple(_table)
+
+
+def is_registered(name: str) -> bool:
+    """Whether ``name`` is a memory type value in the table."""
+    return name in _table
+
+
+def iter_frameworks() -> Iterator[Framework]:
+    """The table's rows, in order."""
+    return iter(tuple(_table.values()))
+
+
+def get_framework(name: object) -> Framework:
+    """The row for a memory type (a ``MemoryType`` or its string value).
+
+    Raises
+    ------
+    UnknownMemoryTypeError
+        If no row has that name.
+    """
+    key = getattr(name, "value", name)
+    if isinstance(key, str):
+        row = _table.get(key) or _table.get(key.lower())
+        if row is not None:
+            return row
+    raise UnknownMemoryTypeError(
+        f"Unknown memory type {name!r}. Expected one of: {', '.join(_table)}."
+    )
+
+
+def register_framework(framework: Framework, *, replace: bool = False) -> None:
+    """Add a row to the table (a seventh framework is one row plus one adapter module).
+
+    Raises
+    ------
+    ValueError
+        If the name is taken and ``replace`` is false, or the name is not lower case.
+    """
+    if framework.name != framework.name.lower() or not framework.name.isidentifier():
+        raise UnknownMemoryTypeError(
+            f"Framework name must be a lower-case identifier; received {framework.name!r}."
+        )
+    if framework.name in _table and not replace:
+        raise UnknownMemoryTypeError(
+            f"Memory type {framework.name!r} is already registered; pass replace=True to replace it."
+        )
+    _table[framework.name] = framework
+    _forget(framework.name)
+
+
+def unregister_framework(name: str) -> None:
+    """Remove a run-time registered row (built-in rows cannot be removed)."""
+    if any(fw.name == name for fw in _BUILTIN):
+        raise UnknownMemoryTypeError(f"Built-in memory type {name!r} cannot be unregistered.")
+    get_framework(name)
+    del _table[name]
+    _forget(name)
+
+
+def _forget(name: str) -> None:
+    _adapters.pop(name, None)
+    _resolved_types.pop(name, None)
+    _generation[0] += 1
+
+
+def _import_framework_module(framework: Framework) -> ModuleType:
+    for first in framework.import_before:  # crash workarounds: see Framework.import_before
+        if first not in sys.modules and importlib.util.find_spec(first) is not None:
+            importlib.import_module(first)
+    try:
+        return importlib.import_module(framework.module)
+    except ImportError as exc:
+        raise FrameworkNotInstalledError(
+            f"Memory type {framework.name!r} needs the {framework.module!r} package, which "
+            f"cannot be imported ({exc}). Install it with: {framework.install_hint}"
+        ) from exc
+
+
+def load_adapter(name: object) -> Adapter:
+    """The adapter module of a memory type, importing the framework if needed.
+
+    Raises
+    ------
+    UnknownMemoryTypeError
+        Unknown name.
+    FrameworkNotInstalledError
+        The framework is not installed.
+    """
+    framework = get_framework(name)
+    adapter = _adapters.get(framework.name)
+    if adapter is None:
+        if framework.module not in sys.modules:
+            _import_framework_module(framework)
+        adapter = importlib.import_module(framework.adapter)
+        _adapters[framework.name] = adapter
+    return cast("Adapter", adapter)
+
+
+def array_types(framework: Framework) -> tuple[type, ...]:
+    """The framework's array classes; empty while its module is not loaded."""
+    resolved = _resolved_types.get(framework.name)
+    if resolved is not None:
+        return resolved
+    if framework.module not in sys.modules:
+        return ()
+    classes: list[type] = []
+    for spec in framework.array_types:
+        module_name, _, attr = spec.partition(":")
+        module: Any = sys.modules.get(module_name) or importlib.import_module(module_name)
+        for part in attr.split("."):
+            module = getattr(module, part)
+        classes.append(cast(type, module))
+    _resolved_types[framework.name] = tuple(classes)
+    return tuple(classes)
+
+
+def loaded_frameworks() -> list[Framework]:
+    """Rows whose top-level module is already imported (nothing is imported here)."""
+    return [fw for fw in _table.values() if fw.module in sys.modules]
+
+
+def generation() -> int:
+    """A counter bumped whenever the table changes."""
+    return _generation[0]

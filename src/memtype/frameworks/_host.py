@@ -1,0 +1,60 @@
+"""Host-buffer helpers shared by the adapters (layout checks, safe copies, lossless narrowing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memtype.errors import MemoryConversionError
+
+ALIGN = 64  # TensorFlow and XLA share host buffers only at 64-byte alignment
+
+
+def is_aligned(a: np.ndarray[Any, Any], align: int = ALIGN) -> bool:
+    """Whether ``a``'s first byte sits on an ``align``-byte boundary."""
+    return a.__array_interface__["data"][0] % align == 0
+
+
+def shareable(a: np.ndarray[Any, Any], *, contiguous: bool, align: int = 1) -> bool:
+    """Whether a framework may share ``a``'s buffer: writable, native order, non-negative strides."""
+    if not a.flags.writeable or not a.dtype.isnative:
+        return False
+    if contiguous:
+        if not a.flags.c_contiguous:
+            return False
+    elif any(s < 0 for s in a.strides):
+        return False
+    return align <= 1 or a.size == 0 or is_aligned(a, align)
+
+
+def aligned_copy(a: np.ndarray[Any, Any], align: int = ALIGN) -> np.ndarray[Any, Any]:
+    """A C-contiguous, native-byte-order, writable copy of ``a`` starting on an aligned boundary."""
+    dtype = a.dtype.newbyteorder("=") if not a.dtype.isnative else a.dtype
+    nbytes = max(a.size * dtype.itemsize, 1)
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    offset = (-raw.__array_interface__["data"][0]) % align
+    out = raw[offset:offset + a.size * dtype.itemsize].view(dtype).reshape(a.shape)
+    np.copyto(out, a, casting="unsafe" if dtype != a.dtype else "no")
+    return out
+
+
+def native_copy(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A C-contiguous, native-byte-order, writable copy of ``a``."""
+    dtype = a.dtype.newbyteorder("=") if not a.dtype.isnative else a.dtype
+    return np.array(a, dtype=dtype, order="C", copy=True)
+
+
+def narrow_lossless(a: np.ndarray[Any, Any], target: np.dtype[Any], framework: str,
+                    hint: str) -> np.ndarray[Any, Any]:
+    """``a`` cast to ``target`` when every value survives exactly; else a clear error."""
+    out = a.astype(target)
+    back = out.astype(a.dtype)
+    same = np.array_equal(back, a, equal_nan=a.dtype.kind in "fc")
+    if not same:
+        raise MemoryConversionError(
+            f"{framework} cannot hold {a.dtype} here and narrowing to {target} would change "
+            f"values. {hint}",
+            "numpy", framework,
+        )
+    return out

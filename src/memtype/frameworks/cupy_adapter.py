@@ -1,0 +1,140 @@
+"""CuPy adapter (CUDA arrays only)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, ExitStack
+from types import ModuleType
+from typing import Any
+
+import cupy as cp
+import numpy as np
+
+from memtype.frameworks._protocol import Device
+
+HOST_NATIVE = False
+DLPACK_CONTIGUOUS = False
+DLPACK_ALIGN = 1
+DLPACK_ANY_DTYPE = False
+
+_streams = threading.local()
+
+
+def version() -> str:
+    return str(cp.__version__)
+
+
+def device_of(x: Any) -> Device:
+    return Device("cuda", int(x.device.id))
+
+
+def gpu_count() -> int:
+    try:
+        return int(cp.cuda.runtime.getDeviceCount())
+    except cp.cuda.runtime.CUDARuntimeError:  # no driver / no device
+        return 0
+
+
+def devices() -> list[str]:
+    names = []
+    for i in range(gpu_count()):
+        props = cp.cuda.runtime.getDeviceProperties(i)
+        names.append(f"cuda:{i} {props['name'].decode()}")
+    return names
+
+
+def dlpack_version() -> str:
+    return "1.0"
+
+
+def dtype_of(x: Any) -> np.dtype[Any]:
+    return np.dtype(x.dtype)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    return x.get()  # type: ignore[no-any-return]
+
+
+def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    with cp.cuda.Device(device.index):
+        return cp.asarray(a)
+
+
+def from_dlpack(x: Any, device: Device) -> Any:
+    with cp.cuda.Device(device.index):
+        return cp.from_dlpack(x)
+
+
+def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind in "biufc"
+
+
+def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
+    if contiguous and not x.flags.c_contiguous:
+        return None
+    if any(s < 0 for s in x.strides):
+        return None
+    if align > 1 and x.size and x.data.ptr % align:
+        return None
+    return x
+
+
+def data_ptr(x: Any) -> int | None:
+    return int(x.data.ptr)
+
+
+def to_device(x: Any, device: Device) -> Any:
+    with cp.cuda.Device(device.index):
+        return cp.asarray(x)  # peer-to-peer copy when the source lives elsewhere
+
+
+def copy(x: Any) -> Any:
+    with x.device:
+        return x.copy()
+
+
+def stack(arrays: Sequence[Any]) -> Any:
+    return cp.stack(list(arrays))
+
+
+def namespace() -> ModuleType | None:
+    return cp
+
+
+def synchronize(device: Device) -> None:
+    with cp.cuda.Device(device.index):
+        cp.cuda.get_current_stream().synchronize()
+
+
+def stream(device: Device) -> AbstractContextManager[Any]:
+    per_thread: dict[int, Any] = _streams.__dict__.setdefault("by_device", {})
+    stack_ = ExitStack()
+    stack_.enter_context(cp.cuda.Device(device.index))
+    s = per_thread.get(device.index)
+    if s is None:
+        s = per_thread[device.index] = cp.cuda.Stream(non_blocking=True)
+    stack_.enter_context(s)
+    return stack_
+
+
+def empty_cache() -> None:
+    cp.get_default_memory_pool().free_all_blocks()
+    cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def memory_info(gpu_id: int) -> dict[str, int]:
+    pool = cp.get_default_memory_pool()
+    return {"pool_used": int(pool.used_bytes()), "pool_total": int(pool.total_bytes())}
+
+
+def oom_errors() -> tuple[type[BaseException], ...]:
+    return (cp.cuda.memory.OutOfMemoryError,)
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, cp.cuda.memory.OutOfMemoryError)

@@ -1,0 +1,160 @@
+"""JAX adapter (CPU and CUDA arrays). JAX arrays are immutable."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from types import ModuleType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from memtype.frameworks._host import ALIGN, narrow_lossless, native_copy, shareable
+from memtype.frameworks._protocol import CPU, Device
+
+HOST_NATIVE = False
+DLPACK_CONTIGUOUS = True  # XLA buffers are dense row-major
+DLPACK_ALIGN = 1  # unaligned buffers are copied by jax itself
+DLPACK_ANY_DTYPE = False
+
+_X64_HINT = (
+    "Enable 64-bit JAX with memtype.gpu.configure(jax_enable_x64=True) "
+    "(jax.config.update('jax_enable_x64', True)), or cast to a 32-bit dtype first."
+)
+_NARROW = {"f8": "f4", "i8": "i4", "u8": "u4", "c16": "c8"}
+
+
+def version() -> str:
+    return str(jax.__version__)
+
+
+def _platform_kind(platform: str) -> str:
+    return "cpu" if platform == "cpu" else "cuda"
+
+
+def device_of(x: Any) -> Device:
+    dev = next(iter(x.devices()))
+    kind = _platform_kind(dev.platform)
+    return CPU if kind == "cpu" else Device(kind, dev.id)
+
+
+def _gpu_devices() -> list[Any]:
+    try:
+        return list(jax.devices("gpu"))
+    except RuntimeError:  # jax raises RuntimeError when no GPU backend is present
+        return []
+
+
+def gpu_count() -> int:
+    return len(_gpu_devices())
+
+
+def devices() -> list[str]:
+    return ["cpu"] + [f"cuda:{d.id} {d.device_kind}" for d in _gpu_devices()]
+
+
+def dlpack_version() -> str:
+    return "1.0"
+
+
+def dtype_of(x: Any) -> np.dtype[Any]:
+    return np.dtype(x.dtype)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    return np.asarray(x)
+
+
+def _jax_device(device: Device) -> Any:
+    if device.kind == "cpu":
+        return jax.devices("cpu")[0]
+    return _gpu_devices()[device.index]
+
+
+def _fit_dtype(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """64-bit values narrowed exactly when JAX runs without x64; otherwise an error."""
+    code = a.dtype.str[1:]
+    if code not in _NARROW or jax.config.jax_enable_x64:
+        return a
+    return narrow_lossless(a, np.dtype(_NARROW[code]), "jax", _X64_HINT)
+
+
+def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    fitted = _fit_dtype(a)
+    if device.kind == "cpu" and fitted is a and a.dtype.kind in "biufc" and shareable(
+        a, contiguous=True, align=ALIGN
+    ):
+        return jax.dlpack.from_dlpack(a)
+    if not shareable(fitted, contiguous=True):
+        fitted = native_copy(fitted)
+    return jax.device_put(fitted, _jax_device(device))
+
+
+def from_dlpack(x: Any, device: Device) -> Any:
+    return jax.dlpack.from_dlpack(x)
+
+
+def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
+    """False for 64-bit dtypes while x64 is off (jax would narrow them silently)."""
+    return dtype.str[1:] not in _NARROW or bool(jax.config.jax_enable_x64)
+
+
+def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
+    if align > 1 and x.size and device_of(x).kind == "cpu":
+        if x.unsafe_buffer_pointer() % align:
+            return None
+    return x
+
+
+def data_ptr(x: Any) -> int | None:
+    return int(x.unsafe_buffer_pointer())
+
+
+def to_device(x: Any, device: Device) -> Any:
+    return jax.device_put(x, _jax_device(device))
+
+
+def copy(x: Any) -> Any:
+    return jnp.array(x, copy=True)
+
+
+def stack(arrays: Sequence[Any]) -> Any:
+    return jnp.stack(list(arrays))
+
+
+def namespace() -> ModuleType | None:
+    return jnp
+
+
+def synchronize(device: Device) -> None:
+    jax.effects_barrier()
+
+
+def stream(device: Device) -> AbstractContextManager[Any]:
+    return nullcontext()  # XLA schedules its own streams
+
+
+def empty_cache() -> None:
+    jax.clear_caches()
+
+
+def memory_info(gpu_id: int) -> dict[str, int]:
+    devs = _gpu_devices()
+    if gpu_id >= len(devs):
+        return {}
+    stats = devs[gpu_id].memory_stats() or {}
+    return {k: int(v) for k, v in stats.items() if isinstance(v, int)}
+
+
+def oom_errors() -> tuple[type[BaseException], ...]:
+    return (jax.errors.JaxRuntimeError,)
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, jax.errors.JaxRuntimeError) and str(exc).startswith("RESOURCE_EXHAUSTED")

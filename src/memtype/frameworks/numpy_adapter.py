@@ -1,0 +1,112 @@
+"""NumPy adapter: the host hub every other adapter reads from and writes to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from memtype.frameworks._protocol import CPU, Device
+
+HOST_NATIVE = True
+DLPACK_CONTIGUOUS = False
+DLPACK_ANY_DTYPE = True
+
+
+def version() -> str:
+    return np.__version__
+
+
+def device_of(x: Any) -> Device:
+    return CPU
+
+
+def gpu_count() -> int:
+    return 0
+
+
+def devices() -> list[str]:
+    return ["cpu"]
+
+
+def dlpack_version() -> str:
+    return "1.0"
+
+
+def dtype_of(x: Any) -> np.dtype[Any]:
+    return x.dtype  # type: ignore[no-any-return]
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    return x  # type: ignore[no-any-return]
+
+
+def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    return a
+
+
+def from_dlpack(x: Any, device: Device) -> Any:
+    return np.from_dlpack(x)
+
+
+def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
+    return True
+
+
+def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
+    from memtype.frameworks._host import shareable
+
+    if x.dtype.kind not in "biufc" or not shareable(x, contiguous=contiguous, align=align):
+        return None
+    return x
+
+
+def data_ptr(x: Any) -> int | None:
+    return int(x.__array_interface__["data"][0])
+
+
+def to_device(x: Any, device: Device) -> Any:
+    return x
+
+
+def copy(x: Any) -> Any:
+    return np.array(x, copy=True)
+
+
+def stack(arrays: Sequence[Any]) -> Any:
+    return np.stack(arrays)
+
+
+def namespace() -> ModuleType | None:
+    return np
+
+
+def synchronize(device: Device) -> None:
+    return None
+
+
+def stream(device: Device) -> AbstractContextManager[Any]:
+    return nullcontext()
+
+
+def empty_cache() -> None:
+    return None
+
+
+def memory_info(gpu_id: int) -> dict[str, int]:
+    return {}
+
+
+def oom_errors() -> tuple[type[BaseException], ...]:
+    return (MemoryError,)
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError)

@@ -1,0 +1,168 @@
+"""pyclesperanto adapter (OpenCL device arrays, 1-3 dimensions).
+
+pyclesperanto holds int8..int32, uint8..uint32 and float32 only. Documented rules:
+bool and float16 widen (to uint8 / float32, lossless); int64, uint64 and float64 narrow to
+their 32-bit kin only when every value survives exactly, else a MemoryConversionError;
+complex, 0-d, 0-size and >3-d arrays are refused with a clear error. It has no DLPack
+(torch.from_dlpack on its arrays crashes the interpreter), so data moves through host memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pyclesperanto as cle
+
+from memtype.errors import DeviceError, MemoryConversionError
+from memtype.frameworks._host import narrow_lossless, native_copy
+from memtype.frameworks._protocol import Device
+
+HOST_NATIVE = False
+DLPACK_CONTIGUOUS = True
+DLPACK_ALIGN = 1
+DLPACK_ANY_DTYPE = False
+
+_WIDEN = {"b1": "u1", "f2": "f4"}
+_NARROW = {"i8": "i4", "u8": "u4", "f8": "f4"}
+_HINT = "Cast it to a 32-bit dtype first (e.g. x.astype('float32'))."
+
+
+def version() -> str:
+    return str(cle.__version__)
+
+
+def _device_names() -> list[str]:
+    return list(cle.list_available_devices())
+
+
+def device_of(x: Any) -> Device:
+    names = _device_names()
+    name = x.device.name
+    return Device("opencl", names.index(name) if name in names else 0)
+
+
+def gpu_count() -> int:
+    return len(_device_names())
+
+
+def devices() -> list[str]:
+    return [f"opencl:{i} {n}" for i, n in enumerate(_device_names())]
+
+
+def dlpack_version() -> str:
+    return ""
+
+
+def dtype_of(x: Any) -> np.dtype[Any]:
+    return np.dtype(x.dtype)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    return np.asarray(x.get())
+
+
+def _fit(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    code = a.dtype.str[1:]
+    if a.ndim == 0 or a.ndim > 3 or a.size == 0:
+        raise MemoryConversionError(
+            f"pyclesperanto holds 1-3 dimensional, non-empty arrays; received shape {a.shape}.",
+            "numpy", "pyclesperanto",
+        )
+    if code in _WIDEN:
+        return a.astype(_WIDEN[code])
+    if code in _NARROW:
+        return narrow_lossless(a, np.dtype(_NARROW[code]), "pyclesperanto", _HINT)
+    if a.dtype.kind not in "iuf":
+        raise MemoryConversionError(
+            f"pyclesperanto cannot hold dtype {a.dtype}; it holds int8..int32, uint8..uint32 "
+            f"and float32. {_HINT}",
+            "numpy", "pyclesperanto",
+        )
+    return a
+
+
+def _select(device: Device) -> Any:
+    names = _device_names()
+    if device.index >= len(names):
+        raise DeviceError(
+            f"OpenCL device {device.index} requested; available: {names or 'none'}."
+        )
+    current = cle.get_device()
+    if current.name != names[device.index]:
+        current = cle.select_device(names[device.index])
+    return current
+
+
+def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    fitted = _fit(a)
+    if not fitted.flags.c_contiguous or not fitted.dtype.isnative:
+        fitted = native_copy(fitted)
+    return cle.push(fitted, device=_select(device))
+
+
+def from_dlpack(x: Any, device: Device) -> Any:
+    raise MemoryConversionError("pyclesperanto does not import DLPack.", "", "pyclesperanto")
+
+
+def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
+    return False
+
+
+def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
+    return None  # consumers crash on its DLPack capsules
+
+
+def data_ptr(x: Any) -> int | None:
+    return None
+
+
+def to_device(x: Any, device: Device) -> Any:
+    return cle.push(to_numpy(x), device=_select(device))
+
+
+def copy(x: Any) -> Any:
+    return x.copy()
+
+
+def stack(arrays: Sequence[Any]) -> Any:
+    host = np.stack([to_numpy(a) for a in arrays])
+    return cle.push(host, device=arrays[0].device)
+
+
+def namespace() -> ModuleType | None:
+    return None
+
+
+def synchronize(device: Device) -> None:
+    cle.wait_for_kernel_to_finish(True)
+
+
+def stream(device: Device) -> AbstractContextManager[Any]:
+    return nullcontext()
+
+
+def empty_cache() -> None:
+    return None  # buffers are released with their arrays
+
+
+def memory_info(gpu_id: int) -> dict[str, int]:
+    return {}
+
+
+def oom_errors() -> tuple[type[BaseException], ...]:
+    return (MemoryError, RuntimeError)
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return "CL_MEM_OBJECT_ALLOCATION_FAILURE" in text or "CL_OUT_OF_RESOURCES" in text

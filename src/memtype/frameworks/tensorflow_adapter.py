@@ -1,0 +1,142 @@
+"""TensorFlow adapter (CPU and GPU tensors). TensorFlow tensors are immutable.
+
+TensorFlow aborts the process when it imports a DLPack buffer that is not 64-byte aligned
+or not row-major, so every import is checked first and copied when it would not be safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from memtype.frameworks._host import ALIGN, native_copy, shareable
+from memtype.frameworks._protocol import CPU, Device
+
+HOST_NATIVE = False
+DLPACK_CONTIGUOUS = True
+DLPACK_ALIGN = ALIGN
+DLPACK_ANY_DTYPE = False
+
+
+def version() -> str:
+    return str(tf.__version__)
+
+
+def device_of(x: Any) -> Device:
+    spec = tf.DeviceSpec.from_string(x.device or "/device:CPU:0")
+    if (spec.device_type or "CPU").upper() == "CPU":
+        return CPU
+    return Device("cuda", spec.device_index or 0)
+
+
+def gpu_count() -> int:
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def devices() -> list[str]:
+    return ["cpu"] + [f"cuda:{i} {d.name}" for i, d in enumerate(tf.config.list_physical_devices("GPU"))]
+
+
+def dlpack_version() -> str:
+    return "0.8"
+
+
+def dtype_of(x: Any) -> np.dtype[Any]:
+    return np.dtype(x.dtype.as_numpy_dtype)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in x.shape)
+
+
+def to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    if isinstance(x, tf.Variable):
+        return x.numpy()  # type: ignore[no-any-return]
+    if device_of(x).kind != "cpu":
+        with tf.device("/CPU:0"):
+            x = tf.identity(x)
+    return np.asarray(x)
+
+
+def _tf_device(device: Device) -> str:
+    return "/CPU:0" if device.kind == "cpu" else f"/GPU:{device.index}"
+
+
+def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    if device.kind == "cpu" and a.dtype.kind in "biufc" and shareable(a, contiguous=True, align=ALIGN):
+        return tf.experimental.dlpack.from_dlpack(a.__dlpack__())
+    if not shareable(a, contiguous=True):
+        a = native_copy(a)
+    with tf.device(_tf_device(device)):
+        return tf.identity(tf.convert_to_tensor(a))
+
+
+def from_dlpack(x: Any, device: Device) -> Any:
+    return tf.experimental.dlpack.from_dlpack(x.__dlpack__())
+
+
+def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind in "biufc" or dtype.name == "bfloat16"
+
+
+def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
+    if isinstance(x, tf.Variable):
+        return None
+    return x
+
+
+def data_ptr(x: Any) -> int | None:
+    if isinstance(x, tf.Variable) or device_of(x).kind != "cpu":
+        return None
+    return int(np.asarray(x).__array_interface__["data"][0])
+
+
+def to_device(x: Any, device: Device) -> Any:
+    with tf.device(_tf_device(device)):
+        return tf.identity(x)
+
+
+def copy(x: Any) -> Any:
+    return tf.identity(x)
+
+
+def stack(arrays: Sequence[Any]) -> Any:
+    return tf.stack(list(arrays))
+
+
+def namespace() -> ModuleType | None:
+    import tensorflow.experimental.numpy as tnp
+
+    return tnp
+
+
+def synchronize(device: Device) -> None:
+    return None  # eager tensors are materialised when read
+
+
+def stream(device: Device) -> AbstractContextManager[Any]:
+    return tf.device(_tf_device(device)) if device.kind == "cuda" else nullcontext()
+
+
+def empty_cache() -> None:
+    return None  # TensorFlow's BFC allocator cannot be asked to release memory
+
+
+def memory_info(gpu_id: int) -> dict[str, int]:
+    if gpu_id >= gpu_count():
+        return {}
+    info = tf.config.experimental.get_memory_info(f"GPU:{gpu_id}")
+    return {k: int(v) for k, v in info.items()}
+
+
+def oom_errors() -> tuple[type[BaseException], ...]:
+    return (tf.errors.ResourceExhaustedError,)
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, tf.errors.ResourceExhaustedError)

@@ -1,0 +1,174 @@
+"""PyTorch adapter (CPU and CUDA tensors)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+
+from memtype.frameworks._host import native_copy, shareable
+from memtype.frameworks._protocol import CPU, Device
+
+HOST_NATIVE = False
+DLPACK_CONTIGUOUS = False  # torch takes any non-negative strides (negative ones abort the process)
+DLPACK_ALIGN = 1
+DLPACK_ANY_DTYPE = True
+
+_BF16 = torch.bfloat16
+_streams = threading.local()
+
+
+def version() -> str:
+    return str(torch.__version__)
+
+
+def device_of(x: Any) -> Device:
+    dev = x.device
+    if dev.type == "cpu":
+        return CPU
+    return Device(dev.type, dev.index or 0)
+
+
+def gpu_count() -> int:
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+def devices() -> list[str]:
+    names = ["cpu"]
+    for i in range(gpu_count()):
+        names.append(f"cuda:{i} {torch.cuda.get_device_name(i)}")
+    return names
+
+
+def dlpack_version() -> str:
+    return "1.0"
+
+
+def _ml_bfloat16() -> np.dtype[Any]:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def dtype_of(x: Any) -> np.dtype[Any]:
+    if x.dtype == _BF16:
+        return _ml_bfloat16()
+    return np.dtype(str(x.dtype).removeprefix("torch."))
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def _plain(x: Any) -> Any:
+    """Detached, with conjugate/negative bits resolved (views stay views where possible)."""
+    if x.requires_grad:
+        x = x.detach()
+    if x.is_conj() or x.is_neg():
+        x = x.resolve_conj().resolve_neg()
+    return x
+
+
+def to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    x = _plain(x)
+    if x.device.type != "cpu":
+        x = x.cpu()
+    if x.dtype == _BF16:
+        return x.view(torch.uint16).numpy().view(_ml_bfloat16())  # type: ignore[no-any-return]
+    return x.numpy()  # type: ignore[no-any-return]
+
+
+def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    if not shareable(a, contiguous=False):
+        a = native_copy(a)
+    if a.dtype.name == "bfloat16":
+        t = torch.from_numpy(a.view(np.uint16)).view(_BF16)
+    else:
+        t = torch.from_numpy(a)
+    if device.kind == "cuda":
+        t = t.to(_torch_device(device), non_blocking=False)
+    return t
+
+
+def from_dlpack(x: Any, device: Device) -> Any:
+    return torch.from_dlpack(x)
+
+
+def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
+    return True
+
+
+def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
+    x = _plain(x)
+    if contiguous and not x.is_contiguous():
+        return None
+    if align > 1 and x.numel() and x.data_ptr() % align:
+        return None
+    return x
+
+
+def _torch_device(device: Device) -> Any:
+    return torch.device("cpu") if device.kind == "cpu" else torch.device("cuda", device.index)
+
+
+def data_ptr(x: Any) -> int | None:
+    return int(x.data_ptr())
+
+
+def to_device(x: Any, device: Device) -> Any:
+    return x.to(_torch_device(device))
+
+
+def copy(x: Any) -> Any:
+    return _plain(x).clone(memory_format=torch.contiguous_format)
+
+
+def stack(arrays: Sequence[Any]) -> Any:
+    return torch.stack(list(arrays))
+
+
+def namespace() -> ModuleType | None:
+    return torch
+
+
+def synchronize(device: Device) -> None:
+    if device.kind == "cuda":
+        torch.cuda.synchronize(device.index)
+
+
+def stream(device: Device) -> AbstractContextManager[Any]:
+    if device.kind != "cuda":
+        return nullcontext()
+    per_thread: dict[int, Any] = _streams.__dict__.setdefault("by_device", {})
+    s = per_thread.get(device.index)
+    if s is None:
+        s = per_thread[device.index] = torch.cuda.Stream(device=device.index)
+    return torch.cuda.stream(s)
+
+
+def empty_cache() -> None:
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def memory_info(gpu_id: int) -> dict[str, int]:
+    if not torch.cuda.is_initialized():
+        return {}
+    return {
+        "allocated": int(torch.cuda.memory_allocated(gpu_id)),
+        "reserved": int(torch.cuda.memory_reserved(gpu_id)),
+        "peak_allocated": int(torch.cuda.max_memory_allocated(gpu_id)),
+    }
+
+
+def oom_errors() -> tuple[type[BaseException], ...]:
+    return (torch.OutOfMemoryError,)
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError)

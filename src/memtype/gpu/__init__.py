@@ -1,0 +1,58 @@
+"""GPU devices, memory statistics, budgets and pools, cleanup, OOM recovery, streams, profiling.
+
+Every name is imported on first use: ``import memtype.gpu`` starts no GPU runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> submodule defining it (one place per concern)
+_EXPORTS: dict[str, str] = {
+    # devices.py
+    "GPUInfo": "devices",
+    "GPUManager": "devices",
+    "get_gpu_manager": "devices",
+    "select_device": "devices",
+    "assign": "devices",
+    # memory.py
+    "memory_usage": "memory",
+    "check_gpu_memory": "memory",
+    "check_gpu_memory_usage": "memory",
+    "memory_pressure": "memory",
+    # pool.py
+    "GPUMemoryPool": "pool",
+    "get_gpu_memory_pool": "pool",
+    "GPUMemoryManager": "pool",
+    # cache.py
+    "GPUTensorCache": "cache",
+    # profiler.py
+    "profile": "profiler",
+    "ProfileRecord": "profiler",
+    # cleanup.py
+    "cleanup": "cleanup",
+    "cleanup_all_gpu_frameworks": "cleanup",
+    "MEMORY_TYPE_CLEANUP_REGISTRY": "cleanup",
+    # config.py
+    "configure": "config",
+    # oom.py
+    "is_oom_error": "oom",
+    # streams.py
+    "thread_stream": "streams",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memtype.gpu' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
