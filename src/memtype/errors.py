@@ -12,6 +12,7 @@ __all__ = [
     "UnsupportedArrayError",
     "UnknownMemoryTypeError",
     "FrameworkNotInstalledError",
+    "ImportOrderError",
     "MemoryConversionError",
     "DeviceError",
     "ShapeError",
@@ -41,6 +42,10 @@ class UnknownMemoryTypeError(MemtypeError, ValueError):
 
 class FrameworkNotInstalledError(MemtypeError, ImportError):
     """The framework behind a memory type cannot be imported; the message has the install hint."""
+
+
+class ImportOrderError(MemtypeError, ImportError):
+    """A framework import that would crash the interpreter in this order (refused instead)."""
 
 
 class MemoryConversionError(MemtypeError, ValueError):

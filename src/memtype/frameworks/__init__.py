@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from memtype.errors import FrameworkNotInstalledError, UnknownMemoryTypeError
+from memtype.errors import FrameworkNotInstalledError, ImportOrderError, UnknownMemoryTypeError
 
 if TYPE_CHECKING:
     from memtype.frameworks._protocol import Adapter
@@ -57,7 +57,10 @@ class Framework:
     install_hint : str
         What to run to install it.
     import_before : tuple of str
-        Modules that must be imported before this one when both are used (crash workarounds).
+        Installed modules memtype imports before this one (preferred order when both are used).
+    crashes_after : tuple of str
+        Modules that, once imported, make importing this framework crash the interpreter;
+        memtype refuses that import with :class:`ImportOrderError` instead.
     """
 
     name: str
@@ -69,6 +72,7 @@ class Framework:
     immutable: bool
     install_hint: str
     import_before: tuple[str, ...] = field(default=())
+    crashes_after: tuple[str, ...] = field(default=())
 
     @property
     def gpu_only(self) -> bool:
@@ -91,7 +95,9 @@ _BUILTIN: tuple[Framework, ...] = (
               ("cpu", "cuda"), True, True, "pip install 'memtype[jax]'  (jax[cuda12] on GPU)"),
     Framework("pyclesperanto", "pyclesperanto", ("pyclesperanto:Array",),
               "memtype.frameworks.pyclesperanto_adapter", ("opencl",), False, False,
-              "pip install 'memtype[cle]'  (plus an OpenCL runtime, e.g. apt install pocl-opencl-icd)"),
+              "pip install 'memtype[cle]'  (plus an OpenCL runtime, e.g. apt install pocl-opencl-icd)",
+              # With the pocl OpenCL runtime, importing pyclesperanto after tensorflow segfaults.
+              crashes_after=("tensorflow",)),
 )
 
 _table: dict[str, Framework] = {fw.name: fw for fw in _BUILTIN}
@@ -171,7 +177,20 @@ def _forget(name: str) -> None:
     _generation[0] += 1
 
 
+def _check_import_order(framework: Framework) -> None:
+    """Refuse an import that is known to crash the interpreter in the current state."""
+    late = [m for m in framework.crashes_after if m in sys.modules]
+    if late:
+        raise ImportOrderError(
+            f"{framework.module!r} cannot be imported after {', '.join(late)!s}: that order "
+            f"crashes the interpreter (seen with the pocl OpenCL runtime). Import "
+            f"{framework.module} (or call memtype.frameworks.load_adapter({framework.name!r})) "
+            f"before importing {', '.join(late)}."
+        )
+
+
 def _import_framework_module(framework: Framework) -> ModuleType:
+    _check_import_order(framework)
     for first in framework.import_before:  # crash workarounds: see Framework.import_before
         if first not in sys.modules and importlib.util.find_spec(first) is not None:
             importlib.import_module(first)

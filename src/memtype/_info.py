@@ -1,0 +1,74 @@
+"""The report printed by ``memtype info``: frameworks, devices, DLPack, what is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+
+from memtype.errors import FrameworkNotInstalledError
+from memtype.frameworks import Framework, iter_frameworks, load_adapter
+
+__all__ = ["info_report", "framework_rows"]
+
+
+def _row(fw: Framework) -> tuple[str, str, str, str]:
+    """(name, version, dlpack, devices) for one installed framework."""
+    adapter = load_adapter(fw.name)
+    devices = adapter.devices()
+    if not devices:
+        devices = [f"none (needs a {'/'.join(fw.device_kinds)} device)"]
+    return fw.name, adapter.version(), adapter.dlpack_version() or "-", "; ".join(devices)
+
+
+def framework_rows() -> tuple[list[tuple[str, str, str, str]], list[tuple[str, str]]]:
+    """Installed frameworks as rows, and missing ones as (name, install hint)."""
+    found: list[tuple[str, str, str, str]] = []
+    missing: list[tuple[str, str]] = []
+    for fw in iter_frameworks():
+        if importlib.util.find_spec(fw.module) is None:
+            missing.append((fw.name, fw.install_hint))
+            continue
+        try:
+            found.append(_row(fw))
+        except FrameworkNotInstalledError as exc:
+            missing.append((fw.name, str(exc)))
+    return found, missing
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*row) for row in rows]
+    return "\n".join(lines)
+
+
+def _gpu_lines() -> list[str]:
+    if importlib.util.find_spec("memtype.gpu.devices") is None:
+        return []
+    from memtype.gpu import get_gpu_manager
+
+    gpus = get_gpu_manager().gpus
+    if not gpus:
+        return ["GPUs: none (no CUDA device visible)"]
+    lines = ["GPUs:"]
+    for g in gpus:
+        lines.append(f"  {g.index}: {g.name}  {g.total_bytes / 2**30:.1f} GiB total, "
+                     f"{g.free_bytes / 2**30:.1f} GiB free")
+    return lines
+
+
+def info_report() -> str:
+    """The text of ``memtype info``."""
+    from memtype import __version__
+
+    found, missing = framework_rows()
+    lines = [f"memtype {__version__} on Python {platform.python_version()} ({platform.machine()})", ""]
+    lines.append(_table(("framework", "version", "dlpack", "devices"), found))
+    lines.append("")
+    lines += _gpu_lines()
+    opencl = [r[3] for r in found if r[0] == "pyclesperanto"]
+    lines.append(f"OpenCL devices: {opencl[0] if opencl else 'none (pyclesperanto not installed)'}")
+    if missing:
+        lines += ["", "Missing:"] + [f"  {name}: {hint}" for name, hint in missing]
+    return "\n".join(lines)

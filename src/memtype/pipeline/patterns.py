@@ -1,0 +1,273 @@
+"""Filename patterns with named fields, and grouping of matched images into tasks and stacks.
+
+A pattern is a filename with ``{field}`` placeholders: ``{well}_s{site}_w{channel}_z{z:03d}.tif``
+(the default, ImageXpress style: ``A01_s1_w1_z001.tif``). ``{well}`` matches a plate well
+(``A01``, ``B12``, ``AA3``); every other ``{name}`` matches digits and is read as an ``int``;
+``{name:s}`` matches any text without a path separator. A format spec such as ``03d`` pads the
+number when a filename is built with :meth:`FilenamePattern.format` and is accepted with any
+number of digits when matching.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Union
+
+from memtype.errors import ShapeError
+
+__all__ = [
+    "DEFAULT_PATTERN",
+    "FilenamePattern",
+    "ImageRecord",
+    "FieldValue",
+    "Key",
+    "match_files",
+    "group_records",
+    "stack_keys",
+    "key_label",
+    "natural_key",
+    "split_well",
+]
+
+DEFAULT_PATTERN = "{well}_s{site}_w{channel}_z{z:03d}.tif"
+"""ImageXpress-style names: well, site, wavelength (channel), z-plane."""
+
+FieldValue = Union[int, str]
+Key = tuple[tuple[str, FieldValue], ...]
+"""A hashable set of field values, in the pattern's field order: ``(("well", "A01"), ("site", 1))``."""
+
+_WELL_RE = r"[A-Za-z]{1,2}\d{1,3}"
+_TEXT_RE = r"[^/\\]+?"
+_INT_RE = r"\d+"
+_NATURAL = re.compile(r"(\d+)")
+
+
+@dataclass(frozen=True)
+class _Field:
+    """One placeholder of a pattern."""
+
+    name: str
+    spec: str
+
+    @property
+    def is_text(self) -> bool:
+        """Whether values are strings (``{well}``, ``{name:s}``) rather than integers."""
+        return self.name == "well" or self.spec.endswith("s")
+
+    @property
+    def regex(self) -> str:
+        """The regular expression a value of this field matches."""
+        if self.name == "well" and not self.spec:
+            return _WELL_RE
+        return _TEXT_RE if self.is_text else _INT_RE
+
+
+def _parse_template(template: str) -> tuple[list[str], list[_Field]]:
+    """Split a template into literal parts and fields (``string.Formatter`` syntax)."""
+    literals: list[str] = []
+    fields: list[_Field] = []
+    for literal, name, spec, conversion in string.Formatter().parse(template):
+        literals.append(literal)
+        if name is None:
+            continue
+        if not name.isidentifier() or conversion:
+            raise ValueError(
+                f"Pattern field {{{name}}} in {template!r} is not a plain name; expected "
+                "{name} or {name:spec}, e.g. {well}_s{site}_w{channel}_z{z:03d}.tif."
+            )
+        if any(f.name == name for f in fields):
+            raise ValueError(f"Pattern {template!r} names the field {name!r} twice.")
+        fields.append(_Field(name, spec or ""))
+    return literals, fields
+
+
+@dataclass(frozen=True)
+class FilenamePattern:
+    """A filename template with named fields.
+
+    Parameters
+    ----------
+    template : str
+        For example ``"{well}_s{site}_w{channel}_z{z:03d}.tif"`` or
+        ``"{well}_s{site}_c{channel}_z{z}.tif"``. Literal text must match exactly.
+
+    Raises
+    ------
+    ValueError
+        A template without fields, a field named twice, or a malformed placeholder.
+
+    Examples
+    --------
+    >>> p = FilenamePattern("{well}_s{site}_w{channel}_z{z:03d}.tif")
+    >>> p.match("B03_s2_w1_z004.tif")
+    {'well': 'B03', 'site': 2, 'channel': 1, 'z': 4}
+    >>> p.format(well="B03", site=2, channel=1, z=4)
+    'B03_s2_w1_z004.tif'
+    """
+
+    template: str = DEFAULT_PATTERN
+    _fields: tuple[_Field, ...] = field(init=False, repr=False, compare=False)
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        literals, fields = _parse_template(self.template)
+        if not fields:
+            raise ValueError(
+                f"Pattern {self.template!r} has no {{field}}; expected e.g. "
+                "{well}_s{site}_w{channel}_z{z:03d}.tif."
+            )
+        parts: list[str] = []
+        for i, literal in enumerate(literals):
+            parts.append(re.escape(literal))
+            if i < len(fields):
+                parts.append(f"(?P<{fields[i].name}>{fields[i].regex})")
+        object.__setattr__(self, "_fields", tuple(fields))
+        object.__setattr__(self, "_regex", re.compile("".join(parts) + r"\Z"))
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        return (FilenamePattern, (self.template,))
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The field names, in template order."""
+        return tuple(f.name for f in self._fields)
+
+    def match(self, name: str) -> dict[str, FieldValue] | None:
+        """The field values of a filename (its last path component), or None if it does not match."""
+        base = name.replace("\\", "/").rsplit("/", 1)[-1]
+        m = self._regex.match(base)
+        if m is None:
+            return None
+        return {f.name: (m[f.name] if f.is_text else int(m[f.name])) for f in self._fields}
+
+    def format(self, **values: FieldValue) -> str:
+        """The filename for these field values (every field must be given).
+
+        Raises
+        ------
+        KeyError
+            A field of the template is missing from ``values``.
+        """
+        missing = [f for f in self.fields if f not in values]
+        if missing:
+            raise KeyError(f"Pattern {self.template!r} needs values for {missing}.")
+        return self.template.format(**values)
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One image file found by a pattern: its path in the store and its field values."""
+
+    path: str
+    key: Key
+
+    @property
+    def fields(self) -> dict[str, FieldValue]:
+        """The field values as a dict."""
+        return dict(self.key)
+
+    def get(self, name: str) -> FieldValue:
+        """The value of one field."""
+        return self.fields[name]
+
+
+def natural_key(value: object) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that orders ``A2`` before ``A10`` and ints numerically."""
+    if isinstance(value, int):
+        return ((0, value),)
+    parts = _NATURAL.split(str(value))
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
+
+
+def _sort_key(key: Key) -> tuple[tuple[tuple[int, int | str], ...], ...]:
+    """Natural order of a key's values."""
+    return tuple(natural_key(v) for _, v in key)
+
+
+def match_files(paths: Iterable[str], pattern: FilenamePattern) -> list[ImageRecord]:
+    """The records of the paths whose file names match ``pattern``, in natural order."""
+    records: list[ImageRecord] = []
+    for path in paths:
+        values = pattern.match(path)
+        if values is not None:
+            records.append(ImageRecord(path, tuple(values.items())))
+    records.sort(key=lambda r: _sort_key(r.key))
+    return records
+
+
+def _project(key: Key, names: Sequence[str], keep: bool) -> Key:
+    """The part of ``key`` whose names are (``keep``) or are not in ``names``."""
+    return tuple((k, v) for k, v in key if (k in names) == keep)
+
+
+def _check_names(records: Sequence[ImageRecord], names: Sequence[str], what: str) -> None:
+    """Raise a clear error when a component is not a field of the records."""
+    if not records:
+        return
+    have = [k for k, _ in records[0].key]
+    unknown = [n for n in names if n not in have]
+    if unknown:
+        raise ValueError(
+            f"{what} {unknown} are not fields of the filename pattern; the fields are {have}."
+        )
+
+
+def group_records(records: Sequence[ImageRecord], by: Sequence[str]) -> dict[Key, list[ImageRecord]]:
+    """Records grouped by the values of the ``by`` fields, groups and members in natural order.
+
+    Raises
+    ------
+    ValueError
+        A name in ``by`` is not a field of the records.
+    """
+    _check_names(records, by, "Group components")
+    groups: dict[Key, list[ImageRecord]] = {}
+    for record in records:
+        groups.setdefault(_project(record.key, by, True), []).append(record)
+    return {k: groups[k] for k in sorted(groups, key=_sort_key)}
+
+
+def stack_keys(keys: Sequence[Key], variable_components: Sequence[str]) -> dict[Key, list[int]]:
+    """Indices of ``keys`` grouped into stacks: equal outside ``variable_components``, sorted inside.
+
+    Raises
+    ------
+    ValueError
+        A variable component that is not a field, or two images with the same key.
+    """
+    stacks: dict[Key, list[int]] = {}
+    for i, key in enumerate(keys):
+        stacks.setdefault(_project(key, variable_components, False), []).append(i)
+    for fixed, members in stacks.items():
+        members.sort(key=lambda i: _sort_key(_project(keys[i], variable_components, True)))
+        inner = [_project(keys[i], variable_components, True) for i in members]
+        if len(set(inner)) != len(inner):
+            raise ShapeError(
+                f"Two images of stack {key_label(fixed)} have the same "
+                f"{list(variable_components)} values; each slice of a stack needs its own."
+            )
+    return {k: stacks[k] for k in sorted(stacks, key=_sort_key)}
+
+
+def key_label(key: Key | Mapping[str, FieldValue]) -> str:
+    """A short readable label: ``well=A01 site=2`` (``all`` for the empty key)."""
+    items = key.items() if isinstance(key, Mapping) else key
+    text = " ".join(f"{k}={v}" for k, v in items)
+    return text or "all"
+
+
+def split_well(well: str) -> tuple[str, int]:
+    """A well name's row letters and column number: ``"B03"`` -> ``("B", 3)``.
+
+    Raises
+    ------
+    ValueError
+        The name is not letters followed by digits.
+    """
+    m = re.fullmatch(r"([A-Za-z]+)(\d+)", well)
+    if m is None:
+        raise ValueError(f"Well name {well!r} is not a row letter and column number like 'B03'.")
+    return m[1].upper(), int(m[2])

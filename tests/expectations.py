@@ -1,0 +1,42 @@
+"""What a conversion to each memory type must give for a NumPy input: the documented rules."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import memtype as mt
+
+_CLE_WIDEN = {"b1": "u1", "f2": "f4"}
+_NARROW = {"i8": "i4", "u8": "u4", "f8": "f4", "c16": "c8"}
+
+
+def _jax_x64() -> bool:
+    import jax
+
+    return bool(jax.config.jax_enable_x64)
+
+
+def _narrowed(a: np.ndarray) -> np.dtype | None:
+    """The 32-bit dtype ``a`` narrows to when every value survives; None when it would not."""
+    target = np.dtype(_NARROW[a.dtype.str[1:]])
+    back = a.astype(target).astype(a.dtype)
+    return target if np.array_equal(back, a, equal_nan=a.dtype.kind in "fc") else None
+
+
+def expected_dtype(a: np.ndarray, target: str) -> np.dtype | type[Exception]:
+    """The dtype ``convert(a, target)`` must have, or the error class it must raise."""
+    code = a.dtype.newbyteorder("=").str[1:]
+    native = a.dtype.newbyteorder("=")
+    if target == "numpy":
+        return a.dtype  # numpy -> numpy is the input itself
+    if target == "pyclesperanto":
+        if a.ndim == 0 or a.ndim > 3 or a.size == 0 or a.dtype.kind in "cV":
+            return mt.MemoryConversionError
+        if code in _CLE_WIDEN:
+            return np.dtype(_CLE_WIDEN[code])
+        if code in _NARROW:
+            return _narrowed(a) or mt.MemoryConversionError
+        return native
+    if target == "jax" and code in _NARROW and not _jax_x64():
+        return _narrowed(a) or mt.MemoryConversionError
+    return native
