@@ -25,6 +25,7 @@ __all__ = [
     "StoreReadOnlyError",
     "ConfigurationError",
     "PipelineError",
+    "MemoryBudgetError",
 ]
 
 
@@ -115,3 +116,7 @@ class ConfigurationError(MemtypeError, RuntimeError):
 
 class PipelineError(MemtypeError, RuntimeError):
     """A pipeline step failed; the message names the group, step and function."""
+
+
+class MemoryBudgetError(MemtypeError, MemoryError):
+    """An allocation that would exceed a memory budget (a pool's limit or a memory fraction)."""

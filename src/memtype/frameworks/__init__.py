@@ -8,6 +8,7 @@ Adding a framework means one :class:`Framework` row (here, or at run time with
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -172,6 +173,10 @@ def unregister_framework(name: str) -> None:
 
 
 def _forget(name: str) -> None:
+    from memtype.types import MemoryType
+
+    if name not in {m.value for m in MemoryType}:  # drop a run-time member, keep built-ins
+        MemoryType._value2member_map_.pop(name, None)
     _adapters.pop(name, None)
     _resolved_types.pop(name, None)
     _generation[0] += 1

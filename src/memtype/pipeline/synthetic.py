@@ -21,7 +21,7 @@ __all__ = ["SyntheticPlate", "write_synthetic_plate"]
 
 _ROWS = "ABCDEFGHIJKLMNOP"
 _COLUMNS_PER_ROW = 2
-_NUCLEUS_SIGMA = (2.5, 4.0)      # px, per cell
+_NUCLEUS_SIGMA = (3.0, 5.0)      # px, per cell
 _BODY_SCALE = 2.6                # cell body sigma / nucleus sigma
 _Z_SIGMA = 1.6                   # planes
 _AMPLITUDE = ((2500.0, 4500.0), (900.0, 1600.0))  # per channel: nuclei, bodies

@@ -1,0 +1,265 @@
+"""Memory statistics: what each framework holds, what is free, and how much pressure there is.
+
+One rule for ``gpu_id`` throughout:
+
+* an int names a visible GPU; an int that names no GPU while GPUs exist is a
+  :class:`~memtype.errors.DeviceError`;
+* ``None`` means the default device, GPU 0;
+* on a machine with no GPU at all, every ``gpu_id`` reports the host (``psutil``), so the
+  same code runs on a laptop. The result's ``device`` (``"cpu"``) says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import psutil
+
+from memtype.errors import DeviceError
+from memtype.frameworks import load_adapter, loaded_frameworks
+from memtype.gpu.devices import get_gpu_manager
+
+__all__ = [
+    "DeviceMemory",
+    "device_memory",
+    "memory_usage",
+    "check_gpu_memory",
+    "check_gpu_memory_usage",
+    "memory_pressure",
+    "GIB",
+]
+
+GIB = 1 << 30
+"""Bytes in a gibibyte: a float size given to :func:`check_gpu_memory` counts these."""
+
+_log = logging.getLogger("memtype.gpu")
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """Memory of one device, and what each loaded framework holds on it.
+
+    Attributes
+    ----------
+    device : str
+        ``"cuda:0"``... or ``"cpu"`` for host memory.
+    total_bytes, free_bytes : int
+        The device's memory and what is free now (host: ``psutil`` total and available).
+    frameworks : mapping of str to mapping of str to int
+        Per loaded framework, its adapter's figures in bytes (torch ``allocated`` /
+        ``reserved`` / ``peak_allocated``, cupy ``pool_used`` / ``pool_total``, JAX
+        ``memory_stats``, TensorFlow ``current`` / ``peak``). Frameworks that report nothing
+        are left out; the host has none.
+    source : str
+        Where ``total_bytes`` and ``free_bytes`` came from: ``"nvml"``, a framework, ``"psutil"``.
+    """
+
+    device: str
+    total_bytes: int
+    free_bytes: int
+    frameworks: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    source: str = "psutil"
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes in use (by any process)."""
+        return max(self.total_bytes - self.free_bytes, 0)
+
+    @property
+    def pressure(self) -> float:
+        """The used fraction of the device, in [0, 1] (0 when the total is unknown)."""
+        if self.total_bytes <= 0:
+            return 0.0
+        return min(max(self.used_bytes / self.total_bytes, 0.0), 1.0)
+
+
+def _host() -> DeviceMemory:
+    """Host memory from psutil."""
+    vm = psutil.virtual_memory()
+    return DeviceMemory("cpu", int(vm.total), int(vm.available), MappingProxyType({}), "psutil")
+
+
+def _framework_usage(gpu_id: int) -> dict[str, Mapping[str, int]]:
+    """What each loaded CUDA framework reports holding on GPU ``gpu_id``."""
+    usage: dict[str, Mapping[str, int]] = {}
+    for fw in loaded_frameworks():
+        if "cuda" not in fw.device_kinds:
+            continue
+        info = load_adapter(fw.name).memory_info(gpu_id)
+        if info:
+            usage[fw.name] = MappingProxyType(dict(info))
+    return usage
+
+
+def _gpu(gpu_id: int) -> DeviceMemory:
+    """Live figures of one GPU."""
+    manager = get_gpu_manager()
+    free, total = manager.mem_get_info(gpu_id)
+    return DeviceMemory(f"cuda:{gpu_id}", total, free,
+                        MappingProxyType(_framework_usage(gpu_id)), manager.source)
+
+
+def _check_gpu_id(gpu_id: object) -> None:
+    """Raise DeviceError unless ``gpu_id`` is None or a non-negative int."""
+    if gpu_id is None:
+        return
+    if isinstance(gpu_id, bool) or not isinstance(gpu_id, numbers.Integral) or int(gpu_id) < 0:
+        raise DeviceError(f"gpu_id must be a non-negative int or None; received {gpu_id!r}.")
+
+
+def device_memory(gpu_id: int | None = None) -> DeviceMemory:
+    """Live memory figures of one device (the host when there is no GPU).
+
+    Parameters
+    ----------
+    gpu_id : int, optional
+        The GPU; None means GPU 0. Ignored on a machine without GPU (the host is reported).
+
+    Raises
+    ------
+    DeviceError
+        If GPUs exist and ``gpu_id`` names none of them, or ``gpu_id`` is not an int.
+    """
+    _check_gpu_id(gpu_id)
+    if get_gpu_manager().count == 0:
+        return _host()
+    return _gpu(0 if gpu_id is None else int(gpu_id))
+
+
+def memory_usage(gpu_id: int | None = None) -> dict[str, DeviceMemory]:
+    """Memory figures per device, with what each loaded framework holds there.
+
+    Parameters
+    ----------
+    gpu_id : int, optional
+        Report only this GPU. None reports every GPU and the host. Without any GPU, the host.
+
+    Returns
+    -------
+    dict of str to DeviceMemory
+        Keyed by device (``"cuda:0"``, ..., ``"cpu"``).
+
+    Raises
+    ------
+    DeviceError
+        If GPUs exist and ``gpu_id`` names none of them.
+
+    Examples
+    --------
+    >>> import memtype as mt
+    >>> usage = mt.gpu.memory_usage()
+    >>> "cpu" in usage
+    True
+    """
+    _check_gpu_id(gpu_id)
+    count = get_gpu_manager().count
+    if count == 0:
+        return {"cpu": _host()}
+    if gpu_id is not None:
+        gpu = _gpu(int(gpu_id))
+        return {gpu.device: gpu}
+    usage = {f"cuda:{i}": _gpu(i) for i in range(count)}
+    usage["cpu"] = _host()
+    return usage
+
+
+def _as_bytes(size: object) -> int:
+    """A size in bytes from an int (bytes) or a float (GiB)."""
+    if isinstance(size, bool):
+        raise TypeError("size must be an int (bytes) or a float (GiB); received a bool.")
+    if isinstance(size, numbers.Integral):
+        value = int(size)
+    elif isinstance(size, numbers.Real):
+        as_float = float(size)
+        if not math.isfinite(as_float):
+            raise ValueError(f"size must be finite; received {size!r}.")
+        value = math.ceil(as_float * GIB)
+    else:
+        raise TypeError(
+            f"size must be an int (bytes) or a float (GiB); received {type(size).__name__} "
+            f"{size!r}."
+        )
+    if value < 0:
+        raise ValueError(f"size must not be negative; received {size!r}.")
+    return value
+
+
+def check_gpu_memory(size_bytes_or_gb: int | float, gpu_id: int | None = None) -> bool:
+    """Whether ``size_bytes_or_gb`` can be allocated on the device now.
+
+    Parameters
+    ----------
+    size_bytes_or_gb : int or float
+        An ``int`` counts bytes; a ``float`` counts gibibytes (``2.0`` is ``2 * 2**30``
+        bytes, ``0.5`` is 512 MiB). Write ``2 * memtype.gpu.GIB`` to be explicit.
+    gpu_id : int, optional
+        The GPU (None: GPU 0). Without any GPU the host's available memory is checked.
+
+    Returns
+    -------
+    bool
+        True when the device's free memory is at least that size. Memory cached by a
+        framework (torch reserved, cupy pool) counts as used: only that framework can reuse it.
+
+    Raises
+    ------
+    TypeError
+        If the size is not an int or float (a bool or a string such as ``"2GB"``).
+    ValueError
+        If the size is negative or not finite.
+    DeviceError
+        If GPUs exist and ``gpu_id`` names none of them.
+    """
+    needed = _as_bytes(size_bytes_or_gb)
+    return needed <= device_memory(gpu_id).free_bytes
+
+
+def _format(mem: DeviceMemory) -> str:
+    """One summary line for a device."""
+    mib = 1 << 20
+    parts = [f"{mem.device}: {mem.used_bytes / mib:.0f} / {mem.total_bytes / mib:.0f} MiB used "
+             f"({mem.pressure:.0%}, {mem.free_bytes / mib:.0f} MiB free, via {mem.source})"]
+    for name, figures in mem.frameworks.items():
+        held = ", ".join(f"{k}={v / mib:.1f} MiB" for k, v in figures.items())
+        parts.append(f"  {name}: {held}")
+    return "\n".join(parts)
+
+
+def check_gpu_memory_usage() -> str:
+    """Log (INFO, logger ``memtype.gpu``) and return a summary of every device's memory.
+
+    Returns
+    -------
+    str
+        One line per device, then one line per framework holding memory there. Without a GPU,
+        the host's line.
+    """
+    summary = "\n".join(_format(mem) for mem in memory_usage().values())
+    _log.info("Memory usage:\n%s", summary)
+    return summary
+
+
+def memory_pressure(gpu_id: int | None = None) -> float:
+    """How full the device is: the used fraction, in [0, 1].
+
+    Parameters
+    ----------
+    gpu_id : int, optional
+        The GPU (None: GPU 0). Without any GPU, host memory pressure (``psutil``).
+
+    Returns
+    -------
+    float
+        ``1 - free / total``. Framework caches count as used.
+
+    Raises
+    ------
+    DeviceError
+        If GPUs exist and ``gpu_id`` names none of them.
+    """
+    return device_memory(gpu_id).pressure

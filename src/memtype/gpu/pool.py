@@ -1,0 +1,471 @@
+"""Budgets and pools: allocate arrays of any memory type, tracked by source, within a budget.
+
+:class:`GPUMemoryManager` allocates zero-filled arrays of any memory type, keeps a reference
+to each until it is released (reference counted), reports what each source label holds, and
+refuses allocations beyond its budget (``limit_bytes`` and ``max_memory_fraction`` of the
+device). :class:`GPUMemoryPool` is a manager bound to one device that can also cap what cupy
+and torch cache there.
+
+Arrays are made as NumPy zeros and converted with :func:`memtype.convert` (shared memory for
+host types, one host-to-device copy for GPU types).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from memtype.convert import convert, target_device
+from memtype.errors import DeviceError, MemoryBudgetError, StoreKeyError
+from memtype.frameworks import get_framework, load_adapter, loaded_frameworks
+from memtype.frameworks._protocol import CPU, Device
+from memtype.gpu.devices import get_gpu_manager
+from memtype.types import MemoryTypeLike
+
+__all__ = ["GPUMemoryManager", "GPUMemoryPool", "get_gpu_memory_pool"]
+
+
+@dataclass
+class _Allocation:
+    """One tracked array and its reference count."""
+
+    array: Any
+    source: str
+    nbytes: int
+    device: str
+    refs: int = 1
+
+
+def _as_dtype(dtype: Any) -> Any:
+    """A NumPy dtype from a NumPy dtype-like, a TensorFlow DType or a ``torch.float32``-like."""
+    import numpy as np
+
+    if dtype is None:
+        raise TypeError("dtype must be given (e.g. 'float32'); received None.")
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        pass  # not NumPy's: try the framework spellings below
+    as_numpy = getattr(dtype, "as_numpy_dtype", None)  # tensorflow.DType
+    name = as_numpy if as_numpy is not None else str(dtype).rpartition(".")[2]
+    try:
+        return np.dtype(name)
+    except TypeError as exc:
+        raise TypeError(f"dtype {dtype!r} is not a dtype memtype understands.") from exc
+
+
+def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+    """A shape tuple of non-negative ints."""
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
+        raise ValueError(f"shape must hold non-negative ints; received {shape!r}.")
+    return dims
+
+
+def _nbytes(array: Any, memory_type: str) -> int:
+    """Bytes an array holds, from its adapter's dtype and shape."""
+    adapter = load_adapter(memory_type)
+    count = 1
+    for dim in adapter.shape_of(array):
+        count *= dim
+    return count * int(adapter.dtype_of(array).itemsize)
+
+
+def _device_total(device: Device) -> int | None:
+    """Total memory of a device in bytes, or None where unknown (OpenCL)."""
+    if device.kind == "cpu":
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    if device.kind == "cuda":
+        return get_gpu_manager().mem_get_info(device.index)[1]
+    return None
+
+
+class GPUMemoryManager:
+    """Allocate arrays of any memory type, tracked by source label and reference counted.
+
+    Parameters
+    ----------
+    limit_bytes : int, optional
+        The most this manager may hold on any one device.
+    max_memory_fraction : float, optional
+        The most this manager may hold on a device, as a fraction (0, 1] of its total memory
+        (host memory for host arrays; not applied to OpenCL devices, whose total is unknown).
+    gpu_id : int, optional
+        The default ``gpu_id`` of :meth:`allocate`.
+
+    Notes
+    -----
+    The manager keeps a reference to every array it allocated until :meth:`release` drops its
+    count to zero; the memory is freed once the caller's references are gone too.
+
+    Examples
+    --------
+    >>> from memtype.gpu import GPUMemoryManager
+    >>> manager = GPUMemoryManager(limit_bytes=1 << 20)
+    >>> with manager.memory_context():
+    ...     a = manager.allocate((256, 256), "float32", "numpy", source="tiles")
+    ...     manager.stats()["tiles"]["bytes"]
+    262144
+    >>> manager.stats()
+    {}
+    """
+
+    def __init__(self, *, limit_bytes: int | None = None,
+                 max_memory_fraction: float | None = None, gpu_id: int | None = None) -> None:
+        if limit_bytes is not None:
+            _check_limit(limit_bytes)
+        if max_memory_fraction is not None and not 0.0 < max_memory_fraction <= 1.0:
+            raise ValueError(
+                f"max_memory_fraction must be in (0, 1]; received {max_memory_fraction!r}."
+            )
+        self.limit_bytes = limit_bytes
+        self.max_memory_fraction = max_memory_fraction
+        self.gpu_id = gpu_id
+        self._lock = threading.RLock()
+        self._live: dict[int, _Allocation] = {}
+        self._used: dict[str, int] = {}
+        self._held: dict[str, int] = {}  # source -> bytes held now
+        self._peak: dict[str, int] = {}
+        self._totals: dict[Device, int | None] = {}
+        self._scopes = threading.local()
+
+    def budget(self, device: Device) -> int | None:
+        """The most this manager may hold on ``device`` (None: unlimited)."""
+        limits = [] if self.limit_bytes is None else [self.limit_bytes]
+        if self.max_memory_fraction is not None:
+            if device not in self._totals:
+                self._totals[device] = _device_total(device)
+            total = self._totals[device]
+            if total is not None:
+                limits.append(int(total * self.max_memory_fraction))
+        return min(limits) if limits else None
+
+    def used_bytes(self, device: Device | str | None = None) -> int:
+        """Bytes held on ``device`` (``"cuda:0"``, ``"cpu"``...), or on every device."""
+        with self._lock:
+            if device is None:
+                return sum(self._used.values())
+            return self._used.get(str(device), 0)
+
+    def _check_device(self, device: Device) -> None:
+        """Hook for subclasses bound to one device."""
+
+    def _reserve(self, device: Device, nbytes: int, source: str) -> None:
+        """Count ``nbytes`` against ``device``'s budget, or raise MemoryBudgetError."""
+        key = str(device)
+        budget = self.budget(device)
+        used = self._used.get(key, 0)
+        if budget is not None and used + nbytes > budget:
+            raise MemoryBudgetError(
+                f"Allocating {nbytes} bytes for {source!r} on {key} would exceed the budget: "
+                f"{used} of {budget} bytes are held already."
+            )
+        self._used[key] = used + nbytes
+
+    def allocate(self, shape: int | Sequence[int], dtype: Any, memory_type: MemoryTypeLike,
+                 source: str = "default", gpu_id: int | None = None) -> Any:
+        """A zero-filled array of ``memory_type``, tracked under ``source``.
+
+        Parameters
+        ----------
+        shape : int or sequence of int
+        dtype : dtype-like
+            A NumPy dtype-like (``"float32"``, ``np.uint16``), or a framework's dtype.
+        memory_type : MemoryType or str
+        source : str
+            The label :meth:`stats` groups this allocation under.
+        gpu_id : int, optional
+            The GPU (types with GPUs); None uses the manager's ``gpu_id``, and without one the
+            type's default (host for torch, JAX and TensorFlow; GPU 0 for cupy).
+
+        Returns
+        -------
+        array
+            An array of ``memory_type`` holding zeros, with one reference held by the manager.
+
+        Raises
+        ------
+        DeviceError
+            A GPU type without a GPU, or a GPU that does not exist.
+        MemoryBudgetError
+            The allocation would exceed the budget on its device (also a ``MemoryError``).
+        """
+        import numpy as np
+
+        fw = get_framework(memory_type)
+        dims, dt = _as_shape(shape), _as_dtype(dtype)
+        gid = self.gpu_id if gpu_id is None else gpu_id
+        device = target_device(fw, CPU, gid)
+        self._check_device(device)
+        requested = int(np.prod(dims, dtype=np.int64)) * dt.itemsize
+        with self._lock:
+            self._reserve(device, requested, source)
+        try:
+            array = convert(np.zeros(dims, dtype=dt), fw.name, gpu_id=gid)
+            nbytes = _nbytes(array, fw.name)
+        except BaseException:
+            self._unreserve(str(device), requested)
+            raise
+        with self._lock:
+            self._used[str(device)] += nbytes - requested
+            self._track(_Allocation(array, source, nbytes, str(device)))
+        return array
+
+    def _unreserve(self, key: str, nbytes: int) -> None:
+        """Give back bytes counted by :meth:`_reserve`."""
+        with self._lock:
+            self._used[key] -= nbytes
+            if not self._used[key]:
+                del self._used[key]
+
+    def _track(self, record: _Allocation) -> None:
+        """Register a new allocation (lock held)."""
+        self._live[id(record.array)] = record
+        held = self._held.get(record.source, 0) + record.nbytes
+        self._held[record.source] = held
+        self._peak[record.source] = max(self._peak.get(record.source, 0), held)
+        scopes: list[list[_Allocation]] = getattr(self._scopes, "stack", [])
+        if scopes:
+            scopes[-1].append(record)
+
+    def _record(self, array: Any) -> _Allocation:
+        """The live record of ``array`` (lock held), or StoreKeyError."""
+        record = self._live.get(id(array))
+        if record is None or record.array is not array:
+            raise StoreKeyError(
+                f"This array ({type(array).__name__}) was not allocated by this manager, or "
+                "has been released already."
+            )
+        return record
+
+    def retain(self, array: Any) -> int:
+        """Add a reference to an allocated array; returns its new count.
+
+        Raises
+        ------
+        StoreKeyError
+            If the array is not (or no longer) tracked by this manager.
+        """
+        with self._lock:
+            record = self._record(array)
+            record.refs += 1
+            return record.refs
+
+    def release(self, array: Any) -> int:
+        """Drop a reference; at zero the manager forgets the array. Returns the new count.
+
+        Raises
+        ------
+        StoreKeyError
+            If the array is not (or no longer) tracked by this manager.
+        """
+        with self._lock:
+            record = self._record(array)
+            record.refs -= 1
+            if record.refs == 0:
+                self._drop(record)
+            return record.refs
+
+    def _drop(self, record: _Allocation) -> None:
+        """Forget an allocation and give back its bytes (lock held)."""
+        if self._live.get(id(record.array)) is record:
+            del self._live[id(record.array)]
+            record.refs = 0
+            self._held[record.source] -= record.nbytes
+            self._unreserve(record.device, record.nbytes)
+
+    def release_all(self, source: str | None = None) -> int:
+        """Forget every allocation (of ``source``, when given), whatever its count; how many."""
+        with self._lock:
+            doomed = [r for r in self._live.values() if source is None or r.source == source]
+            for record in doomed:
+                self._drop(record)
+            return len(doomed)
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Per source label: ``arrays`` and ``bytes`` held now, and ``peak_bytes`` ever held."""
+        with self._lock:
+            out: dict[str, dict[str, int]] = {}
+            for record in self._live.values():
+                entry = out.setdefault(record.source, {"arrays": 0, "bytes": 0, "peak_bytes": 0})
+                entry["arrays"] += 1
+                entry["bytes"] += record.nbytes
+            for source, entry in out.items():
+                entry["peak_bytes"] = self._peak[source]
+            return out
+
+    @contextmanager
+    def memory_context(self, *, empty_cache: bool = False) -> Iterator[GPUMemoryManager]:
+        """Release everything allocated in this thread inside the block on exit, even on error.
+
+        Parameters
+        ----------
+        empty_cache : bool
+            Also ask every loaded framework to free its cached device memory on exit.
+
+        Yields
+        ------
+        GPUMemoryManager
+            This manager.
+        """
+        stack: list[list[_Allocation]] = self._scopes.__dict__.setdefault("stack", [])
+        stack.append([])
+        try:
+            yield self
+        finally:
+            scope = stack.pop()
+            with self._lock:
+                for record in scope:
+                    self._drop(record)
+            if empty_cache:
+                for fw in loaded_frameworks():
+                    load_adapter(fw.name).empty_cache()
+
+
+def _check_limit(limit_bytes: object) -> None:
+    """Raise unless ``limit_bytes`` is a positive int."""
+    if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes <= 0:
+        raise ValueError(f"limit_bytes must be a positive int; received {limit_bytes!r}.")
+
+
+def _cap_cupy(module: Any, gpu_id: int, limit: int | None, total: int) -> None:
+    """Limit (or unlimit, with None) cupy's default memory pool on one GPU."""
+    with module.cuda.Device(gpu_id):
+        module.get_default_memory_pool().set_limit(size=limit or 0)
+
+
+def _cap_torch(module: Any, gpu_id: int, limit: int | None, total: int) -> None:
+    """Limit (or unlimit, with None) torch's caching allocator on one GPU."""
+    fraction = 1.0 if limit is None else min(limit / total, 1.0)
+    module.cuda.set_per_process_memory_fraction(fraction, gpu_id)
+
+
+def _module(name: str) -> Any:
+    """A framework's top-level module, imported through the table if needed."""
+    load_adapter(name)
+    return sys.modules[get_framework(name).module]
+
+
+# framework name -> how to cap what it may hold on a GPU
+_CAPS: dict[str, Callable[[Any, int, int | None, int], None]] = {
+    "cupy": _cap_cupy,
+    "torch": _cap_torch,
+}
+
+
+class GPUMemoryPool(GPUMemoryManager):
+    """A byte budget on one GPU that allocates arrays and can cap cupy's and torch's caches.
+
+    Parameters
+    ----------
+    limit_bytes : int
+        The most the pool's allocations may hold together; also the cap :meth:`apply_caps`
+        puts on cupy's memory pool and torch's caching allocator.
+    gpu_id : int or None
+        The GPU. None budgets host memory instead (host arrays only; no caps), which lets
+        the same code run on a machine without GPU.
+
+    Raises
+    ------
+    DeviceError
+        If ``gpu_id`` names no visible GPU.
+
+    Notes
+    -----
+    Arrays may only be allocated on the pool's device. JAX and TensorFlow cannot be capped
+    once started; configure them before first use (``memtype.gpu.configure``).
+    """
+
+    def __init__(self, limit_bytes: int, gpu_id: int | None = 0) -> None:
+        _check_limit(limit_bytes)
+        self.device = CPU if gpu_id is None else Device("cuda", get_gpu_manager().get(gpu_id).index)
+        super().__init__(limit_bytes=limit_bytes, gpu_id=gpu_id)
+        self._capped: list[str] = []
+
+    @property
+    def available_bytes(self) -> int:
+        """Bytes the pool may still allocate."""
+        return int(self.limit_bytes or 0) - self.used_bytes(self.device)
+
+    def set_limit(self, limit_bytes: int) -> None:
+        """Change the budget (and the caps, where applied). Held arrays are kept."""
+        _check_limit(limit_bytes)
+        self.limit_bytes = limit_bytes
+        if self._capped:
+            self.apply_caps(self._capped)
+
+    def _check_device(self, device: Device) -> None:
+        if device != self.device:
+            raise DeviceError(
+                f"This pool allocates on {self.device}; an array of that type with that "
+                f"gpu_id would live on {device}."
+            )
+
+    def apply_caps(self, frameworks: Sequence[str] | None = None) -> list[str]:
+        """Cap what cupy and torch may hold on the pool's GPU at ``limit_bytes``.
+
+        Parameters
+        ----------
+        frameworks : sequence of str, optional
+            Which to cap (imported if needed); by default those already imported.
+
+        Returns
+        -------
+        list of str
+            The frameworks capped (empty for a host pool).
+        """
+        if self.device.kind != "cuda":
+            return []
+        names = [fw.name for fw in loaded_frameworks()] if frameworks is None else list(frameworks)
+        total = get_gpu_manager().mem_get_info(self.device.index)[1]
+        capped = [name for name in names if name in _CAPS]
+        for name in capped:
+            _CAPS[name](_module(name), self.device.index, self.limit_bytes, total)
+        self._capped = sorted(set(self._capped) | set(capped))
+        return capped
+
+    def remove_caps(self) -> None:
+        """Lift the caps :meth:`apply_caps` set."""
+        total = get_gpu_manager().mem_get_info(self.device.index)[1] if self._capped else 0
+        for name in self._capped:
+            _CAPS[name](_module(name), self.device.index, None, total)
+        self._capped = []
+
+
+_pools: dict[Device, GPUMemoryPool] = {}
+_pools_lock = threading.Lock()
+
+
+def get_gpu_memory_pool(gpu_id: int | None = None, limit_bytes: int | None = None) -> GPUMemoryPool:
+    """The process-wide pool of one device (created on first use, thread-safe).
+
+    Parameters
+    ----------
+    gpu_id : int, optional
+        The GPU; None means GPU 0, or the host when there is no GPU.
+    limit_bytes : int, optional
+        Set the pool's budget. A new pool defaults to the device's total memory.
+
+    Raises
+    ------
+    DeviceError
+        If ``gpu_id`` names no visible GPU.
+    """
+    manager = get_gpu_manager()
+    if gpu_id is None and manager.count:
+        gpu_id = 0
+    key = CPU if gpu_id is None else Device("cuda", manager.get(gpu_id).index)
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            default = _device_total(key)
+            pool = _pools[key] = GPUMemoryPool(limit_bytes or int(default or 1), gpu_id)
+        elif limit_bytes is not None:
+            pool.set_limit(limit_bytes)
+    return pool

@@ -1,0 +1,232 @@
+"""Executors: where a pipeline's groups run. Inline, a thread pool, or dask.distributed.
+
+Each executor maps a task function over the groups and yields results as they finish.
+A task function receives the index of the worker running it through
+:func:`current_worker_index`, from which the GPU manager assigns its device.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from types import TracebackType
+from typing import Any, TypeVar
+
+__all__ = [
+    "Executor",
+    "InlineExecutor",
+    "ThreadExecutor",
+    "DaskExecutor",
+    "make_executor",
+    "current_worker_index",
+    "EXECUTORS",
+]
+
+C = TypeVar("C")
+T = TypeVar("T")
+R = TypeVar("R")
+
+EXECUTORS = ("inline", "threads", "dask")
+
+_local = threading.local()
+
+
+def current_worker_index() -> int:
+    """The index of the worker running this code: thread-pool slot, dask worker, or 0 inline."""
+    index = getattr(_local, "index", None)
+    if index is not None:
+        return int(index)
+    return _dask_worker_index()
+
+
+def _dask_worker_index() -> int:
+    """This dask worker's index (its name, when numeric, as LocalCluster names them), else 0."""
+    import sys
+
+    if "distributed" not in sys.modules:
+        return 0
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:  # not running inside a dask worker
+        return 0
+    name = worker.name
+    if isinstance(name, int):
+        return name
+    return int(name) if str(name).isdigit() else 0
+
+
+def default_workers() -> int:
+    """One worker per CPU core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Executor(ABC):
+    """Runs a function over items and yields the results as they complete.
+
+    Use as a context manager so that pools and clusters the executor started are closed.
+    """
+
+    name = "executor"
+    workers = 1
+
+    @abstractmethod
+    def map_unordered(self, fn: Callable[[C, T], R], context: C,
+                      items: Sequence[T]) -> Iterator[R]:
+        """``fn(context, item)`` for every item, in completion order.
+
+        ``context`` is shared by every call (sent to each dask worker once).
+        """
+
+    def close(self) -> None:
+        """Release what the executor started (nothing by default)."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        """A short description for summaries: ``dask (2 workers)``."""
+        return f"{self.name} ({self.workers} worker{'s' if self.workers != 1 else ''})"
+
+
+class InlineExecutor(Executor):
+    """Runs every item in the calling thread, in order."""
+
+    name = "inline"
+
+    def map_unordered(self, fn: Callable[[C, T], R], context: C,
+                      items: Sequence[T]) -> Iterator[R]:
+        """``fn(context, item)`` for every item, one after the other."""
+        for item in items:
+            yield fn(context, item)
+
+
+class ThreadExecutor(Executor):
+    """Runs items on a pool of threads (frameworks release the GIL in their kernels).
+
+    Parameters
+    ----------
+    workers : int, optional
+        Pool size; one per CPU core by default.
+    """
+
+    name = "threads"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or default_workers()
+        self._next = 0
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="memtype-pipeline",
+                                        initializer=self._init_thread)
+
+    def _init_thread(self) -> None:
+        """Give each pool thread its own worker index."""
+        with self._lock:
+            _local.index = self._next
+            self._next += 1
+
+    def map_unordered(self, fn: Callable[[C, T], R], context: C,
+                      items: Sequence[T]) -> Iterator[R]:
+        """Submit every item, then yield results as they complete."""
+        futures = [self._pool.submit(fn, context, item) for item in items]
+        for future in as_completed(futures):
+            yield future.result()
+
+    def close(self) -> None:
+        """Shut the pool down (waits for running items)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor(Executor):
+    """Runs items as dask.distributed tasks, one task per item.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        Use this client (any scheduler). Without it a ``LocalCluster`` of ``workers``
+        single-threaded worker processes is started, and closed by :meth:`close`.
+    workers : int, optional
+        Worker processes of the local cluster; one per CPU core by default.
+    scheduler : str, optional
+        Address of a running scheduler to connect to instead (``tcp://host:8786``).
+    gpus : int
+        GPUs to use: with GPUs, each local worker declares the resource ``GPU=1`` and
+        every task asks for one, so one worker holds one GPU.
+    """
+
+    name = "dask"
+
+    def __init__(self, client: Any | None = None, workers: int | None = None,
+                 scheduler: str | None = None, gpus: int = 0) -> None:
+        from distributed import Client, LocalCluster
+
+        self._owned: list[Any] = []
+        self.gpus = gpus
+        if client is None and scheduler is not None:
+            client = Client(scheduler)
+            self._owned.append(client)
+        if client is None:
+            n = workers or default_workers()
+            resources = {"GPU": 1} if gpus else None
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, resources=resources)
+            client = Client(cluster)
+            self._owned.extend([client, cluster])
+        self.client = client
+        self.workers = workers or len(client.scheduler_info().get("workers", {})) or 1
+
+    def map_unordered(self, fn: Callable[[C, T], R], context: C,
+                      items: Sequence[T]) -> Iterator[R]:
+        """One task per item (``pure=False``), the context scattered once; results as they come."""
+        from distributed import as_completed as dask_completed
+
+        resources = {"GPU": 1} if self.gpus else None
+        shared = self.client.scatter(context, broadcast=True, hash=False)
+        futures = [self.client.submit(fn, shared, item, pure=False, resources=resources)
+                   for item in items]
+        for future in dask_completed(futures):
+            yield future.result()
+
+    def close(self) -> None:
+        """Close the client and cluster this executor started (a given client stays open)."""
+        for thing in self._owned:
+            thing.close()
+        self._owned.clear()
+
+
+def make_executor(kind: str | Executor = "inline", workers: int | None = None,
+                  client: Any | None = None, scheduler: str | None = None,
+                  gpus: int = 0) -> Executor:
+    """The executor for a name: ``"inline"``, ``"threads"`` or ``"dask"``.
+
+    A ``client`` or ``scheduler`` implies ``"dask"``. An :class:`Executor` is returned as is.
+
+    Raises
+    ------
+    ValueError
+        An unknown executor name, or ``workers`` below 1.
+    """
+    if isinstance(kind, Executor):
+        return kind
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1; received {workers}.")
+    if client is not None or scheduler is not None:
+        kind = "dask"
+    if kind == "inline":
+        return InlineExecutor()
+    if kind == "threads":
+        return ThreadExecutor(workers)
+    if kind == "dask":
+        return DaskExecutor(client, workers, scheduler, gpus)
+    raise ValueError(f"Unknown executor {kind!r}. Expected one of: {', '.join(EXECUTORS)}.")

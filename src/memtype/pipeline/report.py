@@ -1,0 +1,176 @@
+"""What a pipeline run reports: per-group results, per-step statistics, and the summary table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from memtype.errors import PipelineError
+from memtype.pipeline.patterns import Key, key_label
+
+__all__ = ["StepStats", "GroupResult", "RunReport"]
+
+GroupStatus = Literal["done", "failed", "skipped"]
+_MIB = 1024 * 1024
+
+
+@dataclass
+class StepStats:
+    """Time, conversions and memory of one step (over one group, or merged over many).
+
+    Attributes
+    ----------
+    name : str
+        The step's name; ``[load]`` and ``[write]`` for reading inputs and writing outputs.
+    seconds : float
+        Time spent in the step (summed over groups: worker time, not wall time).
+    stacks : int
+        Stacks processed.
+    conversions : int
+        Conversions between memory types or devices.
+    bytes_converted : int
+        Bytes of the converted arrays.
+    zero_copy, copied : int
+        Conversions whose result shared memory with the source, and those that copied.
+    peak_rss : int
+        The largest resident set size of the worker process seen at the end of a stack.
+    """
+
+    name: str
+    seconds: float = 0.0
+    stacks: int = 0
+    conversions: int = 0
+    bytes_converted: int = 0
+    zero_copy: int = 0
+    copied: int = 0
+    peak_rss: int = 0
+
+    def merge(self, other: StepStats) -> None:
+        """Add another group's figures for the same step (peaks take the maximum)."""
+        self.seconds += other.seconds
+        self.stacks += other.stacks
+        self.conversions += other.conversions
+        self.bytes_converted += other.bytes_converted
+        self.zero_copy += other.zero_copy
+        self.copied += other.copied
+        self.peak_rss = max(self.peak_rss, other.peak_rss)
+
+
+@dataclass
+class GroupResult:
+    """The outcome of one group (one task).
+
+    Attributes
+    ----------
+    key : Key
+        The group's field values (``(("well", "A01"),)``).
+    status : {"done", "failed", "skipped"}
+        ``skipped``: already written by an earlier run (``resume=True``).
+    error : str or None
+        For a failed group: the message, naming the group, the step and the function.
+    traceback : str or None
+        The formatted traceback of a failure, for logs.
+    steps : list of StepStats
+        This group's figures per step.
+    seconds : float
+        Time the group took on its worker.
+    worker : str
+        Which worker ran it.
+    """
+
+    key: Key
+    status: GroupStatus
+    error: str | None = None
+    traceback: str | None = None
+    steps: list[StepStats] = field(default_factory=list)
+    seconds: float = 0.0
+    worker: str = ""
+
+    @property
+    def label(self) -> str:
+        """The group as text: ``well=A01``."""
+        return key_label(self.key)
+
+
+@dataclass
+class RunReport:
+    """Everything a run did.
+
+    Attributes
+    ----------
+    groups : list of GroupResult
+        One per group, in group order.
+    steps : list of StepStats
+        Per step (with ``[load]`` and ``[write]``), merged over the groups that ran.
+    wall_seconds : float
+        Wall time of the whole run.
+    executor : str
+        Which executor ran it (``dask (2 workers)``).
+    outputs : dict of str to str
+        What was written: ``{"images": ".../plate.zarr", "counts": ".../counts.csv"}``.
+    """
+
+    groups: list[GroupResult]
+    steps: list[StepStats]
+    wall_seconds: float
+    executor: str
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def collect(cls, step_names: Sequence[str], groups: Iterable[GroupResult], wall: float,
+                executor: str, outputs: dict[str, str]) -> RunReport:
+        """Merge the groups' step figures into one row per step."""
+        ordered = sorted(groups, key=lambda g: g.key)
+        merged = {name: StepStats(name) for name in step_names}
+        for group in ordered:
+            for stats in group.steps:
+                merged.setdefault(stats.name, StepStats(stats.name)).merge(stats)
+        return cls(ordered, list(merged.values()), wall, executor, outputs)
+
+    def _with(self, status: GroupStatus) -> list[GroupResult]:
+        """Groups with one status."""
+        return [g for g in self.groups if g.status == status]
+
+    @property
+    def done(self) -> list[GroupResult]:
+        """Groups processed and written by this run."""
+        return self._with("done")
+
+    @property
+    def skipped(self) -> list[GroupResult]:
+        """Groups skipped because an earlier run wrote them (``resume=True``)."""
+        return self._with("skipped")
+
+    @property
+    def failed(self) -> list[GroupResult]:
+        """Groups that failed; their errors name the step and function."""
+        return self._with("failed")
+
+    @property
+    def ok(self) -> bool:
+        """True when no group failed."""
+        return not self.failed
+
+    def raise_for_failures(self) -> None:
+        """Raise :class:`~memtype.errors.PipelineError` if any group failed (the first one's message)."""
+        failed = self.failed
+        if failed:
+            more = f" (and {len(failed) - 1} more failed groups)" if len(failed) > 1 else ""
+            raise PipelineError(f"{failed[0].error}{more}")
+
+    def summary(self) -> str:
+        """A plain-text table: one row per step, then totals and failures."""
+        header = (f"{'step':<18}{'time s':>9}{'stacks':>8}{'conv':>7}{'MiB conv':>10}"
+                  f"{'0-copy':>8}{'copied':>8}{'peak MiB':>10}")
+        lines = [header, "-" * len(header)]
+        for s in self.steps:
+            lines.append(f"{s.name[:17]:<18}{s.seconds:>9.2f}{s.stacks:>8}{s.conversions:>7}"
+                         f"{s.bytes_converted / _MIB:>10.1f}{s.zero_copy:>8}{s.copied:>8}"
+                         f"{s.peak_rss / _MIB:>10.0f}")
+        lines.append("-" * len(header))
+        lines.append(f"{len(self.groups)} groups: {len(self.done)} done, "
+                     f"{len(self.skipped)} skipped, {len(self.failed)} failed; "
+                     f"{self.wall_seconds:.2f} s wall on {self.executor}")
+        lines.extend(f"FAILED {g.label}: {g.error}" for g in self.failed)
+        return "\n".join(lines)

@@ -1,0 +1,265 @@
+"""Running one group (one task) through every step; this is what executors run on workers.
+
+Data flow inside a group: the images are loaded as 2D slices and stacked in the first
+step's memory type; each step's output stacks stay in that step's memory type, on its
+device, in a :class:`~memtype.storage.TieredStore` until the next step takes them. When the
+next step stacks along the same components, the stacks pass as they are (the decorated
+function converts them, zero-copy where the frameworks allow); otherwise they are split
+into slices and restacked. Only materialized steps and the last step are written out.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memtype.convert import convert
+from memtype.detect import detect_framework
+from memtype.errors import ShapeError
+from memtype.frameworks import load_adapter
+from memtype.pipeline.executors import current_worker_index
+from memtype.pipeline.outputs import OutputSpec
+from memtype.pipeline.patterns import FilenamePattern, ImageRecord, Key, key_label, stack_keys
+from memtype.pipeline.progress import measure
+from memtype.pipeline.report import GroupResult, StepStats
+from memtype.pipeline.steps import FunctionStep
+from memtype.pipeline.tables import side_output_rows
+from memtype.stack import stack_slices, unstack_slices
+
+__all__ = ["RunContext", "GroupTask", "Stack", "execute_group"]
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """One group to process: its key and its input images."""
+
+    key: Key
+    records: tuple[ImageRecord, ...]
+
+
+@dataclass
+class RunContext:
+    """What every task of a run shares (sent to each dask worker once)."""
+
+    steps: tuple[FunctionStep, ...]
+    pattern: FilenamePattern
+    input_store: Any
+    output: OutputSpec
+    uses_gpu: bool = False
+    intermediate_budget: int | None = None
+    notify: Callable[[str, str], None] | None = field(default=None, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["notify"] = None  # progress callbacks stay in the driver process
+        return state
+
+
+@dataclass
+class Stack:
+    """One stack between steps: fixed field values, per-slice varying values, where its data is.
+
+    ``ref`` is the stack's path in the group's tiered store (the data stays in its memory
+    type and on its device there, unless the store spills it).
+    """
+
+    fixed: Key
+    variable: tuple[str, ...]
+    slices: list[Key]
+    ref: str
+
+    def slice_keys(self, order: Sequence[str]) -> list[Key]:
+        """Every slice's full key, in the pattern's field order."""
+        out = []
+        for inner in self.slices:
+            values = dict(self.fixed) | dict(inner)
+            out.append(tuple((name, values[name]) for name in order if name in values))
+        return out
+
+
+class _Tier:
+    """The group's intermediates: a tiered store plus a counter for fresh paths."""
+
+    def __init__(self, budget: int | None) -> None:
+        from memtype.storage import TieredStore
+
+        self.store = TieredStore(**({} if budget is None else {"budget": budget}))
+        self._count = 0
+
+    def put(self, data: Any) -> str:
+        """Park an array (by reference, in its own memory type); returns its path."""
+        self._count += 1
+        path = f"s{self._count}"
+        self.store.save(data, path, copy=False)
+        return path
+
+    def peek(self, ref: str) -> Any:
+        """The array at ``ref``, which stays parked."""
+        return self.store.load(ref)
+
+    def take(self, ref: str) -> Any:
+        """The array at ``ref``, removed from the store."""
+        data = self.store.load(ref)
+        self.store.delete(ref)
+        return data
+
+    def close(self) -> None:
+        """Drop everything still parked."""
+        for path in self.store.list_files(""):
+            self.store.delete(path)
+
+
+def _split_key(key: Key, variable: Sequence[str]) -> tuple[Key, Key]:
+    """The fixed and the varying part of a full key."""
+    return (tuple(kv for kv in key if kv[0] not in variable),
+            tuple(kv for kv in key if kv[0] in variable))
+
+
+def _shape_of(x: Any) -> tuple[int, ...]:
+    """Any array's shape."""
+    return load_adapter(detect_framework(x).name).shape_of(x)
+
+
+def _assigned_gpu(ctx: RunContext) -> int | None:
+    """This worker's GPU from the GPU manager, or None without GPU steps or GPUs."""
+    if not ctx.uses_gpu:
+        return None
+    from memtype.gpu import get_gpu_manager
+
+    return get_gpu_manager().assign(current_worker_index())
+
+
+def _load(ctx: RunContext, task: GroupTask, tier: _Tier, gpu_id: int | None) -> list[Stack]:
+    """Read the group's images and stack them in the first step's memory type."""
+    first = ctx.steps[0]
+    keys = [r.key for r in task.records]
+    stacks: list[Stack] = []
+    for fixed, members in stack_keys(keys, first.variable_components).items():
+        images = ctx.input_store.load_batch([task.records[i].path for i in members])
+        data = stack_slices(images, first.calls_for(fixed)[0].input_type, gpu_id)
+        inner = [_split_key(keys[i], first.variable_components)[1] for i in members]
+        stacks.append(Stack(fixed, first.variable_components, inner, tier.put(data)))
+    return stacks
+
+
+def _regroup(stacks: list[Stack], step: FunctionStep, order: Sequence[str], tier: _Tier,
+             gpu_id: int | None) -> list[Stack]:
+    """Restack along the step's variable components (a no-op when they are unchanged)."""
+    if all(s.variable == step.variable_components for s in stacks):
+        return stacks
+    slices: list[Any] = []
+    keys: list[Key] = []
+    for s in stacks:
+        data = tier.take(s.ref)
+        slices.extend(unstack_slices(data, detect_framework(data).name, gpu_id))
+        keys.extend(s.slice_keys(order))
+    out: list[Stack] = []
+    for fixed, members in stack_keys(keys, step.variable_components).items():
+        memory_type = step.calls_for(fixed)[0].input_type
+        data = stack_slices([slices[i] for i in members], memory_type, gpu_id)
+        inner = [_split_key(keys[i], step.variable_components)[1] for i in members]
+        out.append(Stack(fixed, step.variable_components, inner, tier.put(data)))
+    return out
+
+
+def _output_slices(step: FunctionStep, stack: Stack, image: Any) -> list[Key]:
+    """The slice keys of a step's output: the first Z of its input's (a projection keeps one)."""
+    shape = _shape_of(image)
+    if len(shape) != 3:
+        raise ShapeError(f"step {step.name!r} returned shape {shape}; expected a 3D [Z, Y, X] "
+                         "stack (return x[None] for a single 2D image).")
+    if shape[0] > len(stack.slices):
+        raise ShapeError(
+            f"step {step.name!r} returned {shape[0]} slices from a stack of {len(stack.slices)}; "
+            "a step may keep or reduce the number of slices, not add to it.")
+    return stack.slices[:shape[0]]
+
+
+@dataclass
+class _GroupState:
+    """Per-group bookkeeping: figures, tables, and the step being run (for error messages)."""
+
+    task: GroupTask
+    tier: _Tier
+    stats: dict[str, StepStats] = field(default_factory=dict)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    where: str = "loading the input images"
+
+    def step_stats(self, name: str) -> StepStats:
+        """The figures of one step of this group."""
+        return self.stats.setdefault(name, StepStats(name))
+
+
+def _run_step(ctx: RunContext, state: _GroupState, index: int, stacks: list[Stack],
+              gpu_id: int | None) -> list[Stack]:
+    """Run one step over every stack, collecting its side outputs."""
+    step = ctx.steps[index]
+    out: list[Stack] = []
+    with measure(state.step_stats(step.name)) as stats:
+        for stack in _regroup(stacks, step, ctx.pattern.fields, state.tier, gpu_id):
+            calls = step.calls_for(stack.fixed)
+            state.where = (f"step {index + 1} {step.name!r} (function "
+                           f"{', '.join(c.label for c in calls)}) on {key_label(stack.fixed)}")
+            image, side = step.run(state.tier.take(stack.ref), stack.fixed, gpu_id)
+            inner = _output_slices(step, stack, image)
+            out.append(Stack(stack.fixed, stack.variable, inner, state.tier.put(image)))
+            for i, value in enumerate(side):
+                name = step.side_output_name(i, len(side))
+                state.tables.setdefault(name, []).extend(side_output_rows(stack.fixed, value))
+            stats.stacks += 1
+    return out
+
+
+def _write(ctx: RunContext, state: _GroupState, step: FunctionStep, final: bool,
+           stacks: list[Stack]) -> None:
+    """Write a step's stacks to the output (as host arrays)."""
+    state.where = f"writing the output of step {step.name!r}"
+    with measure(state.step_stats("[write]")) as stats:
+        items = []
+        for s in stacks:
+            host = convert(state.tier.peek(s.ref), "numpy")
+            items.append((s.slice_keys(ctx.pattern.fields), host))
+            stats.stacks += 1
+        ctx.output.write_images(step.name, final, items, state.task.key)
+
+
+def _process(ctx: RunContext, state: _GroupState, gpu_id: int | None) -> None:
+    """Load, run every step, write materialized and final outputs, tables and the done mark."""
+    with measure(state.step_stats("[load]")) as stats:
+        stacks = _load(ctx, state.task, state.tier, gpu_id)
+        stats.stacks += len(stacks)
+    last = len(ctx.steps) - 1
+    for index, step in enumerate(ctx.steps):
+        if ctx.notify is not None:
+            ctx.notify(key_label(state.task.key), step.name)
+        stacks = _run_step(ctx, state, index, stacks, gpu_id)
+        if step.materialize or index == last:
+            _write(ctx, state, step, index == last, stacks)
+    state.where = "writing the side-output tables"
+    ctx.output.write_tables(state.task.key, state.tables)
+    ctx.output.mark_done(state.task.key, [s.name for s in ctx.steps])
+
+
+def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
+    """Process one group; a failure is recorded in the result, never raised.
+
+    The error message names the group, the step and the function; the traceback is kept
+    as text so that it survives the trip back from a dask worker.
+    """
+    start = time.perf_counter()
+    worker = f"worker {current_worker_index()}"
+    state = _GroupState(task, _Tier(ctx.intermediate_budget))
+    try:
+        _process(ctx, state, _assigned_gpu(ctx))
+    except Exception as exc:  # recorded in the result: the other groups go on
+        message = (f"group {key_label(task.key)} failed in {state.where}: "
+                   f"{type(exc).__name__}: {exc}")
+        return GroupResult(task.key, "failed", message, "".join(traceback.format_exception(exc)),
+                           list(state.stats.values()), time.perf_counter() - start, worker)
+    finally:
+        state.tier.close()
+    return GroupResult(task.key, "done", None, None, list(state.stats.values()),
+                       time.perf_counter() - start, worker)

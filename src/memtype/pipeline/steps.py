@@ -1,0 +1,205 @@
+"""FunctionStep: one pipeline step, a decorated function (or a chain of them) applied to stacks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from memtype.frameworks import get_framework
+from memtype.pipeline.patterns import FieldValue, Key
+
+__all__ = ["FunctionStep", "FuncSpec", "StepCall"]
+
+FuncSpec = Union[
+    Callable[..., Any],
+    tuple[Callable[..., Any], Mapping[str, Any]],
+    Sequence[Union[Callable[..., Any], tuple[Callable[..., Any], Mapping[str, Any]]]],
+]
+"""A function, a ``(function, kwargs)`` pair, or a list of those (a chain)."""
+
+
+@dataclass(frozen=True)
+class StepCall:
+    """One function of a step with its keyword arguments."""
+
+    func: Callable[..., Any]
+    kwargs: Mapping[str, Any]
+
+    @property
+    def label(self) -> str:
+        """The function's qualified name, for messages."""
+        return str(getattr(self.func, "__qualname__", None) or repr(self.func))
+
+    @property
+    def input_type(self) -> str:
+        """The memory type the function takes its input in."""
+        return get_framework(getattr(self.func, "input_memory_type")).name
+
+    @property
+    def output_type(self) -> str:
+        """The memory type the function returns."""
+        return get_framework(getattr(self.func, "output_memory_type")).name
+
+
+def _one_call(spec: Any, where: str) -> StepCall:
+    """A :class:`StepCall` from a function or a ``(function, kwargs)`` pair."""
+    if isinstance(spec, tuple):
+        if len(spec) != 2 or not callable(spec[0]) or not isinstance(spec[1], Mapping):
+            raise TypeError(f"{where}: a tuple must be (function, kwargs); received {spec!r}.")
+        func, kwargs = spec[0], dict(spec[1])
+    elif callable(spec):
+        func, kwargs = spec, {}
+    else:
+        raise TypeError(f"{where}: expected a decorated function; received {type(spec).__name__}.")
+    if not hasattr(func, "input_memory_type") or not hasattr(func, "output_memory_type"):
+        name = getattr(func, "__qualname__", repr(func))
+        raise TypeError(
+            f"{where}: {name} has no memory type; decorate it with a memtype decorator "
+            "(@mt.numpy, @mt.torch, @mt.jax, @mt.memory_types(...)) so the step knows how to "
+            "stack its input."
+        )
+    return StepCall(func, kwargs)
+
+
+def _chain(spec: Any, where: str) -> tuple[StepCall, ...]:
+    """A chain of calls from a function, a pair, or a list of those."""
+    if isinstance(spec, list):
+        if not spec:
+            raise ValueError(f"{where}: an empty list of functions.")
+        return tuple(_one_call(s, f"{where}[{i}]") for i, s in enumerate(spec))
+    return (_one_call(spec, where),)
+
+
+class FunctionStep:
+    """One step of a pipeline: a decorated function applied to every stack of a group.
+
+    Parameters
+    ----------
+    func : function, (function, kwargs), list of those, or dict of those
+        A memtype-decorated function; a pair adds keyword arguments; a list is a chain run
+        in order with nothing stored between its functions; a dict maps values of the
+        ``group_by`` component to what runs on stacks with that value (e.g. one function
+        per channel).
+    name : str, optional
+        Shown in progress and summaries; the first function's name by default.
+    variable_components : sequence of str
+        The pattern fields that vary inside one stack (default ``("z",)``: z-planes of one
+        well, site and channel form a ``[Z, Y, X]`` stack).
+    group_by : str, optional
+        The field whose value picks the function when ``func`` is a dict.
+    materialize : bool
+        Write this step's output to the output store (the last step always does).
+    outputs : sequence of str, optional
+        Names of the side outputs (the extra elements of tuple results), written as CSV
+        tables ``<name>.csv``. By default ``<step name>`` (one) or ``<step name>_<i>``.
+    **kwargs
+        Passed to every function of the step (for example ``dtype_conversion=`` or
+        ``slice_by_slice=True``); a pair's own kwargs take precedence.
+
+    Raises
+    ------
+    TypeError
+        A function without a memtype decorator, or a malformed spec.
+    ValueError
+        An empty chain, a dict without ``group_by``, or ``group_by`` among the variable
+        components.
+
+    Examples
+    --------
+    >>> import memtype as mt
+    >>> @mt.numpy
+    ... def project(stack):
+    ...     return stack.max(axis=0, keepdims=True)
+    >>> step = FunctionStep(project, materialize=True)
+    >>> step.name
+    'project'
+    """
+
+    def __init__(self, func: FuncSpec | Mapping[FieldValue, FuncSpec], name: str | None = None,
+                 *, variable_components: Sequence[str] = ("z",), group_by: str | None = None,
+                 materialize: bool = False, outputs: Sequence[str] | None = None,
+                 **kwargs: Any) -> None:
+        self.variable_components: tuple[str, ...] = tuple(variable_components)
+        self.group_by = group_by
+        self.materialize = bool(materialize)
+        self.kwargs: dict[str, Any] = dict(kwargs)
+        self.routes: dict[FieldValue, tuple[StepCall, ...]] | None = None
+        self.chain: tuple[StepCall, ...] = ()
+        if isinstance(func, Mapping):
+            self._set_routes(func)
+        else:
+            self.chain = _chain(func, "FunctionStep")
+        self.name = name or self._default_name()
+        self.output_names: tuple[str, ...] | None = tuple(outputs) if outputs else None
+
+    def _set_routes(self, func: Mapping[FieldValue, FuncSpec]) -> None:
+        """Check and store a dict of per-value chains."""
+        if self.group_by is None:
+            raise ValueError("FunctionStep: a dict of functions needs group_by= (the field "
+                             "whose value picks the function, e.g. group_by='channel').")
+        if self.group_by in self.variable_components:
+            raise ValueError(f"FunctionStep: group_by={self.group_by!r} cannot also be a "
+                             f"variable component {self.variable_components}.")
+        if not func:
+            raise ValueError("FunctionStep: an empty dict of functions.")
+        self.routes = {k: _chain(v, f"FunctionStep[{k!r}]") for k, v in func.items()}
+
+    def _default_name(self) -> str:
+        """The first function's name."""
+        first = self.chain[0] if self.chain else next(iter(self.routes.values()))[0]  # type: ignore[union-attr]
+        return str(getattr(first.func, "__name__", "step"))
+
+    def __repr__(self) -> str:
+        return (f"FunctionStep({self.name!r}, variable_components={self.variable_components}, "
+                f"materialize={self.materialize})")
+
+    def calls_for(self, key: Key) -> tuple[StepCall, ...]:
+        """The chain that runs on the stack with these fixed field values.
+
+        Raises
+        ------
+        KeyError
+            ``group_by`` routing finds no function for the stack's value.
+        """
+        if self.routes is None:
+            return self.chain
+        assert self.group_by is not None
+        values = dict(key)
+        if self.group_by not in values:
+            raise KeyError(f"step {self.name!r}: group_by={self.group_by!r} is not a field of "
+                           f"the stack {values}.")
+        value = values[self.group_by]
+        for candidate in (value, str(value)):
+            if candidate in self.routes:
+                return self.routes[candidate]
+        raise KeyError(f"step {self.name!r} has no function for {self.group_by}={value!r}; "
+                       f"it has {sorted(map(str, self.routes))}.")
+
+    def all_calls(self) -> list[StepCall]:
+        """Every function the step can run."""
+        if self.routes is None:
+            return list(self.chain)
+        return [c for chain in self.routes.values() for c in chain]
+
+    def side_output_name(self, index: int, count: int) -> str:
+        """The table name of side output ``index`` of ``count``."""
+        if self.output_names is not None and index < len(self.output_names):
+            return self.output_names[index]
+        return self.name if count == 1 else f"{self.name}_{index + 1}"
+
+    def run(self, stack: Any, key: Key, gpu_id: int | None) -> tuple[Any, list[Any]]:
+        """Run the step's chain on one stack; returns the image and the side outputs."""
+        side: list[Any] = []
+        data = stack
+        for call in self.calls_for(key):
+            kwargs = {**self.kwargs, **call.kwargs}
+            if gpu_id is not None:
+                kwargs.setdefault("gpu_id", gpu_id)
+            result = call.func(data, **kwargs)
+            if isinstance(result, tuple):
+                data, extra = result[0], list(result[1:])
+                side.extend(extra)
+            else:
+                data = result
+        return data, side

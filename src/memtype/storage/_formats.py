@@ -1,0 +1,280 @@
+"""File formats of the DiskStore, chosen by extension (case-insensitive).
+
+=========  ==============================================================================
+extension  what it holds
+=========  ==============================================================================
+.npy       any array with a built-in NumPy dtype (not object; bfloat16 not supported)
+.tif/.tiff 2D [Y, X] or 3D [Z, Y, X] arrays (tifffile). Core dtypes: uint8, uint16,
+           float32 (read by every viewer, ImageJ/Fiji included). Also written: int8, int16,
+           int32, uint32, float64 (tifffile and most scientific readers take them; ImageJ
+           does not). Refused: bool, float16, complex, 64-bit integers. ``compression``:
+           None/"none", "zlib" (= "deflate"), "lzma"; others ("zstd", "lzw", ...) need the
+           imagecodecs package.
+.png       2D uint8 or uint16 [Y, X]; uint8 RGB/RGBA [Y, X, 3|4] (pillow). ``compress_level``
+           0-9.
+.json      JSON-serialisable Python data (``indent`` option); loads as Python data
+.csv       text, a sequence of rows, a 1D/2D array, or an object with ``to_csv`` (pandas);
+           loads as text (parse it with the csv module or pandas)
+.txt       text; loads as text
+=========  ==============================================================================
+
+Arrays of any framework are accepted; GPU arrays are copied to the host first.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from memtype.errors import StoreFormatError, UnsupportedArrayError
+
+__all__ = ["FileFormat", "format_for", "supported_extensions"]
+
+TIFF_CORE = ("uint8", "uint16", "float32")
+TIFF_EXTRA = ("int8", "int16", "int32", "uint32", "float64")
+TIFF_BUILTIN_CODECS = frozenset({"zlib", "deflate", "lzma"})
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """One format: how to check and encode data, and how to read a file back."""
+
+    name: str
+    prepare: Callable[[Any, str, dict[str, Any]], Any]
+    write: Callable[[Any, BinaryIO, dict[str, Any]], None]
+    read: Callable[[str, dict[str, Any]], Any]
+    save_options: frozenset[str]
+    load_options: frozenset[str]
+
+
+def as_numpy(data: Any, path: str, what: str) -> np.ndarray[Any, Any]:
+    """``data`` as a host NumPy array (framework arrays converted), else StoreFormatError."""
+    if isinstance(data, np.ndarray):
+        return data
+    import memtype
+
+    try:
+        memtype.detect_memory_type(data)
+    except UnsupportedArrayError:
+        raise StoreFormatError(
+            f"Cannot save {type(data).__name__} to {path!r}: {what} files hold arrays; "
+            "expected an array of a supported framework."
+        ) from None
+    return np.asarray(memtype.convert(data, "numpy"))
+
+
+def _bad_dtype(path: str, fmt: str, dtype: np.dtype[Any], expected: str) -> StoreFormatError:
+    """The error for an array dtype a format cannot hold."""
+    return StoreFormatError(
+        f"Cannot save a {dtype} array to {path!r}: {fmt} files hold {expected}; received {dtype}."
+    )
+
+
+def _bad_shape(path: str, fmt: str, shape: tuple[int, ...], expected: str) -> StoreFormatError:
+    """The error for an array shape a format cannot hold."""
+    return StoreFormatError(
+        f"Cannot save an array of shape {shape} to {path!r}: {fmt} files hold {expected}."
+    )
+
+
+# -- .npy --------------------------------------------------------------------------------
+def _prepare_npy(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[Any, Any]:
+    a = as_numpy(data, path, ".npy")
+    if a.dtype.hasobject or a.dtype.kind in "VT" or type(a.dtype).__module__ != "numpy.dtypes":
+        raise _bad_dtype(path, ".npy", a.dtype, "arrays of built-in NumPy dtypes")
+    return a
+
+
+def _write_npy(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
+    np.lib.format.write_array(fh, a, allow_pickle=False)
+
+
+def _read_npy(path: str, options: dict[str, Any]) -> Any:
+    mode = "r" if options.get("mmap") else None
+    return np.load(path, mmap_mode=mode, allow_pickle=False)
+
+
+# -- .tif / .tiff --------------------------------------------------------------------------
+def _prepare_tiff(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[Any, Any]:
+    a = as_numpy(data, path, "TIFF")
+    if a.ndim not in (2, 3):
+        raise _bad_shape(path, "TIFF", a.shape, "2D [Y, X] or 3D [Z, Y, X] arrays")
+    if a.dtype.name not in TIFF_CORE + TIFF_EXTRA:
+        expected = f"{', '.join(TIFF_CORE)} (also {', '.join(TIFF_EXTRA)})"
+        raise _bad_dtype(path, "TIFF", a.dtype, expected)
+    _check_tiff_compression(options.get("compression"), path)
+    return a
+
+
+def _check_tiff_compression(compression: Any, path: str) -> None:
+    """Raise StoreFormatError for a compression tifffile cannot write here."""
+    if compression is None or compression == "none":
+        return
+    if not isinstance(compression, str):
+        raise StoreFormatError(
+            f"TIFF compression must be a codec name or None; received {compression!r}."
+        )
+    if compression.lower() in TIFF_BUILTIN_CODECS:
+        return
+    if importlib.util.find_spec("imagecodecs") is None:
+        raise StoreFormatError(
+            f"Cannot write {path!r} with TIFF compression {compression!r}: it needs the "
+            "imagecodecs package (pip install imagecodecs). Available without it: none, zlib, "
+            "lzma."
+        )
+
+
+def _write_tiff(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
+    import tifffile
+
+    compression = options.get("compression")
+    if compression == "none":
+        compression = None
+    tifffile.imwrite(fh, a, photometric="minisblack", compression=compression)
+
+
+def _read_tiff(path: str, options: dict[str, Any]) -> Any:
+    import tifffile
+
+    return tifffile.imread(path, key=options.get("key"))
+
+
+# -- .png --------------------------------------------------------------------------------
+def _prepare_png(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[Any, Any]:
+    a = as_numpy(data, path, "PNG")
+    color = a.ndim == 3 and a.shape[2] in (3, 4)
+    if a.ndim != 2 and not color:
+        raise _bad_shape(path, "PNG", a.shape, "2D [Y, X] or colour [Y, X, 3|4] arrays")
+    allowed = ("uint8",) if color else ("uint8", "uint16")
+    if a.dtype.name not in allowed:
+        raise _bad_dtype(path, "PNG", a.dtype, " or ".join(allowed) + " images")
+    return np.ascontiguousarray(a)
+
+
+def _write_png(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
+    from PIL import Image
+
+    level = options.get("compress_level", 6)
+    Image.fromarray(a).save(fh, format="PNG", compress_level=level)
+
+
+def _read_png(path: str, options: dict[str, Any]) -> Any:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        a = np.asarray(image)
+        if image.mode in ("I;16", "I;16B") or (image.mode == "I" and a.max(initial=0) < 65536):
+            return a.astype(np.uint16)
+        return a
+
+
+# -- text formats ---------------------------------------------------------------------------
+def _prepare_json(data: Any, path: str, options: dict[str, Any]) -> bytes:
+    try:
+        text = json.dumps(data, indent=options.get("indent"), allow_nan=True)
+    except TypeError as exc:
+        raise StoreFormatError(
+            f"Cannot save {type(data).__name__} to {path!r}: .json files hold JSON-serialisable "
+            f"data (dict, list, str, numbers, bool, None); {exc}."
+        ) from exc
+    return text.encode("utf-8")
+
+
+def _prepare_csv(data: Any, path: str, options: dict[str, Any]) -> bytes:
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if hasattr(data, "to_csv"):
+        return str(data.to_csv(index=False)).encode("utf-8")
+    if isinstance(data, np.ndarray) and data.ndim in (1, 2):
+        data = data.reshape(len(data), -1).tolist() if data.ndim == 2 else [[v] for v in data]
+    if isinstance(data, Sequence) and all(_is_row(row) for row in data):
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(data)
+        return buf.getvalue().encode("utf-8")
+    raise StoreFormatError(
+        f"Cannot save {type(data).__name__} to {path!r}: .csv files hold text, a sequence of "
+        "rows, a 1D/2D array, or an object with to_csv (a pandas DataFrame)."
+    )
+
+
+def _is_row(row: Any) -> bool:
+    """Whether ``row`` can be a CSV row (a non-string sequence)."""
+    return isinstance(row, Sequence) and not isinstance(row, (str, bytes))
+
+
+def _prepare_txt(data: Any, path: str, options: dict[str, Any]) -> bytes:
+    if not isinstance(data, str):
+        raise StoreFormatError(
+            f"Cannot save {type(data).__name__} to {path!r}: .txt files hold text (str)."
+        )
+    return data.encode("utf-8")
+
+
+def _write_bytes(payload: bytes, fh: BinaryIO, options: dict[str, Any]) -> None:
+    fh.write(payload)
+
+
+def _read_text(path: str, options: dict[str, Any]) -> str:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return fh.read()
+
+
+def _read_json(path: str, options: dict[str, Any]) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+_NONE: frozenset[str] = frozenset()
+
+def _table() -> dict[str, FileFormat]:
+    """Extension -> format."""
+    npy = FileFormat("npy", _prepare_npy, _write_npy, _read_npy, _NONE, frozenset({"mmap"}))
+    tiff = FileFormat("tiff", _prepare_tiff, _write_tiff, _read_tiff,
+                      frozenset({"compression"}), frozenset({"key"}))
+    png = FileFormat("png", _prepare_png, _write_png, _read_png,
+                     frozenset({"compress_level"}), _NONE)
+    jsn = FileFormat("json", _prepare_json, _write_bytes, _read_json, frozenset({"indent"}), _NONE)
+    csv_ = FileFormat("csv", _prepare_csv, _write_bytes, _read_text, _NONE, _NONE)
+    txt = FileFormat("txt", _prepare_txt, _write_bytes, _read_text, _NONE, _NONE)
+    return {".npy": npy, ".tif": tiff, ".tiff": tiff, ".png": png, ".json": jsn,
+            ".csv": csv_, ".txt": txt}
+
+
+_FORMATS = _table()
+
+
+def supported_extensions() -> tuple[str, ...]:
+    """Extensions the DiskStore reads and writes."""
+    return tuple(_FORMATS)
+
+
+def format_for(path: str) -> FileFormat:
+    """The format of ``path`` by its extension; StoreFormatError for any other extension."""
+    dot = path.rfind(".")
+    ext = path[dot:].lower() if dot > path.rfind("/") else ""
+    fmt = _FORMATS.get(ext)
+    if fmt is None:
+        got = f"extension {ext!r}" if ext else "no extension"
+        raise StoreFormatError(
+            f"Unsupported file type for {path!r} ({got}). Expected one of: "
+            f"{', '.join(_FORMATS)}. Files are never renamed to fit a format."
+        )
+    return fmt
+
+
+def check_options(fmt: FileFormat, options: dict[str, Any], allowed: frozenset[str],
+                  action: str) -> None:
+    """TypeError naming options the format does not take."""
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise TypeError(
+            f"{action} of {fmt.name} files got unexpected option(s) {', '.join(unknown)}; "
+            f"it accepts: {', '.join(sorted(allowed)) or 'none'}."
+        )

@@ -1,0 +1,259 @@
+"""MemoryStore: a thread-safe, per-instance store in host memory.
+
+>>> from memtype.storage import MemoryStore
+>>> store = MemoryStore()
+>>> store.save(np.zeros((4, 4)), "plate/A01", parents=True)     # doctest: +SKIP
+>>> store.load("plate/A01")                                      # doctest: +SKIP
+
+Saving copies the value (arrays of any framework stay in their framework and on their
+device; plain Python objects are deep-copied), so the caller's later writes never change
+what was stored; ``copy=False`` stores a reference instead. A stored NumPy copy is marked
+read-only and ``load`` returns it as is (zero-copy); ``load(path, copy=True)`` returns a
+private, writable copy. Arrays of frameworks without a read-only flag (torch, cupy...) must
+not be written in place after loading; ask for ``copy=True`` when a function does.
+
+Directories are explicit (``ensure_directory``, or ``parents=True``) and listing one costs
+O(entries in it). The contents live in this process only: a pickled store (for instance
+inside a :class:`~memtype.storage.FileManager` sent to a worker) arrives empty.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from memtype.errors import UnsupportedArrayError
+from memtype.storage._tree import KeyTree
+from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_sorted
+
+__all__ = ["MemoryStore", "copy_value", "nbytes_of"]
+
+
+def copy_value(value: Any) -> Any:
+    """A private copy of ``value``: arrays stay in their framework and on their device.
+
+    NumPy copies are returned read-only (the store owns them); immutable framework arrays
+    (jax, tensorflow) are returned as they are.
+    """
+    if isinstance(value, np.ndarray):
+        out = np.array(value, copy=True, order="K")
+        out.flags.writeable = False
+        return out
+    if isinstance(value, (str, bytes, int, float, complex, bool, type(None))):
+        return value
+    name = _framework_of(value)
+    if name is None:
+        return _copy.deepcopy(value)
+    from memtype.frameworks import get_framework, load_adapter
+
+    if get_framework(name).immutable:
+        return value
+    return load_adapter(name).copy(value)
+
+
+def _framework_of(value: Any) -> str | None:
+    """The memory type name of an array of a loaded framework, or None for other objects."""
+    from memtype.detect import detect_memory_type
+
+    try:
+        return str(detect_memory_type(value).value)
+    except UnsupportedArrayError:
+        return None
+
+
+def nbytes_of(value: Any) -> int:
+    """Bytes held by ``value``: array data size, text length, or 0 when unknown."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, (bytes, bytearray)):
+        return len(value)
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    name = _framework_of(value)
+    if name is None:
+        return 0
+    from memtype.frameworks import load_adapter
+
+    adapter = load_adapter(name)
+    return int(adapter.dtype_of(value).itemsize) * int(np.prod(adapter.shape_of(value)))
+
+
+def _writable_copy(value: Any) -> Any:
+    """A caller-owned copy of a stored value (NumPy copies are writable)."""
+    if isinstance(value, np.ndarray):
+        return np.array(value, copy=True, order="K")
+    return copy_value(value)
+
+
+class _Item:
+    """One stored value with its modification time."""
+
+    __slots__ = ("value", "mtime")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.mtime = time.time()
+
+
+class MemoryStore(Store):
+    """Files and directories held in this process's memory.
+
+    Parameters
+    ----------
+    read_only : bool
+        Refuse writes and deletes (``StoreReadOnlyError``).
+
+    Notes
+    -----
+    The root is ``/``: ``"/a/b"`` and ``"a/b"`` name the same entry.
+    """
+
+    registry_name = "memory"
+    device = "host"
+
+    def __init__(self, *, read_only: bool = False) -> None:
+        super().__init__("/", read_only=read_only)
+        self._tree: KeyTree[_Item] = KeyTree()
+        self._lock = threading.RLock()
+
+    def params(self) -> dict[str, Any]:
+        """Constructor arguments (the contents are not part of them)."""
+        return {"read_only": self.read_only}
+
+    def save(self, data: Any, path: PathLike, *, overwrite: bool = False,
+             parents: bool = False, copy: bool = True) -> None:
+        """Store ``data`` (any object) at ``path``.
+
+        Parameters
+        ----------
+        data : object
+            Arrays of any framework, or any Python object.
+        path : str or os.PathLike
+            Destination key.
+        overwrite, parents : bool
+            See :meth:`Store.save`.
+        copy : bool
+            Store a private copy (default) rather than a reference to ``data``.
+        """
+        self._require_writable("save", path)
+        key = self.key(path)
+        with self._lock:
+            self._tree.check_put(key, overwrite, parents)
+        value = copy_value(data) if copy else data
+        with self._lock:
+            self._tree.put(key, _Item(value), overwrite, parents)
+
+    def load(self, path: PathLike, *, copy: bool = False) -> Any:
+        """The value at ``path``; with ``copy=True`` a private, writable copy of it."""
+        with self._lock:
+            value = self._tree.get(self.key(path)).value
+        return _writable_copy(value) if copy else value
+
+    def exists(self, path: PathLike) -> bool:
+        key = self.key(path)
+        with self._lock:
+            return self._tree.exists(key)
+
+    def is_file(self, path: PathLike) -> bool:
+        key = self.key(path)
+        with self._lock:
+            return self._tree.is_file(key)
+
+    def is_dir(self, path: PathLike) -> bool:
+        key = self.key(path)
+        with self._lock:
+            return self._tree.is_dir(key)
+
+    def list_files(self, directory: PathLike = "", pattern: str | None = None,
+                   extensions: Iterable[str] | str | None = None,
+                   recursive: bool = False) -> list[str]:
+        key = self.key(directory)
+        exts = self._extensions(extensions)
+        with self._lock:
+            found = list(self._tree.walk_files(key, recursive))
+        names = [k for k in found if match_name(k.rpartition("/")[2], pattern, exts)]
+        return [self._present(directory, k) for k in natural_sorted(names)]
+
+    def list_dir(self, directory: PathLike = "") -> list[str]:
+        key = self.key(directory)
+        with self._lock:
+            return natural_sorted(self._tree.children(key))
+
+    def ensure_directory(self, path: PathLike) -> str:
+        key = self.key(path)
+        with self._lock:
+            if not self._tree.is_dir(key):
+                self._require_writable("create directory", path)
+                self._tree.make_dirs(key, True)
+        return key
+
+    def delete(self, path: PathLike) -> None:
+        self._require_writable("delete", path)
+        key = self.key(path)
+        with self._lock:
+            self._tree.remove(key)
+
+    def delete_all(self, path: PathLike) -> None:
+        self._require_writable("delete", path)
+        key = self.key(path)
+        with self._lock:
+            if not self._tree.exists(key):
+                self._tree.require_dir(key)
+            self._tree.remove_tree(key, _ignore)
+
+    def move(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
+             parents: bool = False) -> None:
+        self._require_writable("move", src)
+        with self._lock:
+            self._tree.transfer(self.key(src), self.key(dst), overwrite, parents, None, _ignore)
+
+    def copy(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
+             parents: bool = False) -> None:
+        self._require_writable("copy to", dst)
+        with self._lock:
+            self._tree.transfer(self.key(src), self.key(dst), overwrite, parents,
+                                _copy_item, _ignore)
+
+    def stat(self, path: PathLike) -> StoreStat:
+        key = self.key(path)
+        with self._lock:
+            if self._tree.is_dir(key):
+                return StoreStat(key, True, 0)
+            item = self._tree.get(key)
+        return _stat_value(key, item)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._tree.files)
+
+    def clear(self) -> None:
+        """Remove every file and directory."""
+        self.delete_all("")
+
+
+def _ignore(key: str, item: Any) -> None:
+    """Callback for removed entries that need no clean-up."""
+
+
+def _copy_item(item: _Item) -> _Item:
+    """A copied entry for :meth:`MemoryStore.copy`."""
+    return _Item(copy_value(item.value))
+
+
+def _stat_value(key: str, item: _Item) -> StoreStat:
+    """StoreStat of one stored value."""
+    value = item.value
+    shape = dtype = None
+    if isinstance(value, np.ndarray):
+        shape, dtype = tuple(value.shape), str(value.dtype)
+    elif _framework_of(value) is not None:
+        from memtype.frameworks import load_adapter
+
+        adapter = load_adapter(_framework_of(value))
+        shape, dtype = tuple(adapter.shape_of(value)), str(adapter.dtype_of(value))
+    return StoreStat(key, False, nbytes_of(value), item.mtime, shape, dtype)

@@ -1,0 +1,88 @@
+"""Inputs that crash the frameworks themselves: memtype routes around each (run in subprocesses)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.frameworks import usable
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=180, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": ""})
+
+
+def _ok(code: str) -> str:
+    proc = _run(code)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+def test_negative_strides_to_torch() -> None:  # torch.from_dlpack aborts on these
+    out = _ok("""
+        import numpy as np, memtype as mt
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)[::-1, ::-1]
+        t = mt.convert(a, "torch")
+        assert (t.numpy() == a).all()
+        j = mt.convert(mt.convert(a, "jax"), "torch")
+        assert (j.numpy() == a).all()
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_unaligned_buffer_to_tensorflow() -> None:  # TensorFlow aborts on these
+    out = _ok("""
+        import numpy as np, torch, memtype as mt
+        raw = np.zeros(4 * 100 + 65, np.uint8)
+        off = (-raw.ctypes.data) % 64 + 4
+        a = raw[off:off + 400].view(np.float32); a[:] = np.arange(100)
+        t = mt.convert(a, "tensorflow")
+        assert (np.asarray(t) == a).all()
+        tt = torch.from_numpy(a)
+        assert (np.asarray(mt.convert(tt, "tensorflow")) == a).all()
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_pyclesperanto_to_torch() -> None:  # torch.from_dlpack on a cle array segfaults
+    if not usable("pyclesperanto"):
+        pytest.skip("no OpenCL device")
+    out = _ok("""
+        import numpy as np, pyclesperanto, torch, memtype as mt
+        c = mt.convert(np.arange(6, dtype=np.float32).reshape(2, 3), "pyclesperanto")
+        t = mt.convert(c, "torch")
+        assert (t.numpy() == np.arange(6).reshape(2, 3)).all()
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_pyclesperanto_after_tensorflow_is_refused_not_crashed() -> None:
+    if not usable("pyclesperanto"):
+        pytest.skip("no OpenCL device")
+    out = _ok("""
+        import numpy as np, tensorflow, memtype as mt
+        try:
+            mt.convert(np.ones(3, np.float32), "pyclesperanto")
+        except ImportError as exc:
+            print(type(exc).__name__, "before importing tensorflow" in str(exc))
+    """)
+    assert out.strip().splitlines()[-1] == "ImportOrderError True"
+
+
+def test_memtype_imports_pyclesperanto_before_tensorflow() -> None:
+    if not usable("pyclesperanto"):
+        pytest.skip("no OpenCL device")
+    out = _ok("""
+        import numpy as np, memtype as mt
+        t = mt.convert(np.ones(3, np.float32), "tensorflow")
+        c = mt.convert(t, "pyclesperanto")
+        print(float(np.asarray(mt.convert(c, "numpy")).sum()))
+    """)
+    assert out.strip().splitlines()[-1] == "3.0"

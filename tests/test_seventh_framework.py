@@ -1,0 +1,69 @@
+"""Adding a framework is one table row plus one adapter module: proven with a toy framework."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import memtype as mt
+from memtype.frameworks import Framework, register_framework, unregister_framework
+from tests.frameworks import available_types
+from tests.helpers import host
+
+TOY = Framework(
+    name="toy", module="tests.toyarrays", array_types=("tests.toyarrays:ToyArray",),
+    adapter="tests.toy_adapter", device_kinds=("cpu",), dlpack=False, immutable=False,
+    install_hint="(ships with the tests)",
+)
+
+
+@pytest.fixture
+def toy() -> Iterator[Framework]:
+    import tests.toyarrays  # noqa: F401  (a framework not loaded cannot own an array)
+
+    register_framework(TOY)
+    yield TOY
+    unregister_framework("toy")
+
+
+@pytest.mark.parametrize("other", available_types())
+def test_round_trip_through_toy(toy: Framework, other: str) -> None:
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = mt.convert(values, other)
+    t = mt.convert(x, "toy")
+    assert mt.detect_memory_type(t) is mt.MemoryType("toy")
+    back = mt.convert(t, other)
+    assert mt.detect_memory_type(back) is mt.MemoryType(other)
+    np.testing.assert_array_equal(host(back), values)
+
+
+def test_toy_is_a_memory_type_member(toy: Framework) -> None:
+    member = mt.MemoryType("toy")
+    assert isinstance(member, mt.MemoryType) and member.value == "toy"
+    assert mt.MemoryType("toy") is member
+
+
+def test_stack_into_toy(toy: Framework) -> None:
+    slices = [np.full((2, 2), i, np.float32) for i in range(3)]
+    stacked = mt.stack_slices(slices, "toy")
+    assert stacked.shape == (3, 2, 2)
+    assert [float(host(s).max()) for s in mt.unstack_slices(stacked, "numpy")] == [0.0, 1.0, 2.0]
+
+
+def test_unregistered_toy_is_unknown_again(toy: Framework) -> None:
+    unregister_framework("toy")
+    with pytest.raises(mt.UnknownMemoryTypeError):
+        mt.convert(np.zeros(2), "toy")
+    register_framework(TOY)  # the fixture unregisters it
+
+
+def test_duplicate_registration_refused(toy: Framework) -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        register_framework(TOY)
+
+
+def test_builtin_rows_cannot_be_removed() -> None:
+    with pytest.raises(ValueError, match="Built-in"):
+        unregister_framework("torch")
