@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtype.errors import DeviceError, MemoryConversionError
-from memtype.frameworks import Framework, get_framework, load_adapter
+from memtype.frameworks import Framework, get_framework, load_adapter, on_table_change
 from memtype.frameworks._protocol import CPU, Adapter, Device
 from memtype.detect import detect_framework
 from memtype.types import MemoryTypeLike
@@ -117,18 +117,6 @@ def _via_dlpack(x: Any, src: Adapter, dst: Adapter, device: Device) -> Any | Non
     return dst.from_dlpack(producer, device)
 
 
-def _host_to_host(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapter) -> Any:
-    if getattr(src, "HOST_NATIVE", False):
-        return dst.from_numpy(x, CPU)
-    if getattr(dst, "HOST_NATIVE", False):
-        return src.to_numpy(x)
-    if sfw.dlpack and dfw.dlpack:
-        out = _via_dlpack(x, src, dst, CPU)
-        if out is not None:
-            return out
-    return dst.from_numpy(src.to_numpy(x), CPU)
-
-
 def _gpu_to_gpu(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapter,
                 sdev: Device, ddev: Device, allow_cpu_roundtrip: bool) -> Any:
     if sdev.kind == ddev.kind == "cuda" and sfw.dlpack and dfw.dlpack:
@@ -155,10 +143,83 @@ def _plan(x: Any, sfw: Framework, dfw: Framework, gpu_id: int | None,
         return x if sdev == ddev else src.to_device(x, ddev)
     dst = load_adapter(dfw.name)
     if sdev.kind == "cpu" and ddev.kind == "cpu":
-        return _host_to_host(x, sfw, dfw, src, dst)
+        host = _host_route(sfw, dfw)
+        assert host is not None  # both types live on the host
+        return host(x)
     if sdev.is_gpu and ddev.is_gpu:
         return _gpu_to_gpu(x, sfw, dfw, src, dst, sdev, ddev, allow_cpu_roundtrip)
     return dst.from_numpy(src.to_numpy(x), ddev)
+
+
+@dataclass(frozen=True)
+class _Route:
+    """What a (source type, target type) pair needs, resolved once."""
+
+    sfw: Framework
+    dfw: Framework
+    on_host: Callable[[Any], bool] | None  # None: the source type lives on the host only
+    host: Callable[[Any], Any] | None  # the host -> host path; None when not applicable
+
+
+_routes: dict[tuple[type, object], _Route] = {}
+on_table_change(_routes.clear)
+
+
+def _host_route(sfw: Framework, dfw: Framework) -> Callable[[Any], Any] | None:
+    """The host -> host conversion for a pair, with the adapters bound once."""
+    if "cpu" not in sfw.device_kinds or "cpu" not in dfw.device_kinds:
+        return None
+    if sfw is dfw:
+        return _identity
+    src, dst = load_adapter(sfw.name), load_adapter(dfw.name)
+    if getattr(src, "HOST_NATIVE", False):
+        from_numpy = dst.from_numpy
+        return lambda x: from_numpy(x, CPU)
+    if getattr(dst, "HOST_NATIVE", False):
+        return src.to_numpy
+    if sfw.dlpack and dfw.dlpack:
+        return _dlpack_host_route(src, dst)
+    return lambda x: dst.from_numpy(src.to_numpy(x), CPU)
+
+
+def _dlpack_host_route(src: Adapter, dst: Adapter) -> Callable[[Any], Any]:
+    """Host -> host through DLPack, falling back to a host copy where sharing is unsafe."""
+    any_dtype: bool = getattr(dst, "DLPACK_ANY_DTYPE", False)
+    contiguous: bool = getattr(dst, "DLPACK_CONTIGUOUS", True)
+    align: int = getattr(dst, "DLPACK_ALIGN", 1)
+    export, from_dlpack = src.dlpack_export, dst.from_dlpack
+    dtype_ok, dtype_of = dst.dlpack_dtype_ok, src.dtype_of
+
+    def route(x: Any) -> Any:
+        if any_dtype or dtype_ok(dtype_of(x)):
+            producer = export(x, contiguous, align)
+            if producer is None:
+                producer = export(src.copy(x), contiguous, align)
+            if producer is not None:
+                return from_dlpack(producer, CPU)
+        return dst.from_numpy(src.to_numpy(x), CPU)
+
+    return route
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _build_route(x: Any, to: object) -> _Route:
+    sfw = detect_framework(x)
+    dfw = get_framework(to)
+    src = load_adapter(sfw.name)
+    on_host = None if sfw.device_kinds == ("cpu",) else getattr(src, "on_host", None)
+    if on_host is None and sfw.device_kinds != ("cpu",):
+        on_host = _on_host_by_device(src)
+    route = _Route(sfw, dfw, on_host, _host_route(sfw, dfw))
+    _routes[(type(x), to)] = route
+    return route
+
+
+def _on_host_by_device(src: Adapter) -> Callable[[Any], bool]:
+    return lambda x: src.device_of(x).kind == "cpu"
 
 
 def _observed(x: Any, sfw: Framework, dfw: Framework, gpu_id: int | None,
@@ -228,11 +289,18 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
     >>> type(t).__name__
     'Tensor'
     """
-    sfw = detect_framework(x)
-    dfw = get_framework(to)
+    try:
+        route = _routes.get((type(x), to))
+    except TypeError:  # an unhashable ``to``: get_framework explains
+        route = None
+    if route is None:
+        route = _build_route(x, to)
+    if gpu_id is None and route.host is not None and not _hooks:
+        if route.on_host is None or route.on_host(x):
+            return route.host(x)
     if _hooks:
-        return _observed(x, sfw, dfw, gpu_id, allow_cpu_roundtrip)
-    return _plan(x, sfw, dfw, gpu_id, allow_cpu_roundtrip)
+        return _observed(x, route.sfw, route.dfw, gpu_id, allow_cpu_roundtrip)
+    return _plan(x, route.sfw, route.dfw, gpu_id, allow_cpu_roundtrip)
 
 
 def convert_memory(data: Any, source_type: MemoryTypeLike, target_type: MemoryTypeLike,

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from memtype.errors import UnsupportedArrayError
-from memtype.frameworks import Framework, array_types, generation, iter_frameworks, loaded_frameworks
+from memtype.frameworks import (
+    Framework,
+    array_types,
+    iter_frameworks,
+    loaded_frameworks,
+    on_table_change,
+)
 from memtype.types import MemoryType
 
 __all__ = ["detect_memory_type", "detect_framework"]
@@ -13,7 +19,7 @@ __all__ = ["detect_memory_type", "detect_framework"]
 # type(x) -> framework row; cleared when the table changes. Misses are not cached, because a
 # framework imported later may own the type after all.
 _cache: dict[type, Framework] = {}
-_cache_generation = [generation()]
+on_table_change(_cache.clear)
 
 
 def _lookup(cls: type) -> Framework | None:
@@ -34,11 +40,8 @@ def detect_framework(x: Any) -> Framework:
     """
     cls = type(x)
     fw = _cache.get(cls)
-    if fw is not None and _cache_generation[0] == generation():
+    if fw is not None:
         return fw
-    if _cache_generation[0] != generation():
-        _cache.clear()
-        _cache_generation[0] = generation()
     fw = _lookup(cls)
     if fw is None:
         names = ", ".join(f.name for f in iter_frameworks())

@@ -120,3 +120,11 @@ class PipelineError(MemtypeError, RuntimeError):
 
 class MemoryBudgetError(MemtypeError, MemoryError):
     """An allocation that would exceed a memory budget (a pool's limit or a memory fraction)."""
+
+
+class NoImagesError(MemtypeError, FileNotFoundError):
+    """No input file matches a pipeline's file-name pattern."""
+
+
+class DtypePolicyError(MemtypeError, ValueError):
+    """A dtype conversion the dtype policy refuses (complex to real, an unknown scaling)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, cast
@@ -32,6 +32,7 @@ __all__ = [
     "array_types",
     "loaded_frameworks",
     "known_names",
+    "on_table_change",
 ]
 
 
@@ -107,7 +108,12 @@ FRAMEWORKS: MappingProxyType[str, Framework] = MappingProxyType(_table)
 
 _adapters: dict[str, ModuleType] = {}
 _resolved_types: dict[str, tuple[type, ...]] = {}
-_generation = [0]  # bumped on every table change so caches elsewhere can invalidate
+_on_change: list[Callable[[], None]] = []
+
+
+def on_table_change(callback: Callable[[], None]) -> None:
+    """Call ``callback`` (a cache's ``clear``) whenever a row is added or removed."""
+    _on_change.append(callback)
 
 
 def known_names() -> tuple[str, ...]:
@@ -179,7 +185,8 @@ def _forget(name: str) -> None:
         MemoryType._value2member_map_.pop(name, None)
     _adapters.pop(name, None)
     _resolved_types.pop(name, None)
-    _generation[0] += 1
+    for callback in _on_change:
+        callback()
 
 
 def _check_import_order(framework: Framework) -> None:
@@ -249,8 +256,3 @@ def array_types(framework: Framework) -> tuple[type, ...]:
 def loaded_frameworks() -> list[Framework]:
     """Rows whose top-level module is already imported (nothing is imported here)."""
     return [fw for fw in _table.values() if fw.module in sys.modules]
-
-
-def generation() -> int:
-    """A counter bumped whenever the table changes."""
-    return _generation[0]

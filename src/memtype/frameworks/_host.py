@@ -18,12 +18,10 @@ def is_aligned(a: np.ndarray[Any, Any], align: int = ALIGN) -> bool:
 
 def shareable(a: np.ndarray[Any, Any], *, contiguous: bool, align: int = 1) -> bool:
     """Whether a framework may share ``a``'s buffer: writable, native order, non-negative strides."""
-    if not a.flags.writeable or not a.dtype.isnative:
+    flags = a.flags
+    if not flags.writeable or not a.dtype.isnative:
         return False
-    if contiguous:
-        if not a.flags.c_contiguous:
-            return False
-    elif any(s < 0 for s in a.strides):
+    if not flags.c_contiguous and (contiguous or any(s < 0 for s in a.strides)):
         return False
     return align <= 1 or a.size == 0 or is_aligned(a, align)
 

@@ -138,3 +138,33 @@ def oom_errors() -> tuple[type[BaseException], ...]:
 
 def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, cp.cuda.memory.OutOfMemoryError)
+
+
+# --- dtype policy primitives (memtype.dtypes) ---
+
+
+def astype(x: Any, dtype: np.dtype[Any]) -> Any:
+    with x.device:
+        return x.astype(dtype)
+
+
+def rint(x: Any) -> Any:
+    with x.device:
+        return cp.rint(x)
+
+
+# --- cross-stream hand-off (memtype.gpu.streams) ---
+
+
+def current_stream(device: Device) -> Any:
+    with cp.cuda.Device(device.index):
+        return cp.cuda.get_current_stream()
+
+
+def wait_stream(waiter: Any, producer: Any) -> None:
+    if waiter != producer:
+        waiter.wait_event(producer.record())
+
+
+def record_stream(x: Any, stream: Any) -> None:
+    return None  # CuPy has no record_stream; its pool reuses a freed block on the freeing stream

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memtype.frameworks._host import ALIGN, narrow_lossless, native_copy, shareable
+from memtype.frameworks._host import narrow_lossless, native_copy, shareable
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = False
@@ -47,6 +48,18 @@ def _gpu_devices() -> list[Any]:
         return []
 
 
+def on_host(x: Any) -> bool:
+    if not _gpus_visible():
+        return True
+    return device_of(x).kind == "cpu"
+
+
+@functools.cache
+def _gpus_visible() -> bool:
+    """Whether the framework sees any GPU (asked once: devices do not appear later)."""
+    return gpu_count() > 0
+
+
 def gpu_count() -> int:
     return len(_gpu_devices())
 
@@ -77,18 +90,24 @@ def _jax_device(device: Device) -> Any:
     return _gpu_devices()[device.index]
 
 
+def _is_wide(dtype: np.dtype[Any]) -> bool:
+    """64-bit int/float or 128-bit complex: what JAX narrows without x64."""
+    size = dtype.itemsize
+    return (size == 8 and dtype.kind in "iuf") or (size == 16 and dtype.kind == "c")
+
+
 def _fit_dtype(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """64-bit values narrowed exactly when JAX runs without x64; otherwise an error."""
-    code = a.dtype.str[1:]
-    if code not in _NARROW or jax.config.jax_enable_x64:
+    if not _is_wide(a.dtype) or jax.config.jax_enable_x64:
         return a
-    return narrow_lossless(a, np.dtype(_NARROW[code]), "jax", _X64_HINT)
+    return narrow_lossless(a, np.dtype(_NARROW[a.dtype.str[1:]]), "jax", _X64_HINT)
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
     fitted = _fit_dtype(a)
+    # jax shares 64-byte aligned buffers and copies others itself, so no alignment check
     if device.kind == "cpu" and fitted is a and a.dtype.kind in "biufc" and shareable(
-        a, contiguous=True, align=ALIGN
+        a, contiguous=True
     ):
         return jax.dlpack.from_dlpack(a)
     if not shareable(fitted, contiguous=True):
@@ -102,13 +121,12 @@ def from_dlpack(x: Any, device: Device) -> Any:
 
 def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
     """False for 64-bit dtypes while x64 is off (jax would narrow them silently)."""
-    return dtype.str[1:] not in _NARROW or bool(jax.config.jax_enable_x64)
+    return not _is_wide(dtype) or bool(jax.config.jax_enable_x64)
 
 
 def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
-    if align > 1 and x.size and device_of(x).kind == "cpu":
-        if x.unsafe_buffer_pointer() % align:
-            return None
+    if align > 1 and x.size and on_host(x) and x.unsafe_buffer_pointer() % align:
+        return None
     return x
 
 
@@ -158,3 +176,19 @@ def oom_errors() -> tuple[type[BaseException], ...]:
 
 def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, jax.errors.JaxRuntimeError) and str(exc).startswith("RESOURCE_EXHAUSTED")
+
+
+# --- dtype policy primitives (memtype.dtypes) ---
+
+
+def astype(x: Any, dtype: np.dtype[Any]) -> Any:
+    return x.astype(dtype)
+
+
+def rint(x: Any) -> Any:
+    return jnp.rint(x)
+
+
+def holds_dtype(dtype: np.dtype[Any]) -> bool:
+    """False for 64-bit dtypes while x64 is off (jax would narrow them)."""
+    return not _is_wide(dtype) or bool(jax.config.jax_enable_x64)

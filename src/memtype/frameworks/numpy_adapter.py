@@ -110,3 +110,14 @@ def oom_errors() -> tuple[type[BaseException], ...]:
 
 def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError)
+
+
+# --- dtype policy primitives (memtype.dtypes) ---
+
+
+def astype(x: Any, dtype: np.dtype[Any]) -> Any:
+    return x.astype(dtype)
+
+
+def rint(x: Any) -> Any:
+    return np.rint(x)

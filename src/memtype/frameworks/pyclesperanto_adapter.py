@@ -9,6 +9,7 @@ complex, 0-d, 0-size and >3-d arrays are refused with a clear error. It has no D
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -35,14 +36,20 @@ def version() -> str:
     return str(cle.__version__)
 
 
-def _device_names() -> list[str]:
-    return list(cle.list_available_devices())
+@functools.cache
+def _device_names() -> tuple[str, ...]:
+    """OpenCL device names (asked once: the runtime's device list does not change)."""
+    return tuple(cle.list_available_devices())
+
+
+@functools.cache
+def _index_of(name: str) -> int:
+    names = _device_names()
+    return names.index(name) if name in names else 0
 
 
 def device_of(x: Any) -> Device:
-    names = _device_names()
-    name = x.device.name
-    return Device("opencl", names.index(name) if name in names else 0)
+    return Device("opencl", _index_of(x.device.name))
 
 
 def gpu_count() -> int:
@@ -93,10 +100,10 @@ def _select(device: Device) -> Any:
     names = _device_names()
     if device.index >= len(names):
         raise DeviceError(
-            f"OpenCL device {device.index} requested; available: {names or 'none'}."
+            f"OpenCL device {device.index} requested; available: {list(names) or 'none'}."
         )
     current = cle.get_device()
-    if current.name != names[device.index]:
+    if _index_of(current.name) != device.index:
         current = cle.select_device(names[device.index])
     return current
 
@@ -166,3 +173,11 @@ def is_oom(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return "CL_MEM_OBJECT_ALLOCATION_FAILURE" in text or "CL_OUT_OF_RESOURCES" in text
+
+
+# --- dtype policy primitives (memtype.dtypes) ---
+
+
+def holds_dtype(dtype: np.dtype[Any]) -> bool:
+    """int8..int32, uint8..uint32 and float32 only."""
+    return dtype.kind in "iu" and dtype.itemsize <= 4 or dtype == np.float32

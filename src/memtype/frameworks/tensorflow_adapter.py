@@ -6,6 +6,7 @@ or not row-major, so every import is checked first and copied when it would not 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -34,6 +35,18 @@ def device_of(x: Any) -> Device:
     return Device("cuda", spec.device_index or 0)
 
 
+def on_host(x: Any) -> bool:
+    if not _gpus_visible():
+        return True
+    return device_of(x).kind == "cpu"
+
+
+@functools.cache
+def _gpus_visible() -> bool:
+    """Whether the framework sees any GPU (asked once: devices do not appear later)."""
+    return gpu_count() > 0
+
+
 def gpu_count() -> int:
     return len(tf.config.list_physical_devices("GPU"))
 
@@ -57,7 +70,7 @@ def shape_of(x: Any) -> tuple[int, ...]:
 def to_numpy(x: Any) -> np.ndarray[Any, Any]:
     if isinstance(x, tf.Variable):
         return x.numpy()  # type: ignore[no-any-return]
-    if device_of(x).kind != "cpu":
+    if not on_host(x):
         with tf.device("/CPU:0"):
             x = tf.identity(x)
     return np.asarray(x)
@@ -140,3 +153,14 @@ def oom_errors() -> tuple[type[BaseException], ...]:
 
 def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, tf.errors.ResourceExhaustedError)
+
+
+# --- dtype policy primitives (memtype.dtypes) ---
+
+
+def astype(x: Any, dtype: np.dtype[Any]) -> Any:
+    return tf.cast(x, tf.as_dtype(dtype))
+
+
+def rint(x: Any) -> Any:
+    return tf.math.round(x)  # half to even, like numpy.rint

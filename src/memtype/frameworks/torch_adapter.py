@@ -34,6 +34,10 @@ def device_of(x: Any) -> Device:
     return Device(dev.type, dev.index or 0)
 
 
+def on_host(x: Any) -> bool:
+    return bool(x.is_cpu)
+
+
 def gpu_count() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
@@ -86,7 +90,7 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
     if not shareable(a, contiguous=False):
         a = native_copy(a)
-    if a.dtype.name == "bfloat16":
+    if a.dtype.kind == "V" and a.dtype.name == "bfloat16":
         t = torch.from_numpy(a.view(np.uint16)).view(_BF16)
     else:
         t = torch.from_numpy(a)
@@ -172,3 +176,31 @@ def oom_errors() -> tuple[type[BaseException], ...]:
 
 def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError)
+
+
+# --- dtype policy primitives (memtype.dtypes) ---
+
+
+def astype(x: Any, dtype: np.dtype[Any]) -> Any:
+    return x.to(getattr(torch, np.dtype(dtype).name))
+
+
+def rint(x: Any) -> Any:
+    return torch.round(x)  # half to even, like numpy.rint
+
+
+# --- cross-stream hand-off (memtype.gpu.streams) ---
+
+
+def current_stream(device: Device) -> Any:
+    return torch.cuda.current_stream(device.index)
+
+
+def wait_stream(waiter: Any, producer: Any) -> None:
+    if waiter != producer:
+        waiter.wait_stream(producer)
+
+
+def record_stream(x: Any, stream: Any) -> None:
+    if isinstance(x, torch.Tensor) and x.device.type == "cuda":
+        x.record_stream(stream)

@@ -16,20 +16,26 @@ _EXPORTS: dict[str, str] = {
     "get_gpu_manager": "devices",
     "select_device": "devices",
     "assign": "devices",
+    "visible_devices": "devices",
     # memory.py
     "memory_usage": "memory",
     "check_gpu_memory": "memory",
     "check_gpu_memory_usage": "memory",
     "memory_pressure": "memory",
+    "DeviceMemory": "memory",
+    "device_memory": "memory",
+    "GIB": "memory",
     # pool.py
     "GPUMemoryPool": "pool",
     "get_gpu_memory_pool": "pool",
     "GPUMemoryManager": "pool",
     # cache.py
     "GPUTensorCache": "cache",
+    "measure_nbytes": "cache",
     # profiler.py
     "profile": "profiler",
     "ProfileRecord": "profiler",
+    "Profiler": "profiler",
     # cleanup.py
     "cleanup": "cleanup",
     "cleanup_all_gpu_frameworks": "cleanup",

@@ -201,7 +201,10 @@ class GPUMemoryManager:
         fw = get_framework(memory_type)
         dims, dt = _as_shape(shape), _as_dtype(dtype)
         gid = self.gpu_id if gpu_id is None else gpu_id
-        device = target_device(fw, CPU, gid)
+        try:
+            device = target_device(fw, CPU, gid)
+        except DeviceError as exc:
+            raise DeviceError(f"Cannot allocate a {fw.name} array: {exc}") from exc
         self._check_device(device)
         requested = int(np.prod(dims, dtype=np.int64)) * dt.itemsize
         with self._lock:
@@ -307,7 +310,7 @@ class GPUMemoryManager:
         Parameters
         ----------
         empty_cache : bool
-            Also ask every loaded framework to free its cached device memory on exit.
+            Also ask every loaded framework with a device to free its cached memory on exit.
 
         Yields
         ------
@@ -324,8 +327,15 @@ class GPUMemoryManager:
                 for record in scope:
                     self._drop(record)
             if empty_cache:
-                for fw in loaded_frameworks():
-                    load_adapter(fw.name).empty_cache()
+                _empty_caches()
+
+
+def _empty_caches() -> None:
+    """Ask each loaded framework that has a device to free its cached memory."""
+    for fw in loaded_frameworks():
+        adapter = load_adapter(fw.name)
+        if fw.device_kinds != ("cpu",) and adapter.gpu_count():
+            adapter.empty_cache()
 
 
 def _check_limit(limit_bytes: object) -> None:

@@ -1,48 +1,21 @@
 """Progress and measurement: a rich progress bar on a terminal, quiet otherwise; per-step figures.
 
-Conversions are counted through :func:`memtype.convert.add_conversion_hook`; the hook is
-installed once per process (on first use, never at import) and credits each conversion to
-the step running on the calling thread.
+Per-step figures come from :func:`memtype.gpu.profile` (time, conversions made by the
+measuring thread, zero-copy ones among them, GPU peak memory), plus the worker process's
+resident set size sampled at the end of each block.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from memtype.convert import ConversionEvent, add_conversion_hook
 from memtype.pipeline.report import GroupResult, StepStats
 
-__all__ = ["measure", "Progress", "make_progress"]
-
-_current = threading.local()
-_installed: list[bool] = [False]
-_install_lock = threading.Lock()
-
-
-def _on_conversion(event: ConversionEvent) -> None:
-    """Credit a conversion to the step measured on this thread, if any."""
-    stats: StepStats | None = getattr(_current, "stats", None)
-    if stats is None:
-        return
-    stats.conversions += 1
-    stats.bytes_converted += event.nbytes
-    if event.zero_copy:
-        stats.zero_copy += 1
-    else:
-        stats.copied += 1
-
-
-def _install_hook() -> None:
-    """Register the conversion hook once per process."""
-    with _install_lock:
-        if not _installed[0]:
-            add_conversion_hook(_on_conversion)
-            _installed[0] = True
+__all__ = ["measure", "Progress", "RichProgress", "make_progress"]
 
 
 def _rss() -> int:
@@ -58,16 +31,21 @@ def _rss() -> int:
 @contextmanager
 def measure(stats: StepStats) -> Iterator[StepStats]:
     """Time a block, credit its conversions to ``stats``, and sample memory at its end."""
-    _install_hook()
-    previous = getattr(_current, "stats", None)
-    _current.stats = stats
-    start = time.perf_counter()
+    from memtype.gpu import profile
+
+    profiler = profile(stats.name)
     try:
-        yield stats
+        with profiler:
+            yield stats
     finally:
-        stats.seconds += time.perf_counter() - start
+        record = profiler.records[-1]
+        stats.seconds += record.wall_seconds
+        stats.conversions += record.conversions
+        stats.bytes_converted += record.bytes_converted
+        stats.zero_copy += record.zero_copy
+        stats.copied += record.conversions - record.zero_copy
+        stats.peak_device = max(stats.peak_device, sum(record.peak_memory.values()))
         stats.peak_rss = max(stats.peak_rss, _rss())
-        _current.stats = previous
 
 
 class Progress:

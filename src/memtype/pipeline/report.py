@@ -34,7 +34,9 @@ class StepStats:
     zero_copy, copied : int
         Conversions whose result shared memory with the source, and those that copied.
     peak_rss : int
-        The largest resident set size of the worker process seen at the end of a stack.
+        The largest resident set size of a worker process seen at the end of the step.
+    peak_device : int
+        The largest GPU memory peak of the step (all frameworks), 0 without GPU.
     """
 
     name: str
@@ -45,6 +47,7 @@ class StepStats:
     zero_copy: int = 0
     copied: int = 0
     peak_rss: int = 0
+    peak_device: int = 0
 
     def merge(self, other: StepStats) -> None:
         """Add another group's figures for the same step (peaks take the maximum)."""
@@ -55,6 +58,7 @@ class StepStats:
         self.zero_copy += other.zero_copy
         self.copied += other.copied
         self.peak_rss = max(self.peak_rss, other.peak_rss)
+        self.peak_device = max(self.peak_device, other.peak_device)
 
 
 @dataclass
@@ -162,12 +166,12 @@ class RunReport:
     def summary(self) -> str:
         """A plain-text table: one row per step, then totals and failures."""
         header = (f"{'step':<18}{'time s':>9}{'stacks':>8}{'conv':>7}{'MiB conv':>10}"
-                  f"{'0-copy':>8}{'copied':>8}{'peak MiB':>10}")
+                  f"{'0-copy':>8}{'copied':>8}{'RSS MiB':>9}{'GPU MiB':>9}")
         lines = [header, "-" * len(header)]
         for s in self.steps:
             lines.append(f"{s.name[:17]:<18}{s.seconds:>9.2f}{s.stacks:>8}{s.conversions:>7}"
                          f"{s.bytes_converted / _MIB:>10.1f}{s.zero_copy:>8}{s.copied:>8}"
-                         f"{s.peak_rss / _MIB:>10.0f}")
+                         f"{s.peak_rss / _MIB:>9.0f}{s.peak_device / _MIB:>9.0f}")
         lines.append("-" * len(header))
         lines.append(f"{len(self.groups)} groups: {len(self.done)} done, "
                      f"{len(self.skipped)} skipped, {len(self.failed)} failed; "

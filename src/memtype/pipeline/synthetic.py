@@ -105,6 +105,8 @@ class SyntheticPlate:
         rng = self._rng(well, site, 0)
         wanted = int(rng.integers(self.cells[0], self.cells[1] + 1))
         margin = 4 * _NUCLEUS_SIGMA[1]
+        z_low = min(1.5, (self.z_planes - 1) / 2)
+        z_high = self.z_planes - 1 - z_low
         cells: list[_Cell] = []
         for _ in range(wanted * 20):
             if len(cells) == wanted:
@@ -112,7 +114,7 @@ class SyntheticPlate:
             y, x = rng.uniform(margin, self.size - margin, 2)
             if all((c.y - y) ** 2 + (c.x - x) ** 2 > (6 * _NUCLEUS_SIGMA[1]) ** 2 for c in cells):
                 cells.append(_Cell(float(y), float(x), float(rng.uniform(*_NUCLEUS_SIGMA)),
-                                   float(rng.uniform(1.5, self.z_planes - 2.5)),
+                                   float(rng.uniform(z_low, z_high)),
                                    float(rng.uniform(0.7, 1.0))))
         return cells
 
@@ -187,7 +189,7 @@ def write_synthetic_plate(directory: str | os.PathLike[str], plate: SyntheticPla
     from memtype.storage import DiskStore
 
     plate = plate or SyntheticPlate()
-    store = DiskStore(os.fspath(directory), create=True)
+    store = DiskStore(os.fspath(directory))
     names: list[str] = []
     batch: list[tuple[str, np.ndarray[Any, Any]]] = []
     for name, image in plate.images():

@@ -31,7 +31,7 @@ from memtype.errors import UnsupportedArrayError
 from memtype.storage._tree import KeyTree
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_sorted
 
-__all__ = ["MemoryStore", "copy_value", "nbytes_of"]
+__all__ = ["MemoryStore", "TreeStore", "copy_value", "nbytes_of", "array_info"]
 
 
 def copy_value(value: Any) -> Any:
@@ -100,59 +100,30 @@ class _Item:
         self.mtime = time.time()
 
 
-class MemoryStore(Store):
-    """Files and directories held in this process's memory.
+class TreeStore(Store):
+    """Shared base of the in-memory stores: a locked :class:`KeyTree` of entries.
 
-    Parameters
-    ----------
-    read_only : bool
-        Refuse writes and deletes (``StoreReadOnlyError``).
-
-    Notes
-    -----
-    The root is ``/``: ``"/a/b"`` and ``"a/b"`` name the same entry.
+    Subclasses implement ``save``, ``load`` and ``stat`` and may override the hooks
+    :meth:`_released` (an entry left the store) and :meth:`_duplicate` (copy an entry).
     """
 
-    registry_name = "memory"
     device = "host"
 
     def __init__(self, *, read_only: bool = False) -> None:
         super().__init__("/", read_only=read_only)
-        self._tree: KeyTree[_Item] = KeyTree()
+        self._tree: KeyTree[Any] = KeyTree()
         self._lock = threading.RLock()
 
     def params(self) -> dict[str, Any]:
         """Constructor arguments (the contents are not part of them)."""
         return {"read_only": self.read_only}
 
-    def save(self, data: Any, path: PathLike, *, overwrite: bool = False,
-             parents: bool = False, copy: bool = True) -> None:
-        """Store ``data`` (any object) at ``path``.
+    def _released(self, key: str, entry: Any) -> None:
+        """Called (under the lock) for every entry removed or replaced."""
 
-        Parameters
-        ----------
-        data : object
-            Arrays of any framework, or any Python object.
-        path : str or os.PathLike
-            Destination key.
-        overwrite, parents : bool
-            See :meth:`Store.save`.
-        copy : bool
-            Store a private copy (default) rather than a reference to ``data``.
-        """
-        self._require_writable("save", path)
-        key = self.key(path)
-        with self._lock:
-            self._tree.check_put(key, overwrite, parents)
-        value = copy_value(data) if copy else data
-        with self._lock:
-            self._tree.put(key, _Item(value), overwrite, parents)
-
-    def load(self, path: PathLike, *, copy: bool = False) -> Any:
-        """The value at ``path``; with ``copy=True`` a private, writable copy of it."""
-        with self._lock:
-            value = self._tree.get(self.key(path)).value
-        return _writable_copy(value) if copy else value
+    def _duplicate(self, entry: Any) -> Any:
+        """A copy of an entry for :meth:`copy`."""
+        raise NotImplementedError
 
     def exists(self, path: PathLike) -> bool:
         key = self.key(path)
@@ -196,7 +167,9 @@ class MemoryStore(Store):
         self._require_writable("delete", path)
         key = self.key(path)
         with self._lock:
-            self._tree.remove(key)
+            entry = self._tree.remove(key)
+            if entry is not None:
+                self._released(key, entry)
 
     def delete_all(self, path: PathLike) -> None:
         self._require_writable("delete", path)
@@ -204,28 +177,27 @@ class MemoryStore(Store):
         with self._lock:
             if not self._tree.exists(key):
                 self._tree.require_dir(key)
-            self._tree.remove_tree(key, _ignore)
+            self._tree.remove_tree(key, self._released)
 
     def move(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
         self._require_writable("move", src)
         with self._lock:
-            self._tree.transfer(self.key(src), self.key(dst), overwrite, parents, None, _ignore)
+            self._tree.transfer(self.key(src), self.key(dst), overwrite, parents, None,
+                                self._released)
 
     def copy(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
         self._require_writable("copy to", dst)
         with self._lock:
             self._tree.transfer(self.key(src), self.key(dst), overwrite, parents,
-                                _copy_item, _ignore)
+                                self._duplicate, self._released)
 
-    def stat(self, path: PathLike) -> StoreStat:
-        key = self.key(path)
-        with self._lock:
-            if self._tree.is_dir(key):
-                return StoreStat(key, True, 0)
-            item = self._tree.get(key)
-        return _stat_value(key, item)
+    def _put(self, key: str, entry: Any, overwrite: bool, parents: bool) -> None:
+        """Store an entry (under the lock), releasing the one it replaces."""
+        old = self._tree.put(key, entry, overwrite, parents)
+        if old is not None:
+            self._released(key, old)
 
     def __len__(self) -> int:
         with self._lock:
@@ -236,24 +208,78 @@ class MemoryStore(Store):
         self.delete_all("")
 
 
-def _ignore(key: str, item: Any) -> None:
-    """Callback for removed entries that need no clean-up."""
+class MemoryStore(TreeStore):
+    """Files and directories held in this process's memory.
+
+    Parameters
+    ----------
+    read_only : bool
+        Refuse writes and deletes (``StoreReadOnlyError``).
+
+    Notes
+    -----
+    The root is ``/``: ``"/a/b"`` and ``"a/b"`` name the same entry.
+    """
+
+    registry_name = "memory"
+    device = "host"
+
+    def save(self, data: Any, path: PathLike, *, overwrite: bool = False,
+             parents: bool = False, copy: bool = True) -> None:
+        """Store ``data`` (any object) at ``path``.
+
+        Parameters
+        ----------
+        data : object
+            Arrays of any framework, or any Python object.
+        path : str or os.PathLike
+            Destination key.
+        overwrite, parents : bool
+            See :meth:`Store.save`.
+        copy : bool
+            Store a private copy (default) rather than a reference to ``data``.
+        """
+        self._require_writable("save", path)
+        key = self.key(path)
+        with self._lock:
+            self._tree.check_put(key, overwrite, parents)
+        value = copy_value(data) if copy else data
+        with self._lock:
+            self._put(key, _Item(value), overwrite, parents)
+
+    def load(self, path: PathLike, *, copy: bool = False) -> Any:
+        """The value at ``path``; with ``copy=True`` a private, writable copy of it."""
+        with self._lock:
+            value = self._tree.get(self.key(path)).value
+        return _writable_copy(value) if copy else value
+
+    def stat(self, path: PathLike) -> StoreStat:
+        key = self.key(path)
+        with self._lock:
+            if self._tree.is_dir(key):
+                return StoreStat(key, True, 0)
+            item = self._tree.get(key)
+        return _stat_value(key, item)
+
+    def _duplicate(self, entry: Any) -> Any:
+        return _Item(copy_value(entry.value))
 
 
-def _copy_item(item: _Item) -> _Item:
-    """A copied entry for :meth:`MemoryStore.copy`."""
-    return _Item(copy_value(item.value))
+def array_info(value: Any) -> tuple[str, tuple[int, ...], str] | None:
+    """(memory type, shape, dtype name) of an array of any loaded framework, else None."""
+    if isinstance(value, np.ndarray):
+        return "numpy", tuple(value.shape), str(value.dtype)
+    name = _framework_of(value)
+    if name is None:
+        return None
+    from memtype.frameworks import load_adapter
+
+    adapter = load_adapter(name)
+    return name, tuple(adapter.shape_of(value)), str(adapter.dtype_of(value))
 
 
 def _stat_value(key: str, item: _Item) -> StoreStat:
     """StoreStat of one stored value."""
-    value = item.value
-    shape = dtype = None
-    if isinstance(value, np.ndarray):
-        shape, dtype = tuple(value.shape), str(value.dtype)
-    elif _framework_of(value) is not None:
-        from memtype.frameworks import load_adapter
-
-        adapter = load_adapter(_framework_of(value))
-        shape, dtype = tuple(adapter.shape_of(value)), str(adapter.dtype_of(value))
-    return StoreStat(key, False, nbytes_of(value), item.mtime, shape, dtype)
+    info = array_info(item.value)
+    shape, dtype = (info[1], info[2]) if info else (None, None)
+    return StoreStat(key, False, nbytes_of(item.value), item.mtime, shape, dtype)

@@ -1,0 +1,41 @@
+"""Pipelines: steps of decorated functions run over the groups of a plate.
+
+>>> import memtype as mt
+>>> from memtype.pipeline import FunctionStep, Pipeline
+>>> @mt.numpy
+... def project(stack):
+...     return stack.max(axis=0, keepdims=True)
+>>> pipeline = Pipeline([FunctionStep(project)])
+>>> report = pipeline.run("plate/", output="out/", executor="threads")  # doctest: +SKIP
+
+Each group (by default each well) is an independent task, run inline, on threads, or on
+dask.distributed workers; see ``docs/pipeline.md``.
+"""
+
+from __future__ import annotations
+
+from memtype.pipeline.executors import (DaskExecutor, Executor, InlineExecutor, ThreadExecutor,
+                                        make_executor)
+from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern, ImageRecord
+from memtype.pipeline.pipeline import Pipeline
+from memtype.pipeline.report import GroupResult, RunReport, StepStats
+from memtype.pipeline.steps import FunctionStep
+from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
+
+__all__ = [
+    "FunctionStep",
+    "Pipeline",
+    "FilenamePattern",
+    "ImageRecord",
+    "DEFAULT_PATTERN",
+    "Executor",
+    "InlineExecutor",
+    "ThreadExecutor",
+    "DaskExecutor",
+    "make_executor",
+    "RunReport",
+    "GroupResult",
+    "StepStats",
+    "SyntheticPlate",
+    "write_synthetic_plate",
+]

@@ -1,0 +1,101 @@
+"""Side outputs as tables: the extra elements of tuple results become CSV rows.
+
+A side output may be a number (one row, column ``value``), a dict (one row, its keys as
+columns), a list of dicts (one row each), a 1D or 2D array of any framework (one row per
+element or per row: ``index``, ``value`` or ``c0, c1, ...``), or a pandas DataFrame. Every
+row starts with the stack's field values (``well, site, channel``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from memtype.detect import detect_memory_type
+from memtype.errors import UnsupportedArrayError
+from memtype.pipeline.patterns import Key
+
+__all__ = ["side_output_rows", "rows_to_table", "parse_table"]
+
+Row = dict[str, Any]
+
+
+def _as_array(value: Any) -> np.ndarray[Any, Any] | None:
+    """``value`` as a host array if it is an array of any loaded framework, else None."""
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        detect_memory_type(value)
+    except UnsupportedArrayError:
+        return None
+    from memtype.convert import convert
+
+    return np.asarray(convert(value, "numpy"))
+
+
+def _plain(value: Any) -> Any:
+    """NumPy scalars as Python numbers, for clean CSV text."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _array_rows(a: np.ndarray[Any, Any]) -> list[Row]:
+    """Rows of a 0D, 1D or 2D array."""
+    if a.ndim == 0:
+        return [{"value": _plain(a[()])}]
+    if a.ndim == 1:
+        return [{"index": i, "value": _plain(v)} for i, v in enumerate(a)]
+    if a.ndim == 2:
+        return [{"index": i, **{f"c{j}": _plain(v) for j, v in enumerate(row)}}
+                for i, row in enumerate(a)]
+    raise TypeError(f"A side-output array must be 0D, 1D or 2D to become a table; "
+                    f"received shape {a.shape}.")
+
+
+def _value_rows(value: Any) -> list[Row]:
+    """The rows of one side-output value, without the stack's fields."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [{str(k): _plain(v) for k, v in value.items()}]
+    if isinstance(value, (bool, int, float, str, np.generic)):
+        return [{"value": _plain(value)}]
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a pandas DataFrame
+        return [dict(r) for r in value.to_dict("records")]
+    array = _as_array(value)
+    if array is not None:
+        return _array_rows(array)
+    if isinstance(value, Sequence) and all(isinstance(v, Mapping) for v in value):
+        return [{str(k): _plain(v) for k, v in row.items()} for row in value]
+    raise TypeError(
+        f"Cannot turn a side output of type {type(value).__name__} into table rows; expected "
+        "a number, a dict, a list of dicts, a 1D/2D array or a pandas DataFrame.")
+
+
+def side_output_rows(fixed: Key, value: Any) -> list[Row]:
+    """The CSV rows of one side output of one stack, each starting with the stack's fields.
+
+    Raises
+    ------
+    TypeError
+        A value that cannot become rows (see the module docstring).
+    """
+    return [dict(fixed) | row for row in _value_rows(value)]
+
+
+def rows_to_table(rows: Iterable[Row]) -> list[list[Any]]:
+    """A header row (every column, in first-seen order) followed by one list per row."""
+    rows = list(rows)
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    header = list(columns)
+    return [header] + [[row.get(c, "") for c in header] for row in rows]
+
+
+def parse_table(text: str) -> list[Row]:
+    """Rows of a CSV text with a header (values stay text)."""
+    return [dict(r) for r in csv.DictReader(io.StringIO(text))]

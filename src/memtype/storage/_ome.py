@@ -1,0 +1,210 @@
+"""OME-Zarr 0.5 (zarr v3) plate metadata for the ZarrStore: documents, names, locked updates.
+
+Layout (``root`` is the plate)::
+
+    root/zarr.json                  group; attributes.ome = {version, plate: {rows, columns, wells}}
+    root/A/zarr.json                row group (plain)
+    root/A/1/zarr.json              well group; attributes.ome = {version, well: {images}}
+    root/A/1/0/zarr.json            field (image) group; attributes.ome = {version, multiscales}
+    root/A/1/0/0/zarr.json          level-0 array, chunks under root/A/1/0/0/c/...
+    root/.memtype-locks/            lock files (ignored by zarr and OME readers)
+
+Every metadata document is replaced atomically (temporary file + rename), so readers never
+see a torn one. Updates that read, modify and write a document hold a file lock: the well's
+own lock for its image list, the plate lock only when a well gains its first image or
+loses its last one. The plate lists exactly the wells that hold at least one image, so an
+OME reader never meets an empty or missing well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from memtype.errors import StoreExistsError, StoreFormatError, StorePathError
+from memtype.storage._atomic import atomic_write, file_lock
+from memtype.storage.base import natural_sorted
+
+NGFF_VERSION = "0.5"
+AXIS_TYPES = {"t": "time", "c": "channel", "z": "space", "y": "space", "x": "space"}
+DEFAULT_AXES = {2: "yx", 3: "zyx", 4: "czyx", 5: "tczyx"}
+LOCK_DIR = ".memtype-locks"
+_NAME = re.compile(r"[A-Za-z0-9]+")
+
+
+def check_name(name: str, what: str, key: str) -> None:
+    """StorePathError unless ``name`` is alphanumeric (as OME-Zarr requires)."""
+    if not _NAME.fullmatch(name):
+        raise StorePathError(
+            f"Invalid {what} name {name!r} in {key!r}: OME-Zarr plate paths are "
+            "'row/column/field' with alphanumeric names (e.g. 'B/3/0')."
+        )
+
+
+def group_doc(ome: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A zarr v3 group metadata document, with ``ome`` attributes if given."""
+    attributes = {"ome": {"version": NGFF_VERSION, **ome}} if ome else {}
+    return {"zarr_format": 3, "node_type": "group", "attributes": attributes}
+
+
+def plate_doc(name: str, rows: Sequence[str], columns: Sequence[str]) -> dict[str, Any]:
+    """Metadata of an empty plate with declared rows and columns."""
+    plate = {"name": name, "rows": [{"name": r} for r in rows],
+             "columns": [{"name": c} for c in columns], "wells": []}
+    return group_doc({"plate": plate})
+
+
+def well_doc(images: Iterable[str]) -> dict[str, Any]:
+    """Metadata of a well holding the given image (field) paths."""
+    return group_doc({"well": {"images": [{"path": p} for p in images]}})
+
+
+def check_axes(axes: str | None, ndim: int, key: str) -> str:
+    """Validated axes string for an ``ndim`` array (NGFF order t, c, z, y, x)."""
+    if ndim not in DEFAULT_AXES:
+        raise StoreFormatError(
+            f"Cannot save a {ndim}D array to {key!r}: OME-Zarr images have 2 to 5 dimensions "
+            "([T][C][Z] Y X)."
+        )
+    if axes is None:
+        return DEFAULT_AXES[ndim]
+    order = "tczyx"
+    ok = (isinstance(axes, str) and len(axes) == ndim and axes.endswith("yx")
+          and len(set(axes)) == ndim and all(a in order for a in axes)
+          and [order.index(a) for a in axes] == sorted(order.index(a) for a in axes))
+    if not ok:
+        raise StoreFormatError(
+            f"Invalid axes {axes!r} for a {ndim}D array at {key!r}: expected {ndim} distinct "
+            "letters from 't', 'c', 'z', 'y', 'x' in that order, ending with 'yx' "
+            f"(e.g. {DEFAULT_AXES[ndim]!r})."
+        )
+    return axes
+
+
+def image_doc(axes: str, scale: Sequence[float] | None, unit: str | None,
+              key: str) -> dict[str, Any]:
+    """Metadata of a field group: one multiscale with level 0 at path ``0``."""
+    scale = [1.0] * len(axes) if scale is None else [float(s) for s in scale]
+    if len(scale) != len(axes) or any(not s > 0 for s in scale):
+        raise StoreFormatError(
+            f"Invalid scale {scale!r} for axes {axes!r} at {key!r}: expected {len(axes)} "
+            "positive numbers."
+        )
+    axis_list: list[dict[str, str]] = []
+    for a in axes:
+        axis = {"name": a, "type": AXIS_TYPES[a]}
+        if unit is not None and AXIS_TYPES[a] == "space":
+            axis["unit"] = unit
+        axis_list.append(axis)
+    dataset = {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": scale}]}
+    return group_doc({"multiscales": [{"name": key, "axes": axis_list, "datasets": [dataset]}]})
+
+
+def read_json(path: str) -> dict[str, Any]:
+    """A JSON document from disk."""
+    with open(path, encoding="utf-8") as fh:
+        doc: dict[str, Any] = json.load(fh)
+    return doc
+
+
+def write_json(path: str, doc: dict[str, Any], *, overwrite: bool, fsync: bool) -> bool:
+    """Write a JSON document atomically; False when it exists and ``overwrite`` is false."""
+    payload = json.dumps(doc, indent=2).encode("utf-8")
+    try:
+        atomic_write(path, lambda fh: fh.write(payload), overwrite=overwrite, fsync=fsync)
+    except StoreExistsError:
+        return False
+    return True
+
+
+def ome_attrs(doc: dict[str, Any]) -> dict[str, Any]:
+    """The ``ome`` attributes of a group document ({} when absent)."""
+    attrs: dict[str, Any] = doc.get("attributes", {}).get("ome", {})
+    return attrs
+
+
+def lock_path(root: str, name: str) -> str:
+    """Path of the lock file ``name`` of the plate at ``root`` (its directory created)."""
+    directory = os.path.join(root, LOCK_DIR)
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, name + ".lock")
+
+
+@contextlib.contextmanager
+def well_lock(root: str, well: str) -> Iterator[None]:
+    """Hold the lock of one well (``"A/1"``); take it before the plate lock, never after."""
+    with file_lock(lock_path(root, "well." + well.replace("/", "."))):
+        yield
+
+
+def well_images(root: str, well: str) -> list[str]:
+    """The image paths a well's metadata lists."""
+    doc = read_json(os.path.join(root, well, "zarr.json"))
+    return [i["path"] for i in ome_attrs(doc).get("well", {}).get("images", [])]
+
+
+def edit_well_images(root: str, well: str, add: str | None, remove: str | None,
+                     fsync: bool) -> tuple[bool, bool]:
+    """Add and/or remove an image path in a well's list (the caller holds the well lock).
+
+    Returns
+    -------
+    (was_empty, now_empty) : tuple of bool
+        Whether the well listed no image before and after the update.
+    """
+    images = well_images(root, well)
+    before = list(images)
+    if add is not None and add not in images:
+        images.append(add)
+    if remove is not None and remove in images:
+        images.remove(remove)
+    if images != before:
+        set_well_images(root, well, images, fsync)
+    return not before, not images
+
+
+def set_well_images(root: str, well: str, images: Iterable[str], fsync: bool) -> None:
+    """Replace a well's image list (the caller holds the well lock)."""
+    write_json(os.path.join(root, well, "zarr.json"), well_doc(natural_sorted(images)),
+               overwrite=True, fsync=fsync)
+
+
+def update_plate_wells(root: str, add: Iterable[str], remove: Iterable[str],
+                       fsync: bool) -> None:
+    """Add and remove wells (``"A/1"``) in the plate metadata under the plate lock."""
+    add, remove = set(add), set(remove)
+    if not add and not remove:
+        return
+    path = os.path.join(root, "zarr.json")
+    with file_lock(lock_path(root, "plate")):
+        doc = read_json(path)
+        plate = ome_attrs(doc)["plate"]
+        wells = {w["path"] for w in plate.get("wells", [])}
+        new = (wells | add) - remove
+        if new == wells:
+            return
+        doc["attributes"]["ome"]["plate"] = _plate_with_wells(plate, new)
+        write_json(path, doc, overwrite=True, fsync=fsync)
+
+
+def _plate_with_wells(plate: dict[str, Any], wells: set[str]) -> dict[str, Any]:
+    """``plate`` listing exactly ``wells``; rows and columns extended as needed."""
+    rows = [r["name"] for r in plate.get("rows", [])]
+    columns = [c["name"] for c in plate.get("columns", [])]
+    for well in wells:
+        row, column = well.split("/")
+        if row not in rows:
+            rows = natural_sorted([*rows, row])
+        if column not in columns:
+            columns = natural_sorted([*columns, column])
+    entries = []
+    for well in natural_sorted(wells):
+        row, column = well.split("/")
+        entries.append({"path": well, "rowIndex": rows.index(row),
+                        "columnIndex": columns.index(column)})
+    return {**plate, "rows": [{"name": r} for r in rows],
+            "columns": [{"name": c} for c in columns], "wells": entries}

@@ -1,0 +1,422 @@
+"""TieredStore: arrays kept on their own device up to a byte budget, spilled to host, then disk.
+
+>>> from memtype.storage import TieredStore
+>>> cache = TieredStore(budget_bytes=4 << 30, spill_dir="/scratch/spill")   # doctest: +SKIP
+>>> cache.save(torch_cuda_tensor, "step3/A01", parents=True)                # stays in VRAM
+>>> with cache.borrowed("step3/A01") as x:                                  # resident while used
+...     y = model(x)
+
+Tiers
+-----
+``device``
+    The array as saved: same framework, same device (a CUDA tensor stays in VRAM, a NumPy
+    array in host memory), no conversion. Saving copies it (``copy=False`` keeps a
+    reference).
+``host``
+    Spilled GPU arrays: a pinned host copy for CUDA torch tensors (``pin_memory=True``),
+    otherwise a NumPy copy held in a :class:`~memtype.storage.MemoryStore`.
+``disk``
+    Spilled arrays in ``.npy`` files under ``spill_dir`` (a :class:`DiskStore`).
+
+When the device tier holds more than ``budget_bytes``, or ``pressure(gpu_id)`` reaches
+``pressure_threshold``, the least recently used entries that are not in use move down: GPU
+arrays to the host tier (if ``host_budget_bytes`` is not 0), host-resident arrays (which
+already live in host memory) to disk; the host tier overflows to disk past
+``host_budget_bytes``. Without a place to go, an entry stays where it is. ``load`` brings an
+entry back to the device and framework it was saved with. Entries held with
+:meth:`TieredStore.acquire` (or :meth:`TieredStore.borrowed`) are never spilled until
+released. :meth:`TieredStore.stats` reports bytes and entries per tier, spills and reloads.
+
+The default ``pressure`` is :func:`memtype.gpu.memory_pressure`, consulted only for entries
+on a GPU; a callable passed in is consulted for every candidate (its argument is the
+candidate's GPU index, or None for host-resident entries), which lets tests and callers
+drive eviction directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memtype.errors import StoreFormatError
+from memtype.frameworks._protocol import Device
+from memtype.storage.base import PathLike, StoreStat
+from memtype.storage.memory import MemoryStore, TreeStore, array_info, copy_value, nbytes_of
+
+__all__ = ["TieredStore", "TieredStats"]
+
+PressureFn = Callable[[int | None], float]
+
+
+@dataclass(frozen=True)
+class TieredStats:
+    """A snapshot of a :class:`TieredStore`.
+
+    Attributes
+    ----------
+    device_bytes, host_bytes, disk_bytes : int
+        Bytes held in each tier.
+    device_entries, host_entries, disk_entries : int
+        Entries in each tier.
+    in_use : int
+        Entries currently acquired (never spilled).
+    spills_to_host, spills_to_disk, reloads : int
+        Moves down (device to host, device or host to disk) and back up, since creation.
+    budget_bytes : int
+        The device tier budget.
+    host_budget_bytes : int or None
+        The host tier budget (None: unlimited).
+    """
+
+    device_bytes: int
+    host_bytes: int
+    disk_bytes: int
+    device_entries: int
+    host_entries: int
+    disk_entries: int
+    in_use: int
+    spills_to_host: int
+    spills_to_disk: int
+    reloads: int
+    budget_bytes: int
+    host_budget_bytes: int | None
+
+
+class _Entry:
+    """One array: where it is now, and what it was when saved."""
+
+    __slots__ = ("uid", "tier", "value", "memory_type", "device", "nbytes", "refs", "mtime",
+                 "shape", "dtype")
+
+    def __init__(self, uid: int, value: Any, memory_type: str, device: Device,
+                 shape: tuple[int, ...], dtype: str) -> None:
+        self.uid, self.value, self.memory_type, self.device = uid, value, memory_type, device
+        self.shape, self.dtype = shape, dtype
+        self.nbytes = nbytes_of(value)
+        self.tier, self.refs, self.mtime = "device", 0, time.time()
+
+
+def _device_of(value: Any, memory_type: str) -> Device:
+    """The device an array lives on."""
+    from memtype.frameworks import load_adapter
+
+    return load_adapter(memory_type).device_of(value)
+
+
+def _freeze(value: Any) -> Any:
+    """NumPy arrays owned by the store are read-only."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    return value
+
+
+class TieredStore(TreeStore):
+    """An array cache with a device tier, a host tier and an optional disk tier.
+
+    Parameters
+    ----------
+    budget_bytes : int
+        Most bytes the device tier holds before spilling (pinned entries may exceed it).
+    host_budget_bytes : int, optional
+        Most bytes of the host tier before it spills to disk; None for no limit, 0 for no
+        host tier (GPU arrays then spill straight to disk).
+    spill_dir : str or os.PathLike, optional
+        Directory of the disk tier; without it nothing is spilled to disk.
+    pressure : callable, optional
+        ``pressure(gpu_id) -> float`` in [0, 1]; default :func:`memtype.gpu.memory_pressure`.
+    pressure_threshold : float
+        Spill while ``pressure`` is at or above this.
+    pin_memory : bool
+        Use pinned host memory for spilled CUDA torch tensors.
+    read_only : bool
+        Refuse writes and deletes.
+    """
+
+    registry_name = "tiered"
+    device = "device"
+
+    def __init__(self, budget_bytes: int, *, host_budget_bytes: int | None = None,
+                 spill_dir: PathLike | None = None, pressure: PressureFn | None = None,
+                 pressure_threshold: float = 0.9, pin_memory: bool = True,
+                 read_only: bool = False) -> None:
+        super().__init__(read_only=read_only)
+        if budget_bytes < 0 or (host_budget_bytes is not None and host_budget_bytes < 0):
+            raise ValueError(
+                f"Budgets must be >= 0 bytes; received budget_bytes={budget_bytes}, "
+                f"host_budget_bytes={host_budget_bytes}."
+            )
+        self.budget_bytes, self.host_budget_bytes = int(budget_bytes), host_budget_bytes
+        self.spill_dir = os.fspath(spill_dir) if spill_dir is not None else None
+        self.pressure, self.pressure_threshold = pressure, float(pressure_threshold)
+        self.pin_memory = bool(pin_memory)
+        self._host = MemoryStore()
+        self._disk: Any = None
+        self._lru: dict[str, OrderedDict[int, _Entry]] = {
+            "device": OrderedDict(), "host": OrderedDict(), "disk": OrderedDict()}
+        self._bytes = {"device": 0, "host": 0, "disk": 0}
+        self._counts = {"spills_to_host": 0, "spills_to_disk": 0, "reloads": 0}
+        self._next_uid = 0
+
+    def params(self) -> dict[str, Any]:
+        """Constructor arguments (the contents are not part of them)."""
+        return {"budget_bytes": self.budget_bytes, "host_budget_bytes": self.host_budget_bytes,
+                "spill_dir": self.spill_dir, "pressure": self.pressure,
+                "pressure_threshold": self.pressure_threshold, "pin_memory": self.pin_memory,
+                "read_only": self.read_only}
+
+    # -- save / load ----------------------------------------------------------------------
+    def save(self, data: Any, path: PathLike, *, overwrite: bool = False,
+             parents: bool = False, copy: bool = True) -> None:
+        """Keep ``data`` (an array of any framework) on its device under ``path``.
+
+        Parameters
+        ----------
+        data : array
+            NumPy, CuPy, torch, TensorFlow, JAX or pyclesperanto array.
+        path : str or os.PathLike
+            Destination key.
+        overwrite, parents : bool
+            See :meth:`Store.save`.
+        copy : bool
+            Store a private copy on the same device (default) rather than a reference.
+
+        Raises
+        ------
+        StoreFormatError
+            ``data`` is not an array of a supported framework.
+        """
+        self._require_writable("save", path)
+        key = self.key(path)
+        info = array_info(data)
+        if info is None:
+            raise StoreFormatError(
+                f"Cannot save {type(data).__name__} to {key!r}: a TieredStore holds arrays; "
+                "expected an array of numpy, cupy, torch, tensorflow, jax or pyclesperanto."
+            )
+        with self._lock:
+            self._tree.check_put(key, overwrite, parents)
+        value = copy_value(data) if copy else data
+        with self._lock:
+            entry = _Entry(self._next_uid, value, info[0], _device_of(value, info[0]),
+                           info[1], info[2])
+            self._next_uid += 1
+            self._put(key, entry, overwrite, parents)
+            self._place(entry, "device")
+            self._enforce(entry)
+
+    def load(self, path: PathLike, *, copy: bool = False) -> Any:
+        """The array at ``path`` on the device and in the framework it was saved with.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The key.
+        copy : bool
+            Return a private copy (writable where the framework allows).
+        """
+        with self._lock:
+            entry = self._tree.get(self.key(path))
+            value = self._resident(entry)
+        if not copy:
+            return value
+        out = copy_value(value)
+        if isinstance(out, np.ndarray):
+            out.flags.writeable = True  # the caller owns this copy
+        return out
+
+    def acquire(self, path: PathLike) -> Any:
+        """Load ``path`` and keep it resident on its device until :meth:`release`."""
+        with self._lock:
+            entry = self._tree.get(self.key(path))
+            value = self._resident(entry)
+            entry.refs += 1
+            return value
+
+    def release(self, path: PathLike) -> None:
+        """Undo one :meth:`acquire`; the entry may be spilled again once no longer in use.
+
+        Raises
+        ------
+        ValueError
+            ``path`` is not acquired.
+        """
+        with self._lock:
+            entry = self._tree.get(self.key(path))
+            if entry.refs == 0:
+                raise ValueError(
+                    f"release({self.key(path)!r}) without a matching acquire; expected an "
+                    "entry in use (reference count 0 received)."
+                )
+            entry.refs -= 1
+            if entry.refs == 0:
+                self._enforce(None)
+
+    @contextlib.contextmanager
+    def borrowed(self, path: PathLike) -> Iterator[Any]:
+        """``with store.borrowed(path) as x:`` -- :meth:`acquire` and :meth:`release`."""
+        value = self.acquire(path)
+        try:
+            yield value
+        finally:
+            self.release(path)
+
+    def stat(self, path: PathLike) -> StoreStat:
+        key = self.key(path)
+        with self._lock:
+            if self._tree.is_dir(key):
+                return StoreStat(key, True, 0)
+            e = self._tree.get(key)
+            return StoreStat(key, False, e.nbytes, e.mtime, e.shape, e.dtype)
+
+    def tier_of(self, path: PathLike) -> str:
+        """Which tier holds ``path`` now: ``"device"``, ``"host"`` or ``"disk"``."""
+        with self._lock:
+            return str(self._tree.get(self.key(path)).tier)
+
+    def stats(self) -> TieredStats:
+        """Bytes and entries per tier, spills and reloads."""
+        with self._lock:
+            in_use = sum(1 for e in self._tree.files.values() if e.refs)
+            return TieredStats(
+                self._bytes["device"], self._bytes["host"], self._bytes["disk"],
+                len(self._lru["device"]), len(self._lru["host"]), len(self._lru["disk"]),
+                in_use, self._counts["spills_to_host"], self._counts["spills_to_disk"],
+                self._counts["reloads"], self.budget_bytes, self.host_budget_bytes)
+
+    def trim(self) -> None:
+        """Spill now, as a save would, until the budgets and the pressure are met."""
+        with self._lock:
+            self._enforce(None)
+
+    # -- tiers (all called under the lock) -------------------------------------------------
+    def _place(self, entry: _Entry, tier: str) -> None:
+        """Account ``entry`` in ``tier`` as its most recently used entry."""
+        entry.tier = tier
+        self._lru[tier][entry.uid] = entry
+        self._bytes[tier] += entry.nbytes
+
+    def _unplace(self, entry: _Entry) -> None:
+        """Remove ``entry`` from its tier's accounting."""
+        del self._lru[entry.tier][entry.uid]
+        self._bytes[entry.tier] -= entry.nbytes
+
+    def _resident(self, entry: _Entry) -> Any:
+        """The entry's array on its device, reloading it if it was spilled."""
+        if entry.tier == "device":
+            self._lru["device"].move_to_end(entry.uid)
+            return entry.value
+        from memtype.storage._spill import reload
+
+        host = self._host.load(str(entry.uid)) if entry.tier == "host" else self._disk_load(entry)
+        value = reload(host, entry.memory_type, entry.device)
+        self._drop_spilled(entry)
+        self._unplace(entry)
+        entry.value = _freeze(value)
+        self._place(entry, "device")
+        self._counts["reloads"] += 1
+        self._enforce(entry)
+        return value
+
+    def _enforce(self, keep: _Entry | None) -> None:
+        """Spill least recently used entries until budgets and pressure are satisfied."""
+        for entry in list(self._lru["device"].values()):
+            if entry is keep or entry.refs or not self._device_over(entry):
+                continue
+            self._spill_device(entry)
+        if self.host_budget_bytes is None or self._spiller() is None:
+            return
+        for entry in list(self._lru["host"].values()):
+            if self._bytes["host"] <= self.host_budget_bytes:
+                break
+            self._to_disk(entry)
+
+    def _device_over(self, candidate: _Entry) -> bool:
+        """Whether the device tier must shed ``candidate`` (over budget or under pressure)."""
+        if self._bytes["device"] > self.budget_bytes:
+            return True
+        gpu = candidate.device.index if candidate.device.is_gpu else None
+        pressure = self.pressure
+        if pressure is None:
+            if gpu is None:
+                return False
+            from memtype.gpu import memory_pressure as pressure
+        return float(pressure(gpu)) >= self.pressure_threshold
+
+    def _spill_device(self, entry: _Entry) -> None:
+        """Move one device entry to the host tier (GPU arrays) or to disk."""
+        from memtype.storage._spill import to_host
+
+        use_host = entry.device.is_gpu and self.host_budget_bytes != 0
+        if use_host:
+            host = to_host(entry.value, entry.memory_type, entry.device, self.pin_memory)
+            self._host.save(host, str(entry.uid), overwrite=True, copy=False)
+            self._unplace(entry)
+            entry.value = None
+            self._place(entry, "host")
+            self._counts["spills_to_host"] += 1
+        elif self._spiller() is not None:
+            self._to_disk(entry)
+
+    def _to_disk(self, entry: _Entry) -> None:
+        """Write a device or host entry to the disk tier."""
+        from memtype.storage._spill import to_host, to_raw
+
+        disk = self._spiller()
+        if entry.tier == "host":
+            host = self._host.load(str(entry.uid))
+        else:
+            host = to_host(entry.value, entry.memory_type, entry.device, False)
+        disk.save(to_raw(host), f"{entry.uid}.npy", overwrite=True)
+        self._drop_spilled(entry)
+        self._unplace(entry)
+        entry.value = None
+        self._place(entry, "disk")
+        self._counts["spills_to_disk"] += 1
+
+    def _spiller(self) -> Any:
+        """The disk tier's DiskStore (created on first use), or None without ``spill_dir``."""
+        if self._disk is None and self.spill_dir is not None:
+            from memtype.storage.disk import DiskStore
+
+            self._disk = DiskStore(self.spill_dir)
+        return self._disk
+
+    def _disk_load(self, entry: _Entry) -> Any:
+        """The host array of a disk-tier entry."""
+        from memtype.storage._spill import from_raw
+
+        return from_raw(self._disk.load(f"{entry.uid}.npy"), entry.shape, entry.dtype)
+
+    def _drop_spilled(self, entry: _Entry) -> None:
+        """Free an entry's host or disk copy."""
+        if entry.tier == "host":
+            self._host.delete(str(entry.uid))
+        elif entry.tier == "disk":
+            self._disk.delete(f"{entry.uid}.npy")
+
+    def copy(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
+             parents: bool = False) -> None:
+        with self._lock:
+            super().copy(src, dst, overwrite=overwrite, parents=parents)
+            self._enforce(None)
+
+    # -- TreeStore hooks -----------------------------------------------------------------
+    def _released(self, key: str, entry: Any) -> None:
+        self._drop_spilled(entry)
+        self._unplace(entry)
+        entry.value = None
+
+    def _duplicate(self, entry: Any) -> Any:
+        value = copy_value(self._resident(entry))
+        twin = _Entry(self._next_uid, value, entry.memory_type, entry.device, entry.shape,
+                      entry.dtype)
+        self._next_uid += 1
+        self._place(twin, "device")
+        return twin

@@ -1,0 +1,496 @@
+"""ZarrStore: an OME-Zarr 0.5 plate (zarr v3) behind the Store interface.
+
+>>> from memtype.storage import ZarrStore
+>>> plate = ZarrStore("/data/run1.zarr", rows="ABCDEFGH", columns=range(1, 13))  # doctest: +SKIP
+>>> plate.save(stack_czyx, "B/3/0", parents=True)      # field 0 of well B3, axes "czyx"
+>>> plate.load("B/3/0", index=(1, 5))                  # channel 1, plane 5: reads one chunk
+>>> plate.list_files("B/3")                            # ['B/3/0']
+
+Paths are ``row/column/field`` (alphanumeric names): the plate root, a row (``"B"``) and a
+well (``"B/3"``) are directories; a field (``"B/3/0"``) is a file holding one image with
+2 to 5 dimensions ([T][C][Z] Y X; axes default to ``yx``, ``zyx``, ``czyx``, ``tczyx``). Each
+field is a multiscale image with level 0 at ``<field>/0`` and axes metadata, readable by
+the ``ome-zarr`` reader and napari.
+
+Performance and safety
+----------------------
+* Chunks hold one 2D plane by default (``chunks="plane"``), so ``load(path, index=...)``
+  reads only the planes it returns; ``chunks="image"`` or an explicit tuple change that.
+* Codecs: ``"blosc-lz4"`` (default, fast), ``"blosc-zstd"``, ``"zstd"``, ``"none"``.
+* Writing a field touches that field's files, its well's metadata, and the plate
+  metadata only when the well receives its first image (no rescan of the plate), so
+  writing a plate costs time linear in its wells.
+* A field is written into a hidden temporary directory and renamed into place, so a
+  reader (or a crash) never sees half an image; well and plate metadata are replaced
+  atomically under file locks, so writers in threads and processes, to different wells
+  or to one well, lose nothing. Rows and columns may be declared up front (``rows``,
+  ``columns``); wells are listed in the plate once they hold an image.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from memtype.errors import StoreExistsError, StoreFormatError, StoreNotFoundError, StorePathError
+from memtype.storage import _ome
+from memtype.storage._atomic import file_lock, is_temporary, temp_name
+from memtype.storage._formats import as_numpy
+from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
+
+__all__ = ["ZarrStore", "CODECS"]
+
+CODECS = ("blosc-lz4", "blosc-zstd", "zstd", "none")
+
+
+def _compressors(codec: str, level: int | None) -> Any:
+    """zarr v3 compressor codecs for a codec name."""
+    from zarr.codecs import BloscCodec, ZstdCodec
+
+    if codec == "none":
+        return None
+    if codec == "blosc-lz4":
+        return (BloscCodec(cname="lz4", clevel=5 if level is None else level, shuffle="shuffle"),)
+    if codec == "blosc-zstd":
+        return (BloscCodec(cname="zstd", clevel=3 if level is None else level, shuffle="shuffle"),)
+    if codec == "zstd":
+        return (ZstdCodec(level=3 if level is None else level),)
+    raise StoreFormatError(f"Unknown codec {codec!r}. Expected one of: {', '.join(CODECS)}.")
+
+
+def _chunk_shape(chunks: str | Sequence[int], shape: tuple[int, ...], key: str) -> tuple[int, ...]:
+    """Chunk shape from ``"plane"``, ``"image"`` or an explicit tuple."""
+    if chunks == "plane":
+        return (1,) * (len(shape) - 2) + tuple(max(s, 1) for s in shape[-2:])
+    if chunks == "image":
+        return tuple(max(s, 1) for s in shape)
+    if (not isinstance(chunks, str) and len(chunks) == len(shape)
+            and all(isinstance(c, int) and c > 0 for c in chunks)):
+        return tuple(chunks)
+    raise StoreFormatError(
+        f"Invalid chunks {chunks!r} for an array of shape {shape} at {key!r}: expected "
+        f"'plane', 'image' or {len(shape)} positive ints."
+    )
+
+
+def _as_image(data: Any, key: str) -> Any:
+    """``data`` as a host NumPy array of a dtype zarr stores, else StoreFormatError."""
+    a = as_numpy(data, key, "OME-Zarr")
+    if a.dtype.kind not in "biufc" or type(a.dtype).__module__ != "numpy.dtypes":
+        raise StoreFormatError(
+            f"Cannot save a {a.dtype} array to {key!r}: OME-Zarr images hold bool, integer, "
+            f"float or complex data; received {a.dtype}."
+        )
+    return a
+
+
+class ZarrStore(Store):
+    """An OME-Zarr plate: ``row/column/field`` images in zarr v3.
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The plate directory (``*.zarr`` by convention). Created on the first write.
+    rows, columns : sequence, optional
+        Row and column names to declare when the plate is created (``"ABCDEFGH"``,
+        ``range(1, 13)``); more are added as wells are written.
+    name : str, optional
+        Plate name (default: the root's base name).
+    codec : {"blosc-lz4", "blosc-zstd", "zstd", "none"}
+        Default compression of new fields.
+    level : int, optional
+        Compression level (codec default when None).
+    chunks : "plane", "image" or tuple of int
+        Default chunking of new fields.
+    fsync : bool
+        fsync metadata documents (chunk data is written by zarr without fsync).
+    read_only : bool
+        Refuse writes and deletes.
+    """
+
+    registry_name = "zarr"
+    device = "disk"
+
+    def __init__(self, root: PathLike, *, rows: Iterable[Any] | None = None,
+                 columns: Iterable[Any] | None = None, name: str | None = None,
+                 codec: str = "blosc-lz4", level: int | None = None,
+                 chunks: str | Sequence[int] = "plane", fsync: bool = False,
+                 read_only: bool = False) -> None:
+        super().__init__(root, read_only=read_only)
+        if os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise StorePathError(f"Plate root {self.root!r} is a file; expected a directory.")
+        _compressors(codec, level)
+        self.rows = [str(r) for r in rows] if rows is not None else []
+        self.columns = [str(c) for c in columns] if columns is not None else []
+        for r in self.rows:
+            _ome.check_name(r, "row", r)
+        for c in self.columns:
+            _ome.check_name(c, "column", c)
+        self.name = name or os.path.basename(self.root)
+        self.codec, self.level, self.chunks, self.fsync = codec, level, chunks, bool(fsync)
+
+    def params(self) -> dict[str, Any]:
+        """Constructor arguments that recreate this store."""
+        return {"root": self.root, "rows": self.rows or None, "columns": self.columns or None,
+                "name": self.name, "codec": self.codec, "level": self.level,
+                "chunks": self.chunks, "fsync": self.fsync, "read_only": self.read_only}
+
+    @staticmethod
+    def field_path(row: str, column: str | int, field: str | int = 0) -> str:
+        """The store path of a field: ``"B/3/0"``."""
+        return f"{row}/{column}/{field}"
+
+    # -- paths -------------------------------------------------------------------------
+    def _parts(self, path: PathLike) -> tuple[str, list[str]]:
+        """(key, components) of a plate path, checked: at most row/column/field."""
+        key = self.key(path)
+        parts = key.split("/") if key else []
+        if len(parts) > 3:
+            raise StorePathError(
+                f"Invalid plate path {key!r}: expected at most 'row/column/field' (3 parts); "
+                f"received {len(parts)}."
+            )
+        for part, what in zip(parts, ("row", "column", "field")):
+            _ome.check_name(part, what, key)
+        return key, parts
+
+    def _field(self, path: PathLike) -> str:
+        """The key of a path that must name a field."""
+        key, parts = self._parts(path)
+        if len(parts) != 3:
+            raise StorePathError(
+                f"{key or '/'!r} is a {('plate', 'row', 'well')[len(parts)]}, a directory; "
+                "expected a field path 'row/column/field'."
+            )
+        return key
+
+    def _full(self, key: str) -> str:
+        """Absolute path of a key."""
+        return posixpath.join(self.root, key) if key else self.root
+
+    def _node_exists(self, key: str) -> bool:
+        """Whether a group (plate, row, well or field) exists at ``key``."""
+        return os.path.isfile(posixpath.join(self._full(key), "zarr.json"))
+
+    # -- metadata ----------------------------------------------------------------------
+    def _ensure_plate(self) -> None:
+        """Create the plate directory and metadata if missing (race-free)."""
+        if self._node_exists(""):
+            return
+        os.makedirs(self.root, exist_ok=True)
+        doc = _ome.plate_doc(self.name, self.rows, self.columns)
+        _ome.write_json(posixpath.join(self.root, "zarr.json"), doc, overwrite=False,
+                        fsync=self.fsync)
+
+    def _ensure_groups(self, parts: list[str], parents: bool) -> None:
+        """Make sure the row and well groups along ``parts`` exist (the plate is created on
+        demand); missing ones are created only with ``parents``."""
+        self._ensure_plate()
+        for depth in range(1, len(parts) + 1):
+            key = "/".join(parts[:depth])
+            if self._node_exists(key):
+                continue
+            if not parents:
+                raise StoreNotFoundError(
+                    f"No {('row', 'well')[depth - 1]} at {key!r} in the plate {self.root!r}; "
+                    "create it with ensure_directory or pass parents=True."
+                )
+            self._create_group(key, depth)
+
+    def _create_group(self, key: str, depth: int) -> None:
+        """Create the row (depth 1) or well (depth 2) group at ``key``."""
+        os.makedirs(self._full(key), exist_ok=True)
+        doc = _ome.group_doc() if depth == 1 else _ome.well_doc([])
+        _ome.write_json(posixpath.join(self._full(key), "zarr.json"), doc, overwrite=False,
+                        fsync=self.fsync)
+
+    # -- save / load ----------------------------------------------------------------------
+    def save(self, data: Any, path: PathLike, *, overwrite: bool = False,
+             parents: bool = False, axes: str | None = None,
+             scale: Sequence[float] | None = None, unit: str | None = None,
+             codec: str | None = None, level: int | None = None,
+             chunks: str | Sequence[int] | None = None) -> None:
+        """Write one image to the field ``row/column/field``.
+
+        Parameters
+        ----------
+        data : array
+            2D to 5D array of any framework (GPU arrays are copied to the host).
+        path : str or os.PathLike
+            ``row/column/field``; the well must exist unless ``parents=True``.
+        overwrite, parents : bool
+            See :meth:`Store.save`.
+        axes : str, optional
+            Axis letters in NGFF order (``"czyx"``); default from the number of dimensions.
+        scale : sequence of float, optional
+            Physical size of one pixel per axis (default all 1).
+        unit : str, optional
+            Unit of the space axes (``"micrometer"``).
+        codec, level, chunks : optional
+            Override the store's defaults for this field.
+        """
+        self._require_writable("save", path)
+        key = self._field(path)
+        a = _as_image(data, key)
+        ax = _ome.check_axes(axes, a.ndim, key)
+        doc = _ome.image_doc(ax, scale, unit, key)
+        shape = _chunk_shape(self.chunks if chunks is None else chunks, a.shape, key)
+        compressors = _compressors(codec or self.codec, self.level if level is None else level)
+        parts = key.split("/")
+        self._ensure_groups(parts[:2], parents)
+        if not overwrite and self._node_exists(key):
+            raise StoreExistsError(f"{key!r} already exists; pass overwrite=True to replace it.")
+        tmp = temp_name(self._full("/".join(parts[:2])), parts[2])
+        try:
+            self._write_image(tmp, a, ax, doc, shape, compressors)
+            self._commit_field(tmp, key, overwrite)
+        finally:
+            if os.path.lexists(tmp):
+                shutil.rmtree(tmp)
+
+    def _write_image(self, directory: str, a: Any, axes: str, doc: dict[str, Any],
+                     chunks: tuple[int, ...], compressors: Any) -> None:
+        """Write a complete field group (metadata and level-0 array) into ``directory``."""
+        import zarr
+        from zarr.storage import LocalStore
+
+        os.makedirs(directory)
+        arr = zarr.create_array(
+            store=LocalStore(directory), name="0", shape=a.shape, dtype=a.dtype, chunks=chunks,
+            compressors=compressors, fill_value=0, dimension_names=tuple(axes),
+            chunk_key_encoding={"name": "default", "separator": "/"}, zarr_format=3,
+            config={"write_empty_chunks": True},
+        )
+        arr[...] = a
+        _ome.write_json(posixpath.join(directory, "zarr.json"), doc, overwrite=True,
+                        fsync=False)
+
+    def _commit_field(self, tmp: str, key: str, overwrite: bool) -> None:
+        """Rename a finished field into place and list it in its well (and plate)."""
+        well, field = key.rsplit("/", 1)
+        full = self._full(key)
+        trash = None
+        with _ome.well_lock(self.root, well):
+            if self._node_exists(key):
+                if not overwrite:
+                    raise StoreExistsError(
+                        f"{key!r} already exists; pass overwrite=True to replace it.")
+                trash = temp_name(self._full(well), field + ".old")
+                os.rename(full, trash)
+            elif os.path.lexists(full):
+                shutil.rmtree(full)  # a field directory without metadata: an aborted write
+            os.rename(tmp, full)
+            was_empty, _ = _ome.edit_well_images(self.root, well, field, None, self.fsync)
+            if was_empty:
+                _ome.update_plate_wells(self.root, [well], [], self.fsync)
+        if trash is not None:
+            shutil.rmtree(trash)
+
+    def load(self, path: PathLike, *, index: Any = None) -> Any:
+        """Read a field, or part of it.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            ``row/column/field``.
+        index : int, slice or tuple, optional
+            NumPy-style index into the image (``(c, z)`` for one plane of a CZYX image);
+            only the chunks it touches are read.
+
+        Returns
+        -------
+        numpy.ndarray
+        """
+        import zarr
+        from zarr.storage import LocalStore
+
+        key = self._field(path)
+        if not self._node_exists(key):
+            raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
+        arr = zarr.open_array(store=LocalStore(self._full(key), read_only=True), path="0",
+                              mode="r", zarr_format=3)
+        return arr[...] if index is None else arr[index]
+
+    # -- queries -----------------------------------------------------------------------
+    def exists(self, path: PathLike) -> bool:
+        key, _ = self._parts(path)
+        return self._node_exists(key)
+
+    def is_file(self, path: PathLike) -> bool:
+        key, parts = self._parts(path)
+        return len(parts) == 3 and self._node_exists(key)
+
+    def is_dir(self, path: PathLike) -> bool:
+        key, parts = self._parts(path)
+        return len(parts) < 3 and self._node_exists(key)
+
+    def _require_dir(self, path: PathLike) -> tuple[str, list[str]]:
+        """(key, parts) of an existing plate, row or well; raise otherwise."""
+        key, parts = self._parts(path)
+        if len(parts) == 3:
+            raise StorePathError(f"{key!r} is a field (an image); expected a directory.")
+        if not self._node_exists(key):
+            what = ("plate", "row", "well")[len(parts)]
+            raise StoreNotFoundError(f"No {what} at {key or self.root!r}.")
+        return key, parts
+
+    def _children(self, key: str) -> list[str]:
+        """Names of the groups directly under ``key`` (no temporaries, no lock dir)."""
+        full = self._full(key)
+        return [n for n in os.listdir(full)
+                if not n.startswith(".") and os.path.isfile(os.path.join(full, n, "zarr.json"))]
+
+    def list_files(self, directory: PathLike = "", pattern: str | None = None,
+                   extensions: Iterable[str] | str | None = None,
+                   recursive: bool = False) -> list[str]:
+        key, parts = self._require_dir(directory)
+        exts = self._extensions(extensions)
+        found: list[str] = []
+        self._collect(key, len(parts), recursive, found)
+        found = [k for k in found if match_name(k.rpartition("/")[2], pattern, exts)]
+        found.sort(key=natural_key)
+        return [self._present(directory, k) for k in found]
+
+    def _collect(self, key: str, depth: int, recursive: bool, out: list[str]) -> None:
+        """Append the field keys under ``key`` (a group at ``depth``) to ``out``."""
+        for name in self._children(key):
+            child = posixpath.join(key, name) if key else name
+            if depth == 2:
+                out.append(child)
+            elif recursive:
+                self._collect(child, depth + 1, True, out)
+
+    def list_dir(self, directory: PathLike = "") -> list[str]:
+        key, _ = self._require_dir(directory)
+        return sorted(self._children(key), key=natural_key)
+
+    def stat(self, path: PathLike) -> StoreStat:
+        key, parts = self._parts(path)
+        full = self._full(key)
+        if not self._node_exists(key):
+            raise StoreNotFoundError(f"Nothing at {key or self.root!r} in the plate.")
+        mtime = os.stat(posixpath.join(full, "zarr.json")).st_mtime
+        if len(parts) < 3:
+            return StoreStat(key, True, 0, mtime)
+        meta = _ome.read_json(posixpath.join(full, "0", "zarr.json"))
+        import numpy as np
+
+        shape = tuple(int(s) for s in meta["shape"])
+        dtype = np.dtype(meta["data_type"])
+        return StoreStat(key, False, int(np.prod(shape)) * dtype.itemsize, mtime, shape,
+                         str(dtype))
+
+    # -- directories, deletes, moves -----------------------------------------------------
+    def ensure_directory(self, path: PathLike) -> str:
+        key, parts = self._parts(path)
+        if len(parts) == 3:
+            raise StorePathError(
+                f"{key!r} is a field path (an image); expected a plate, row or well directory."
+            )
+        if not self._node_exists(key):
+            self._require_writable("create directory", path)
+            self._ensure_groups(parts, True)
+        return key
+
+    def delete(self, path: PathLike) -> None:
+        self._require_writable("delete", path)
+        key, parts = self._parts(path)
+        if not parts:
+            raise StorePathError("The plate root cannot be deleted; use delete_all('').")
+        if not self._node_exists(key):
+            raise StoreNotFoundError(f"Nothing at {key!r} in the plate {self.root!r}.")
+        if len(parts) < 3 and self._children(key):
+            raise StorePathError(
+                f"{key!r} is not empty; use delete_all to remove it with its contents."
+            )
+        self._remove(key, parts)
+
+    def delete_all(self, path: PathLike) -> None:
+        self._require_writable("delete", path)
+        key, parts = self._parts(path)
+        if not self._node_exists(key):
+            raise StoreNotFoundError(f"Nothing at {key or self.root!r} in the plate.")
+        if parts:
+            self._remove(key, parts)
+            return
+        for row in self._children(""):
+            self._remove(row, [row])
+
+    def _remove(self, key: str, parts: list[str]) -> None:
+        """Remove a field, well or row and update the metadata that listed it."""
+        if len(parts) < 3:
+            _ome.update_plate_wells(self.root, [], self._wells_under(key, len(parts)),
+                                    self.fsync)
+            shutil.rmtree(self._full(key))
+            return
+        well, field = key.rsplit("/", 1)
+        with _ome.well_lock(self.root, well):
+            _, now_empty = _ome.edit_well_images(self.root, well, None, field, self.fsync)
+            if now_empty:
+                _ome.update_plate_wells(self.root, [], [well], self.fsync)
+            shutil.rmtree(self._full(key))
+
+    def _wells_under(self, key: str, depth: int) -> list[str]:
+        """Well keys under a row (depth 1), of a well (2), or holding a field (3)."""
+        if depth == 3:
+            return [key.rsplit("/", 1)[0]]
+        if depth == 2:
+            return [key]
+        if depth == 1:
+            return [f"{key}/{c}" for c in self._children(key)]
+        return []
+
+    def move(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
+             parents: bool = False) -> None:
+        self._require_writable("move", src)
+        self._transfer(src, dst, overwrite, parents, move=True)
+
+    def copy(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
+             parents: bool = False) -> None:
+        self._require_writable("copy to", dst)
+        self._transfer(src, dst, overwrite, parents, move=False)
+
+    def _transfer(self, src: PathLike, dst: PathLike, overwrite: bool, parents: bool,
+                  move: bool) -> None:
+        """Move or copy a field, well or row to the same level elsewhere."""
+        skey, sparts = self._parts(src)
+        dkey, dparts = self._parts(dst)
+        if not sparts or len(sparts) != len(dparts) or skey == dkey:
+            raise StorePathError(
+                f"Cannot move or copy {skey or '/'!r} to {dkey or '/'!r}: expected two "
+                "different paths of the same level (field to field, well to well, row to row)."
+            )
+        if not self._node_exists(skey):
+            raise StoreNotFoundError(f"Nothing at {skey!r} in the plate {self.root!r}.")
+        self._ensure_groups(dparts[:-1], parents)
+        if self._node_exists(dkey):
+            if not overwrite:
+                raise StoreExistsError(f"{dkey!r} already exists; pass overwrite=True.")
+            self._remove(dkey, dparts)
+        before = self._wells_under(skey, len(sparts))
+        tmp = temp_name(posixpath.dirname(self._full(dkey)), dparts[-1])
+        shutil.copytree(self._full(skey), tmp, ignore=_skip_temporaries)
+        os.rename(tmp, self._full(dkey))
+        if move:
+            self._remove(skey, sparts)
+        self._resync((before if move else []) + self._wells_under(dkey, len(dparts)))
+
+    def _resync(self, wells: list[str]) -> None:
+        """Rewrite the image lists of these wells from disk, and their plate entries."""
+        for well in dict.fromkeys(wells):
+            if not self._node_exists(well):
+                _ome.update_plate_wells(self.root, [], [well], self.fsync)
+                continue
+            with _ome.well_lock(self.root, well):
+                fields = self._children(well)
+                _ome.set_well_images(self.root, well, fields, self.fsync)
+                add, drop = ([well], []) if fields else ([], [well])
+                _ome.update_plate_wells(self.root, add, drop, self.fsync)
+
+
+def _skip_temporaries(directory: str, names: list[str]) -> list[str]:
+    """shutil.copytree filter that skips temporaries."""
+    return [n for n in names if is_temporary(n)]

@@ -1,0 +1,120 @@
+"""memtype.gpu.memory: per-device statistics, allocation checks, pressure."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import psutil
+import pytest
+
+import memtype as mt
+from memtype.gpu.memory import GIB, DeviceMemory
+from tests.frameworks import has_gpu
+
+no_gpu = pytest.mark.skipif(has_gpu(), reason="checks the behaviour without a GPU")
+TOLERANCE = 0.05  # host memory moves while the test runs (shared machine)
+
+
+def test_memory_usage_always_reports_the_host() -> None:
+    usage = mt.gpu.memory_usage()
+    host = usage["cpu"]
+    assert host.device == "cpu"
+    assert host.source == "psutil"
+    assert host.total_bytes == psutil.virtual_memory().total
+    assert 0 < host.free_bytes <= host.total_bytes
+    assert host.used_bytes == host.total_bytes - host.free_bytes
+    assert dict(host.frameworks) == {}
+
+
+def test_host_free_memory_is_psutil_available() -> None:
+    vm = psutil.virtual_memory()
+    free = mt.gpu.memory_usage()["cpu"].free_bytes
+    assert abs(free - vm.available) <= TOLERANCE * vm.total
+
+
+@no_gpu
+@pytest.mark.parametrize("gpu_id", [None, 0, 3])
+def test_without_gpu_every_gpu_id_reports_the_host(gpu_id: int | None) -> None:
+    assert list(mt.gpu.memory_usage(gpu_id)) == ["cpu"]
+    assert mt.gpu.device_memory(gpu_id).device == "cpu"
+
+
+@pytest.mark.parametrize("bad", [-1, True, "0", 1.5])
+@pytest.mark.parametrize("fn", ["memory_usage", "device_memory", "memory_pressure"])
+def test_gpu_id_must_be_a_non_negative_int(fn: str, bad: object) -> None:
+    with pytest.raises(mt.DeviceError, match="gpu_id must be a non-negative int"):
+        getattr(mt.gpu, fn)(bad)
+
+
+def test_memory_pressure_is_host_pressure_without_gpu_and_in_range() -> None:
+    pressure = mt.gpu.memory_pressure()
+    assert 0.0 <= pressure <= 1.0
+    if not has_gpu():
+        vm = psutil.virtual_memory()
+        assert abs(pressure - (vm.total - vm.available) / vm.total) <= TOLERANCE
+
+
+@pytest.mark.parametrize(
+    ("total", "free", "pressure", "used"),
+    [(1000, 250, 0.75, 750), (1000, 1000, 0.0, 0), (0, 0, 0.0, 0), (100, 150, 0.0, 0)],
+)
+def test_device_memory_pressure_is_clamped(total: int, free: int, pressure: float,
+                                           used: int) -> None:
+    mem = DeviceMemory("cuda:0", total, free)
+    assert mem.pressure == pytest.approx(pressure)
+    assert mem.used_bytes == used
+
+
+def test_check_gpu_memory_int_counts_bytes() -> None:
+    assert mt.gpu.check_gpu_memory(1)
+    assert mt.gpu.check_gpu_memory(np.int64(10**6))
+    assert not mt.gpu.check_gpu_memory(mt.gpu.device_memory().total_bytes + 1)
+
+
+def test_check_gpu_memory_float_counts_gibibytes() -> None:
+    # 10**6 bytes fit on any machine; 10**6 GiB fit on none
+    assert mt.gpu.check_gpu_memory(10**6)
+    assert not mt.gpu.check_gpu_memory(1e6)
+    assert not mt.gpu.check_gpu_memory(np.float32(1e6))
+    free_gib = mt.gpu.device_memory().free_bytes / GIB
+    assert mt.gpu.check_gpu_memory(free_gib * 0.5)
+    assert GIB == 2**30
+
+
+@pytest.mark.parametrize(("size", "error"), [
+    (True, TypeError), ("2GB", TypeError), (None, TypeError), (-1, ValueError),
+    (-0.5, ValueError), (math.nan, ValueError), (math.inf, ValueError),
+])
+def test_check_gpu_memory_rejects_unclear_sizes(size: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        mt.gpu.check_gpu_memory(size)  # type: ignore[arg-type]
+
+
+def test_check_gpu_memory_usage_returns_and_logs_a_summary(
+        caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    with caplog.at_level(logging.INFO, logger="memtype.gpu"):
+        summary = mt.gpu.check_gpu_memory_usage()
+    assert summary.splitlines()[-1].startswith("cpu: ")  # the host comes last
+    assert "MiB used" in summary
+    assert summary in caplog.text
+    assert capsys.readouterr().out == ""  # logged, never printed
+
+
+@pytest.mark.gpu
+def test_memory_usage_lists_every_gpu_then_the_host() -> None:
+    count = mt.gpu.get_gpu_manager().count
+    assert list(mt.gpu.memory_usage()) == [f"cuda:{i}" for i in range(count)] + ["cpu"]
+    with pytest.raises(mt.DeviceError):
+        mt.gpu.memory_usage(count)
+
+
+@pytest.mark.gpu
+def test_memory_usage_shows_what_torch_holds() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda:0")
+    usage = mt.gpu.memory_usage(0)["cuda:0"]
+    assert usage.frameworks["torch"]["allocated"] >= x.numel()
+    assert usage.source in ("nvml", "torch", "cupy", "tensorflow")
+    assert 0.0 < mt.gpu.memory_pressure(0) <= 1.0
