@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import platform
+from collections.abc import Sequence
 
 from memtype.errors import FrameworkNotInstalledError
 from memtype.frameworks import Framework, iter_frameworks, load_adapter
@@ -35,7 +36,7 @@ def framework_rows() -> tuple[list[tuple[str, str, str, str]], list[tuple[str, s
     return found, missing
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]

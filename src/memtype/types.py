@@ -73,4 +73,4 @@ class DtypeConversion(enum.Enum):
         """The forced NumPy dtype, or ``None`` for ``PRESERVE_INPUT`` / ``NATIVE_OUTPUT``."""
         if self in (DtypeConversion.PRESERVE_INPUT, DtypeConversion.NATIVE_OUTPUT):
             return None
-        return np.dtype(self.value)
+        return np.dtype(str(self.value))

@@ -33,7 +33,11 @@ CPU = Device("cpu", 0)
 
 
 class Adapter(Protocol):
-    """The functions an adapter module defines. ``x`` is always the framework's own array."""
+    """The functions an adapter module defines. ``x`` is always the framework's own array.
+
+    Module constants: ``HOST_NATIVE`` (its arrays are NumPy's), ``DLPACK_CONTIGUOUS`` and
+    ``DLPACK_ALIGN`` (what its DLPack import needs), ``DLPACK_ANY_DTYPE`` (no dtype check).
+    """
 
     def version(self) -> str:
         """The framework's version string."""
@@ -65,9 +69,17 @@ class Adapter(Protocol):
     def from_dlpack(self, x: Any, device: Device) -> Any:
         """Zero-copy import of a DLPack producer already on ``device`` (caller checked layout)."""
 
-    def dlpack_accepts(self, dtype: np.dtype[Any], shape: tuple[int, ...],
-                       strides: tuple[int, ...], ptr: int) -> bool:
-        """Whether :func:`from_dlpack` can safely share memory with this layout (bytes strides)."""
+    def dlpack_dtype_ok(self, dtype: np.dtype[Any]) -> bool:
+        """Whether :func:`from_dlpack` keeps ``dtype`` exactly (else the host path is taken)."""
+
+    def dlpack_export(self, x: Any, contiguous: bool, align: int) -> Any | None:
+        """``x`` ready to hand to a consumer needing that layout, or None if it must be copied."""
+
+    def on_host(self, x: Any) -> bool:
+        """Whether ``x`` lives in host memory (a fast check)."""
+
+    def data_ptr(self, x: Any) -> int | None:
+        """The address of ``x``'s first element, or None where the framework hides it."""
 
     def to_device(self, x: Any, device: Device) -> Any:
         """``x`` moved (or copied) to ``device`` within the framework."""

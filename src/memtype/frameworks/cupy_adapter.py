@@ -57,7 +57,7 @@ def shape_of(x: Any) -> tuple[int, ...]:
 
 
 def to_numpy(x: Any) -> np.ndarray[Any, Any]:
-    return x.get()  # type: ignore[no-any-return]
+    return x.get()
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:

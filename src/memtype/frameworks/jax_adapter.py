@@ -192,3 +192,10 @@ def rint(x: Any) -> Any:
 def holds_dtype(dtype: np.dtype[Any]) -> bool:
     """False for 64-bit dtypes while x64 is off (jax would narrow them)."""
     return not _is_wide(dtype) or bool(jax.config.jax_enable_x64)
+
+
+def runtime_started() -> bool:
+    """Whether JAX has started its backends (after which XLA client settings are fixed)."""
+    from jax._src import xla_bridge  # private: the flag jax itself checks before backend options
+
+    return bool(xla_bridge.backends_are_initialized())

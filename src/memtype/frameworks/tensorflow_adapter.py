@@ -59,8 +59,14 @@ def dlpack_version() -> str:
     return "0.8"
 
 
+_DTYPES: dict[Any, np.dtype[Any]] = {}
+
+
 def dtype_of(x: Any) -> np.dtype[Any]:
-    return np.dtype(x.dtype.as_numpy_dtype)
+    dt = _DTYPES.get(x.dtype)
+    if dt is None:
+        dt = _DTYPES[x.dtype] = np.dtype(x.dtype.as_numpy_dtype)
+    return dt
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -69,7 +75,7 @@ def shape_of(x: Any) -> tuple[int, ...]:
 
 def to_numpy(x: Any) -> np.ndarray[Any, Any]:
     if isinstance(x, tf.Variable):
-        return x.numpy()  # type: ignore[no-any-return]
+        return x.numpy()
     if not on_host(x):
         with tf.device("/CPU:0"):
             x = tf.identity(x)
@@ -164,3 +170,10 @@ def astype(x: Any, dtype: np.dtype[Any]) -> Any:
 
 def rint(x: Any) -> Any:
     return tf.math.round(x)  # half to even, like numpy.rint
+
+
+def runtime_started() -> bool:
+    """Whether TensorFlow initialised its eager context (physical devices are then fixed)."""
+    from tensorflow.python.eager import context  # private: what set_memory_growth itself checks
+
+    return context.context()._context_handle is not None

@@ -59,10 +59,15 @@ def _ml_bfloat16() -> np.dtype[Any]:
     return np.dtype(ml_dtypes.bfloat16)
 
 
+_DTYPES: dict[Any, np.dtype[Any]] = {}
+
+
 def dtype_of(x: Any) -> np.dtype[Any]:
-    if x.dtype == _BF16:
-        return _ml_bfloat16()
-    return np.dtype(str(x.dtype).removeprefix("torch."))
+    dt = _DTYPES.get(x.dtype)
+    if dt is None:
+        dt = _ml_bfloat16() if x.dtype == _BF16 else np.dtype(str(x.dtype).removeprefix("torch."))
+        _DTYPES[x.dtype] = dt
+    return dt
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -83,8 +88,8 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
     if x.device.type != "cpu":
         x = x.cpu()
     if x.dtype == _BF16:
-        return x.view(torch.uint16).numpy().view(_ml_bfloat16())  # type: ignore[no-any-return]
-    return x.numpy()  # type: ignore[no-any-return]
+        return x.view(torch.uint16).numpy().view(_ml_bfloat16())
+    return x.numpy()
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
@@ -204,3 +209,8 @@ def wait_stream(waiter: Any, producer: Any) -> None:
 def record_stream(x: Any, stream: Any) -> None:
     if isinstance(x, torch.Tensor) and x.device.type == "cuda":
         x.record_stream(stream)
+
+
+def runtime_started() -> bool:
+    """Whether torch initialised CUDA (its caching allocator settings are then fixed)."""
+    return bool(torch.cuda.is_initialized())
