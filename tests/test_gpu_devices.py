@@ -12,8 +12,8 @@ import threading
 import pytest
 
 import memtype as mt
-from memtype.gpu.devices import GPUInfo, GPUManager, get_gpu_manager, visible_devices
 from memtype.frameworks import load_adapter
+from memtype.gpu.devices import GPUInfo, GPUManager, get_gpu_manager, visible_devices
 from tests.frameworks import has_gpu
 
 no_gpu = pytest.mark.skipif(has_gpu(), reason="checks the behaviour without a GPU")

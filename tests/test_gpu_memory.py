@@ -118,3 +118,22 @@ def test_memory_usage_shows_what_torch_holds() -> None:
     assert usage.frameworks["torch"]["allocated"] >= x.numel()
     assert usage.source in ("nvml", "torch", "cupy", "tensorflow")
     assert 0.0 < mt.gpu.memory_pressure(0) <= 1.0
+
+
+@no_gpu
+def test_capping_framework_memory_needs_a_gpu() -> None:
+    with pytest.raises(mt.DeviceError, match="no GPU is visible"):
+        mt.gpu.cap_framework_memory(1 << 20, 0, ["torch"])
+
+
+@pytest.mark.gpu
+def test_cap_framework_memory_caps_and_lifts_torch() -> None:
+    torch = pytest.importorskip("torch")
+    torch.zeros(1, device="cuda:0")
+    assert mt.gpu.cap_framework_memory(64 << 20, 0, ["torch", "jax"]) == ["torch"]
+    try:
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(256 << 20, dtype=torch.uint8, device="cuda:0")
+    finally:
+        mt.gpu.cap_framework_memory(None, 0, ["torch"])
+    torch.empty(256 << 20, dtype=torch.uint8, device="cuda:0")

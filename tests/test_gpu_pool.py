@@ -102,13 +102,12 @@ def test_memory_context_releases_on_exit() -> None:
 
 def test_memory_context_releases_on_error_and_nests() -> None:
     manager = GPUMemoryManager()
-    with pytest.raises(RuntimeError, match="boom"):
+    with pytest.raises(RuntimeError, match="boom"), manager.memory_context():
+        manager.allocate((8,), "uint8", "numpy", source="outer")
         with manager.memory_context():
-            manager.allocate((8,), "uint8", "numpy", source="outer")
-            with manager.memory_context():
-                manager.allocate((8,), "uint8", "numpy", source="inner")
-            assert list(manager.stats()) == ["outer"]
-            raise RuntimeError("boom")
+            manager.allocate((8,), "uint8", "numpy", source="inner")
+        assert list(manager.stats()) == ["outer"]
+        raise RuntimeError("boom")
     assert manager.stats() == {} and manager.used_bytes() == 0
 
 

@@ -77,9 +77,8 @@ def test_decorator_with_a_name_and_errors() -> None:
 
 def test_context_manager_records_errors_and_reraises() -> None:
     p = Profiler("x")
-    with pytest.raises(ZeroDivisionError):
-        with p:
-            _ = 1 / 0
+    with pytest.raises(ZeroDivisionError), p:
+        _ = 1 / 0
     assert p.records[0].error == "ZeroDivisionError"
 
 

@@ -128,3 +128,7 @@ class NoImagesError(MemtypeError, FileNotFoundError):
 
 class DtypePolicyError(MemtypeError, ValueError):
     """A dtype conversion the dtype policy refuses (complex to real, an unknown scaling)."""
+
+
+class CallOptionError(MemtypeError, ValueError):
+    """A decorated function was called with an invalid call-time option value."""

@@ -108,5 +108,8 @@ class Adapter(Protocol):
     def oom_errors(self) -> tuple[type[BaseException], ...]:
         """Exception types that mean the framework ran out of device memory."""
 
+    def runtime_started(self) -> bool:
+        """Whether the framework's device runtime is already initialised (asking starts nothing)."""
+
     def is_oom(self, exc: BaseException) -> bool:
         """Whether ``exc`` (one of :func:`oom_errors`) really is an out-of-memory error."""

@@ -123,11 +123,15 @@ def stream(device: Device) -> AbstractContextManager[Any]:
 
 
 def empty_cache() -> None:
+    if not runtime_started():
+        return  # nothing allocated; freeing would start (or, without a driver, fail on) CUDA
     cp.get_default_memory_pool().free_all_blocks()
     cp.get_default_pinned_memory_pool().free_all_blocks()
 
 
 def memory_info(gpu_id: int) -> dict[str, int]:
+    if gpu_count() == 0:
+        return {}
     pool = cp.get_default_memory_pool()
     return {"pool_used": int(pool.used_bytes()), "pool_total": int(pool.total_bytes())}
 
@@ -168,3 +172,8 @@ def wait_stream(waiter: Any, producer: Any) -> None:
 
 def record_stream(x: Any, stream: Any) -> None:
     return None  # CuPy has no record_stream; its pool reuses a freed block on the freeing stream
+
+
+def runtime_started() -> bool:
+    """Whether cupy has CUDA memory (its pools only hold memory once CUDA is in use)."""
+    return gpu_count() > 0 and cp.get_default_memory_pool().total_bytes() > 0

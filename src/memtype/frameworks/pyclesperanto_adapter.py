@@ -181,3 +181,7 @@ def is_oom(exc: BaseException) -> bool:
 def holds_dtype(dtype: np.dtype[Any]) -> bool:
     """int8..int32, uint8..uint32 and float32 only."""
     return dtype.kind in "iu" and dtype.itemsize <= 4 or dtype == np.float32
+
+
+def runtime_started() -> bool:
+    return True  # importing pyclesperanto initialises its OpenCL context

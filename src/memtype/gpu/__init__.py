@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "DeviceMemory": "memory",
     "device_memory": "memory",
     "GIB": "memory",
+    "cap_framework_memory": "memory",
     # pool.py
     "GPUMemoryPool": "pool",
     "get_gpu_memory_pool": "pool",

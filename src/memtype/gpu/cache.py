@@ -1,4 +1,4 @@
-"""GPUTensorCache: keep derived arrays (on any device) under string keys, least recently used out."""
+"""GPUTensorCache: keep derived arrays (on any device) under string keys, LRU evicted."""
 
 from __future__ import annotations
 

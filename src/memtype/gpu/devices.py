@@ -24,7 +24,7 @@ from typing import Any
 from memtype.errors import DeviceError
 from memtype.frameworks import loaded_frameworks
 
-__all__ = ["GPUInfo", "GPUManager", "get_gpu_manager", "select_device", "assign", "visible_devices"]
+__all__ = ["GPUInfo", "GPUManager", "assign", "get_gpu_manager", "select_device", "visible_devices"]
 
 
 @dataclass(frozen=True)
@@ -384,10 +384,10 @@ def get_gpu_manager() -> GPUManager:
 
 
 def select_device(min_free_bytes: int | None = None) -> int:
-    """The index of the visible GPU with the most free memory (see :meth:`GPUManager.select_device`)."""
+    """The visible GPU with the most free memory (see :meth:`GPUManager.select_device`)."""
     return get_gpu_manager().select_device(min_free_bytes)
 
 
 def assign(worker_index: int) -> int | None:
-    """The GPU for worker ``worker_index``, round-robin; None without a GPU (see :meth:`GPUManager.assign`)."""
+    """The GPU for worker ``worker_index``: round-robin; None without GPU (see ``GPUManager``)."""
     return get_gpu_manager().assign(worker_index)

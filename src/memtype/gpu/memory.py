@@ -14,24 +14,27 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import psutil
 
 from memtype.errors import DeviceError
-from memtype.frameworks import load_adapter, loaded_frameworks
+from memtype.frameworks import get_framework, load_adapter, loaded_frameworks
 from memtype.gpu.devices import get_gpu_manager
 
 __all__ = [
+    "GIB",
     "DeviceMemory",
-    "device_memory",
-    "memory_usage",
     "check_gpu_memory",
     "check_gpu_memory_usage",
+    "device_memory",
     "memory_pressure",
-    "GIB",
+    "memory_usage",
+    "cap_framework_memory",
 ]
 
 GIB = 1 << 30
@@ -85,12 +88,20 @@ def _host() -> DeviceMemory:
 
 
 def _framework_usage(gpu_id: int) -> dict[str, Mapping[str, int]]:
-    """What each loaded CUDA framework reports holding on GPU ``gpu_id``."""
+    """What each loaded CUDA framework reports holding on GPU ``gpu_id``.
+
+    A framework whose adapter says its runtime has not started holds nothing and is not asked
+    (asking JAX would start its backend, which preallocates most of the GPU).
+    """
     usage: dict[str, Mapping[str, int]] = {}
     for fw in loaded_frameworks():
         if "cuda" not in fw.device_kinds:
             continue
-        info = load_adapter(fw.name).memory_info(gpu_id)
+        adapter = load_adapter(fw.name)
+        started = getattr(adapter, "runtime_started", None)
+        if started is not None and not started():
+            continue
+        info = adapter.memory_info(gpu_id)
         if info:
             usage[fw.name] = MappingProxyType(dict(info))
     return usage
@@ -189,7 +200,7 @@ def _as_bytes(size: object) -> int:
     return value
 
 
-def check_gpu_memory(size_bytes_or_gb: int | float, gpu_id: int | None = None) -> bool:
+def check_gpu_memory(size_bytes_or_gb: float, gpu_id: int | None = None) -> bool:
     """Whether ``size_bytes_or_gb`` can be allocated on the device now.
 
     Parameters
@@ -222,8 +233,8 @@ def check_gpu_memory(size_bytes_or_gb: int | float, gpu_id: int | None = None) -
 def _format(mem: DeviceMemory) -> str:
     """One summary line for a device."""
     mib = 1 << 20
-    parts = [f"{mem.device}: {mem.used_bytes / mib:.0f} / {mem.total_bytes / mib:.0f} MiB used "
-             f"({mem.pressure:.0%}, {mem.free_bytes / mib:.0f} MiB free, via {mem.source})"]
+    parts = [(f"{mem.device}: {mem.used_bytes / mib:.0f} / {mem.total_bytes / mib:.0f} MiB used "
+              f"({mem.pressure:.0%}, {mem.free_bytes / mib:.0f} MiB free, via {mem.source})")]
     for name, figures in mem.frameworks.items():
         held = ", ".join(f"{k}={v / mib:.1f} MiB" for k, v in figures.items())
         parts.append(f"  {name}: {held}")
@@ -263,3 +274,56 @@ def memory_pressure(gpu_id: int | None = None) -> float:
         If GPUs exist and ``gpu_id`` names none of them.
     """
     return device_memory(gpu_id).pressure
+
+
+def _cap_cupy(module: Any, gpu_id: int, limit: int | None, total: int) -> None:
+    """Limit (or unlimit, with None) cupy's default memory pool on one GPU."""
+    with module.cuda.Device(gpu_id):
+        module.get_default_memory_pool().set_limit(size=limit or 0)
+
+
+def _cap_torch(module: Any, gpu_id: int, limit: int | None, total: int) -> None:
+    """Limit (or unlimit, with None) torch's caching allocator on one GPU."""
+    fraction = 1.0 if limit is None else min(limit / total, 1.0)
+    module.cuda.set_per_process_memory_fraction(fraction, gpu_id)
+
+
+# framework name -> how to cap what it may hold on a GPU (JAX and TensorFlow can only be
+# limited before they start: see memtype.gpu.configure)
+_CAPS: dict[str, Callable[[Any, int, int | None, int], None]] = {
+    "cupy": _cap_cupy,
+    "torch": _cap_torch,
+}
+
+
+def cap_framework_memory(limit_bytes: int | None, gpu_id: int = 0,
+                         frameworks: Sequence[str] | None = None) -> list[str]:
+    """Cap what cupy's memory pool and torch's caching allocator may hold on one GPU.
+
+    Parameters
+    ----------
+    limit_bytes : int or None
+        The cap in bytes (torch's is set as the matching fraction of the GPU); None lifts it.
+    gpu_id : int
+        The GPU.
+    frameworks : sequence of str, optional
+        Which to cap (imported if needed); by default the loaded ones. Names without a cap
+        (numpy, jax, tensorflow, pyclesperanto) are skipped.
+
+    Returns
+    -------
+    list of str
+        The frameworks capped.
+
+    Raises
+    ------
+    DeviceError
+        If ``gpu_id`` names no visible GPU (a cap needs a GPU).
+    """
+    total = get_gpu_manager().mem_get_info(gpu_id)[1]
+    names = [fw.name for fw in loaded_frameworks()] if frameworks is None else list(frameworks)
+    capped = [name for name in names if name in _CAPS]
+    for name in capped:
+        load_adapter(name)
+        _CAPS[name](sys.modules[get_framework(name).module], gpu_id, limit_bytes, total)
+    return capped

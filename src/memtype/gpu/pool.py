@@ -1,29 +1,30 @@
 """Budgets and pools: allocate arrays of any memory type, tracked by source, within a budget.
 
-:class:`GPUMemoryManager` allocates zero-filled arrays of any memory type, keeps a reference
-to each until it is released (reference counted), reports what each source label holds, and
-refuses allocations beyond its budget (``limit_bytes`` and ``max_memory_fraction`` of the
-device). :class:`GPUMemoryPool` is a manager bound to one device that can also cap what cupy
-and torch cache there.
-
-Arrays are made as NumPy zeros and converted with :func:`memtype.convert` (shared memory for
-host types, one host-to-device copy for GPU types).
+:class:`GPUMemoryManager` allocates zero-filled arrays (NumPy zeros passed through
+:func:`memtype.convert`: shared for host types, one host-to-device copy for GPU types),
+reference counts them, reports what each source label holds, and refuses allocations beyond
+its budget. :class:`GPUMemoryPool` is a manager bound to one device that can also cap what
+cupy and torch cache there.
 """
 
 from __future__ import annotations
 
-import sys
+import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from memtype.convert import convert, target_device
 from memtype.errors import DeviceError, MemoryBudgetError, StoreKeyError
 from memtype.frameworks import get_framework, load_adapter, loaded_frameworks
 from memtype.frameworks._protocol import CPU, Device
+from memtype.gpu.cache import measure_nbytes
 from memtype.gpu.devices import get_gpu_manager
+from memtype.gpu.memory import cap_framework_memory
 from memtype.types import MemoryTypeLike
 
 __all__ = ["GPUMemoryManager", "GPUMemoryPool", "get_gpu_memory_pool"]
@@ -40,10 +41,8 @@ class _Allocation:
     refs: int = 1
 
 
-def _as_dtype(dtype: Any) -> Any:
+def _as_dtype(dtype: Any) -> np.dtype[Any]:
     """A NumPy dtype from a NumPy dtype-like, a TensorFlow DType or a ``torch.float32``-like."""
-    import numpy as np
-
     if dtype is None:
         raise TypeError("dtype must be given (e.g. 'float32'); received None.")
     try:
@@ -64,15 +63,6 @@ def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
         raise ValueError(f"shape must hold non-negative ints; received {shape!r}.")
     return dims
-
-
-def _nbytes(array: Any, memory_type: str) -> int:
-    """Bytes an array holds, from its adapter's dtype and shape."""
-    adapter = load_adapter(memory_type)
-    count = 1
-    for dim in adapter.shape_of(array):
-        count *= dim
-    return count * int(adapter.dtype_of(array).itemsize)
 
 
 def _device_total(device: Device) -> int | None:
@@ -106,13 +96,10 @@ class GPUMemoryManager:
 
     Examples
     --------
-    >>> from memtype.gpu import GPUMemoryManager
     >>> manager = GPUMemoryManager(limit_bytes=1 << 20)
     >>> with manager.memory_context():
     ...     a = manager.allocate((256, 256), "float32", "numpy", source="tiles")
-    ...     manager.stats()["tiles"]["bytes"]
-    262144
-    >>> manager.stats()
+    >>> manager.stats()  # released on exit
     {}
     """
 
@@ -156,9 +143,8 @@ class GPUMemoryManager:
     def _check_device(self, device: Device) -> None:
         """Hook for subclasses bound to one device."""
 
-    def _reserve(self, device: Device, nbytes: int, source: str) -> None:
+    def _reserve(self, device: Device, key: str, nbytes: int, source: str) -> None:
         """Count ``nbytes`` against ``device``'s budget, or raise MemoryBudgetError."""
-        key = str(device)
         budget = self.budget(device)
         used = self._used.get(key, 0)
         if budget is not None and used + nbytes > budget:
@@ -187,7 +173,7 @@ class GPUMemoryManager:
         Returns
         -------
         array
-            An array of ``memory_type`` holding zeros, with one reference held by the manager.
+            Zeros of ``memory_type``; the manager holds one reference.
 
         Raises
         ------
@@ -196,8 +182,6 @@ class GPUMemoryManager:
         MemoryBudgetError
             The allocation would exceed the budget on its device (also a ``MemoryError``).
         """
-        import numpy as np
-
         fw = get_framework(memory_type)
         dims, dt = _as_shape(shape), _as_dtype(dtype)
         gid = self.gpu_id if gpu_id is None else gpu_id
@@ -206,18 +190,18 @@ class GPUMemoryManager:
         except DeviceError as exc:
             raise DeviceError(f"Cannot allocate a {fw.name} array: {exc}") from exc
         self._check_device(device)
-        requested = int(np.prod(dims, dtype=np.int64)) * dt.itemsize
+        requested, key = math.prod(dims) * dt.itemsize, str(device)
         with self._lock:
-            self._reserve(device, requested, source)
+            self._reserve(device, key, requested, source)
         try:
             array = convert(np.zeros(dims, dtype=dt), fw.name, gpu_id=gid)
-            nbytes = _nbytes(array, fw.name)
+            nbytes = measure_nbytes(array)
         except BaseException:
-            self._unreserve(str(device), requested)
+            self._unreserve(key, requested)
             raise
         with self._lock:
-            self._used[str(device)] += nbytes - requested
-            self._track(_Allocation(array, source, nbytes, str(device)))
+            self._used[key] += nbytes - requested
+            self._track(_Allocation(array, source, nbytes, key))
         return array
 
     def _unreserve(self, key: str, nbytes: int) -> None:
@@ -296,11 +280,10 @@ class GPUMemoryManager:
         with self._lock:
             out: dict[str, dict[str, int]] = {}
             for record in self._live.values():
-                entry = out.setdefault(record.source, {"arrays": 0, "bytes": 0, "peak_bytes": 0})
+                entry = out.setdefault(record.source, {"arrays": 0, "bytes": 0,
+                                                       "peak_bytes": self._peak[record.source]})
                 entry["arrays"] += 1
                 entry["bytes"] += record.nbytes
-            for source, entry in out.items():
-                entry["peak_bytes"] = self._peak[source]
             return out
 
     @contextmanager
@@ -342,31 +325,6 @@ def _check_limit(limit_bytes: object) -> None:
     """Raise unless ``limit_bytes`` is a positive int."""
     if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes <= 0:
         raise ValueError(f"limit_bytes must be a positive int; received {limit_bytes!r}.")
-
-
-def _cap_cupy(module: Any, gpu_id: int, limit: int | None, total: int) -> None:
-    """Limit (or unlimit, with None) cupy's default memory pool on one GPU."""
-    with module.cuda.Device(gpu_id):
-        module.get_default_memory_pool().set_limit(size=limit or 0)
-
-
-def _cap_torch(module: Any, gpu_id: int, limit: int | None, total: int) -> None:
-    """Limit (or unlimit, with None) torch's caching allocator on one GPU."""
-    fraction = 1.0 if limit is None else min(limit / total, 1.0)
-    module.cuda.set_per_process_memory_fraction(fraction, gpu_id)
-
-
-def _module(name: str) -> Any:
-    """A framework's top-level module, imported through the table if needed."""
-    load_adapter(name)
-    return sys.modules[get_framework(name).module]
-
-
-# framework name -> how to cap what it may hold on a GPU
-_CAPS: dict[str, Callable[[Any, int, int | None, int], None]] = {
-    "cupy": _cap_cupy,
-    "torch": _cap_torch,
-}
 
 
 class GPUMemoryPool(GPUMemoryManager):
@@ -432,19 +390,14 @@ class GPUMemoryPool(GPUMemoryManager):
         """
         if self.device.kind != "cuda":
             return []
-        names = [fw.name for fw in loaded_frameworks()] if frameworks is None else list(frameworks)
-        total = get_gpu_manager().mem_get_info(self.device.index)[1]
-        capped = [name for name in names if name in _CAPS]
-        for name in capped:
-            _CAPS[name](_module(name), self.device.index, self.limit_bytes, total)
+        capped = cap_framework_memory(self.limit_bytes, self.device.index, frameworks)
         self._capped = sorted(set(self._capped) | set(capped))
         return capped
 
     def remove_caps(self) -> None:
         """Lift the caps :meth:`apply_caps` set."""
-        total = get_gpu_manager().mem_get_info(self.device.index)[1] if self._capped else 0
-        for name in self._capped:
-            _CAPS[name](_module(name), self.device.index, None, total)
+        if self._capped:
+            cap_framework_memory(None, self.device.index, self._capped)
         self._capped = []
 
 

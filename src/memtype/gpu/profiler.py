@@ -17,12 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, TypeVar, overload
+from types import MappingProxyType, TracebackType
+from typing import Any, Self, TypeVar, overload
 
 from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from memtype.frameworks import load_adapter, loaded_frameworks
 from memtype.gpu.devices import get_gpu_manager
+from memtype.gpu.memory import memory_usage
 
 __all__ = ["ProfileRecord", "Profiler", "profile"]
 
@@ -120,27 +121,19 @@ def _hook(delta: int) -> None:
 
 
 def _read_peaks() -> dict[str, int]:
-    """Per loaded CUDA framework, its peak bytes summed over the visible GPUs."""
-    count = get_gpu_manager().count
+    """Per framework holding GPU memory, its peak bytes summed over the visible GPUs."""
     peaks: dict[str, int] = {}
-    if not count:
-        return peaks
-    for fw in loaded_frameworks():
-        if "cuda" not in fw.device_kinds:
-            continue
-        adapter = load_adapter(fw.name)
-        for gpu_id in range(count):
-            info = adapter.memory_info(gpu_id)
+    for mem in memory_usage().values():
+        for name, info in mem.frameworks.items():
             key = next((k for k in _PEAK_KEYS if k in info), None)
             if key is not None:
-                peaks[fw.name] = peaks.get(fw.name, 0) + info[key]
+                peaks[name] = peaks.get(name, 0) + info[key]
     return peaks
 
 
 def _reset_torch(module: Any, gpu_id: int) -> None:
-    """Reset torch's peak counter on one GPU (only once torch has started CUDA)."""
-    if module.cuda.is_initialized():
-        module.cuda.reset_peak_memory_stats(gpu_id)
+    """Reset torch's peak counter on one GPU."""
+    module.cuda.reset_peak_memory_stats(gpu_id)
 
 
 def _reset_tensorflow(module: Any, gpu_id: int) -> None:
@@ -160,8 +153,12 @@ def _reset_peaks() -> None:
     count = get_gpu_manager().count
     for fw in loaded_frameworks():
         reset = _RESETS.get(fw.name)
-        if reset is not None and "cuda" in fw.device_kinds:
-            for gpu_id in range(min(count, load_adapter(fw.name).gpu_count())):
+        if reset is None or "cuda" not in fw.device_kinds:
+            continue
+        adapter = load_adapter(fw.name)
+        started = getattr(adapter, "runtime_started", None)
+        if started is None or started():  # a runtime not started has no peak to reset
+            for gpu_id in range(min(count, adapter.gpu_count())):
                 reset(sys.modules[fw.module], gpu_id)
 
 
@@ -248,17 +245,17 @@ class Profiler:
             self._records.append(record)
         return record
 
-    def __enter__(self) -> Profiler:
+    def __enter__(self) -> Self:
         self._open(self.name or "block")
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: Any) -> None:
+                 tb: TracebackType | None) -> None:
         self._close(exc)
 
     def __call__(self, fn: F) -> F:
         """Profile every call of ``fn``; the wrapper's ``profiler`` attribute is this profiler."""
-        name = self.name or getattr(fn, "__qualname__", repr(fn))
+        name = self.name or str(getattr(fn, "__qualname__", repr(fn)))
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -281,7 +278,7 @@ class Profiler:
         rows = [header] + [_row(r) for r in self.records]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                           for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+                           for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
                  for row in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""Out-of-memory recognition (exact exception types) and the recovery loop.
+
+Recovery, in order: leave the ``except`` block and clear the failed frames (so the tensors
+they held are freed), free the caches of every loaded framework, retry; then retry slice
+by slice; then, only when asked for, run on the CPU. A failure that is not an
+out-of-memory error is re-raised at once, untouched.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+from memtype.frameworks import load_adapter, loaded_frameworks
+from memtype.gpu.cleanup import cleanup_all_gpu_frameworks
+
+__all__ = ["is_oom_error", "OOMRecoveryWarning", "recover", "release_memory"]
+
+T = TypeVar("T")
+_log = logging.getLogger("memtype.gpu")
+
+
+class OOMRecoveryWarning(RuntimeWarning):
+    """A call ran out of memory and was completed slice by slice or on the CPU."""
+
+
+def is_oom_error(exc: BaseException) -> bool:
+    """Whether ``exc`` means a framework (or the host) ran out of memory.
+
+    Decided by exact exception types from the adapters of loaded frameworks (torch and
+    CuPy ``OutOfMemoryError``, TensorFlow ``ResourceExhaustedError``, JAX
+    ``RESOURCE_EXHAUSTED``, pyclesperanto allocation failures) and ``MemoryError``; never
+    by a substring of an arbitrary message.
+
+    Examples
+    --------
+    >>> is_oom_error(MemoryError())
+    True
+    >>> is_oom_error(ValueError("index out of memory range"))
+    False
+    """
+    if isinstance(exc, MemoryError):
+        return True
+    for fw in loaded_frameworks():
+        adapter = load_adapter(fw.name)
+        if isinstance(exc, adapter.oom_errors()) and adapter.is_oom(exc):
+            return True
+    return False
+
+
+def release_memory() -> None:
+    """Collect garbage, then free the caches of every loaded framework."""
+    gc.collect()
+    for report in cleanup_all_gpu_frameworks():
+        _log.debug("OOM recovery: %s %s, freed %s", report.memory_type, report.status,
+                   report.freed_bytes)
+
+
+class _Done(Generic[T]):
+    """A successful attempt's value."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+
+def _attempt(fn: Callable[[], T]) -> _Done[T] | BaseException:
+    """``fn()``'s value, or the out-of-memory error it raised with its frames cleared."""
+    try:
+        return _Done(fn())
+    except Exception as exc:  # re-raised below unless it is an out-of-memory error
+        if not is_oom_error(exc):
+            raise
+        error: BaseException = exc
+    traceback.clear_frames(error.__traceback__)  # outside the except block: frees tensors
+    return error
+
+
+def recover(error: BaseException, stages: Sequence[tuple[str, Callable[[], T]]],
+            name: str) -> T:
+    """After an out-of-memory ``error``, free memory and try each ``(label, retry)`` in turn.
+
+    Call it after leaving the ``except`` block that caught ``error``. The failed frames are
+    cleared first, so the arrays they held can be freed.
+
+    Parameters
+    ----------
+    error : BaseException
+        The out-of-memory error of the first attempt.
+    stages : sequence of (str, callable)
+        The retries in order, e.g. ``[("retry", call), ("slice by slice", by_slice)]``.
+        Every stage but a plain ``"retry"`` warns with :class:`OOMRecoveryWarning`.
+    name : str
+        The function's name, for the warning.
+
+    Raises
+    ------
+    BaseException
+        The last out-of-memory error when every stage ran out of memory; any other error
+        at once.
+    """
+    traceback.clear_frames(error.__traceback__)
+    outcome: _Done[T] | BaseException = error
+    for label, retry in stages:
+        release_memory()
+        if label != "retry":
+            warnings.warn(
+                f"{name} ran out of memory ({type(outcome).__name__}); running it {label}.",
+                OOMRecoveryWarning, stacklevel=4,
+            )
+        outcome = _attempt(retry)
+        if isinstance(outcome, _Done):
+            return outcome.value
+    raise outcome

@@ -1,0 +1,110 @@
+"""Per-thread CUDA streams with safe hand-off between the caller's stream and ours.
+
+``with thread_stream("torch", 0) as handoff:`` runs the block on this thread's own stream
+on GPU 0, after that stream has waited for the work already queued on the caller's stream
+(so inputs produced there are complete). ``handoff.adopt(x)`` marks arrays made on another
+stream and read here (torch ``record_stream``: the allocator will not reuse their memory
+while this stream may still read it); ``handoff.release(y)`` marks results handed back.
+On exit the caller's stream waits for ours, so the caller can use the results at once.
+
+Frameworks without CUDA streams (NumPy, JAX, TensorFlow, pyclesperanto) and host devices
+get a hand-off that does nothing. CuPy has no ``record_stream``; its pool only reuses a
+freed block on the stream that freed it, and the exit wait orders the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from memtype.detect import detect_framework
+from memtype.errors import DeviceError
+from memtype.frameworks import Framework, get_framework, load_adapter
+from memtype.frameworks._protocol import CPU, Device
+from memtype.types import MemoryTypeLike
+
+__all__ = ["thread_stream", "StreamHandoff", "call_device"]
+
+
+class StreamHandoff:
+    """Marks arrays crossing between the caller's stream and this thread's stream."""
+
+    def __init__(self, adapter: Any = None, ours: Any = None, caller: Any = None) -> None:
+        self._adapter = adapter
+        self.stream = ours
+        self.caller_stream = caller
+
+    @property
+    def active(self) -> bool:
+        """True when a CUDA stream is in use."""
+        return self.stream is not None
+
+    def adopt(self, arrays: Iterable[Any]) -> None:
+        """Arrays made on another stream that this stream will read."""
+        if self.stream is not None:
+            for x in arrays:
+                self._adapter.record_stream(x, self.stream)
+
+    def release(self, arrays: Iterable[Any]) -> None:
+        """Arrays made on this stream that the caller's stream will use."""
+        if self.stream is not None:
+            for x in arrays:
+                self._adapter.record_stream(x, self.caller_stream)
+
+
+_NO_STREAM = StreamHandoff()
+
+
+def call_device(fw: Framework, gpu_id: int | None) -> Device:
+    """The device a call on ``fw`` runs on: the host for ``None`` where it has one, else a GPU."""
+    if gpu_id is None and "cpu" in fw.device_kinds:
+        return CPU
+    kind = next((k for k in fw.device_kinds if k != "cpu"), None)
+    if kind is None:
+        raise DeviceError(f"{fw.name} has no GPU; gpu_id={gpu_id} was requested.")
+    return Device(kind, 0 if gpu_id is None else gpu_id)
+
+
+@contextmanager
+def thread_stream(memory_type: MemoryTypeLike | Any = "torch",
+                  gpu_id: int | None = None) -> Iterator[StreamHandoff]:
+    """Run a block on this thread's own stream of ``memory_type`` on GPU ``gpu_id``.
+
+    Parameters
+    ----------
+    memory_type : MemoryType, str or array
+        The framework whose stream is used (an array: its framework and device).
+    gpu_id : int, optional
+        The GPU; ``None`` is the host for frameworks that have one (no stream), else GPU 0.
+
+    Yields
+    ------
+    StreamHandoff
+        ``adopt`` / ``release`` arrays crossing streams; inactive on the host.
+
+    Examples
+    --------
+    >>> with thread_stream("numpy") as handoff:
+    ...     handoff.active
+    False
+    """
+    if isinstance(memory_type, str):
+        fw = get_framework(memory_type)
+        device = call_device(fw, gpu_id)
+    else:
+        fw = detect_framework(memory_type)
+        device = load_adapter(fw.name).device_of(memory_type)
+    adapter = load_adapter(fw.name)
+    if device.kind != "cuda" or not hasattr(adapter, "current_stream"):
+        with adapter.stream(device):
+            yield _NO_STREAM
+        return
+    caller = adapter.current_stream(device)  # type: ignore[attr-defined]
+    with adapter.stream(device):
+        ours = adapter.current_stream(device)  # type: ignore[attr-defined]
+        adapter.wait_stream(ours, caller)  # type: ignore[attr-defined]
+        try:
+            yield StreamHandoff(adapter, ours, caller)
+        finally:
+            adapter.wait_stream(caller, ours)  # type: ignore[attr-defined]

@@ -1,0 +1,219 @@
+"""The memtype package as a whole: no import cycles, one home per public name, no import-time
+side effects. Walks whatever modules exist, so modules added later are checked too."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memtype
+from memtype.frameworks import iter_frameworks
+
+ROOT = Path(memtype.__file__).parent
+FRAMEWORK_MODULES = ["torch", "jax", "tensorflow", "cupy", "pyclesperanto"]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+TREES: dict[str, ast.Module] = {
+    name: ast.parse(path.read_text(encoding="utf-8"), str(path)) for name, path in MODULES.items()
+}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _import_time_nodes(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements that run when the module is imported (function bodies do not)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            if not _is_type_checking(node):
+                yield from _import_time_nodes(node.body)
+            yield from _import_time_nodes(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody):
+                yield from _import_time_nodes(block)
+            for handler in node.handlers:
+                yield from _import_time_nodes(handler.body)
+        elif isinstance(node, (ast.With, ast.ClassDef)):
+            yield from _import_time_nodes(node.body)
+
+
+def _package_of(module: str) -> str:
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _imports(module: str) -> set[str]:
+    """memtype modules that ``module`` imports at import time."""
+    found: set[str] = set()
+    for node in _import_time_nodes(TREES[module].body):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = _package_of(module).split(".")
+                anchor = ".".join(package[: len(package) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names
+                         if f"{base}.{alias.name}" in MODULES)
+    return {name for name in found if name in MODULES and name != module}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_walk_finds_the_package() -> None:
+    assert {"memtype", "memtype.convert", "memtype.gpu", "memtype.gpu.devices"} <= set(MODULES)
+
+
+def test_no_import_cycles() -> None:
+    graph = {module: _imports(module) for module in MODULES}
+    assert _cycles(graph) == []
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def _dunder_all(tree: ast.Module) -> set[str] | None:
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                return {elt.value for elt in getattr(node.value, "elts", [])
+                        if isinstance(elt, ast.Constant) and isinstance(elt.value, str)}
+    return None
+
+
+def _defined(tree: ast.Module, with_assignments: bool) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif with_assignments and isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif (with_assignments and isinstance(node, ast.AnnAssign)
+              and isinstance(node.target, ast.Name)):
+            names.add(node.target.id)
+    return {n for n in names if not n.startswith("_")}
+
+
+def public_definitions(module: str) -> set[str]:
+    """Names ``module`` defines for others: in ``__all__``, else its public defs and classes."""
+    tree = TREES[module]
+    exported = _dunder_all(tree)
+    if exported is None:
+        return _defined(tree, with_assignments=False)
+    return _defined(tree, with_assignments=True) & exported
+
+
+def _is_private(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split("."))
+
+
+def test_no_public_name_is_defined_twice() -> None:
+    adapters = {fw.adapter for fw in iter_frameworks()}  # the protocol repeats names on purpose
+    homes: dict[str, list[str]] = {}
+    for module in MODULES:
+        if module not in adapters and not _is_private(module):
+            for name in public_definitions(module):
+                homes.setdefault(name, []).append(module)
+    assert {name: mods for name, mods in homes.items() if len(mods) > 1} == {}
+
+
+def test_gpu_exports_point_at_their_defining_module() -> None:
+    import memtype.gpu
+
+    present = {name: module for name, module in memtype.gpu._EXPORTS.items()
+               if f"memtype.gpu.{module}" in MODULES}
+    assert {"get_gpu_manager", "memory_pressure", "GPUTensorCache", "profile"} <= set(present)
+    for name, module in present.items():
+        assert name in public_definitions(f"memtype.gpu.{module}"), (name, module)
+        assert getattr(memtype.gpu, name) is getattr(
+            importlib.import_module(f"memtype.gpu.{module}"), name)
+
+
+GPU_MODULES = sorted(m for m in MODULES if m.startswith("memtype.gpu."))
+
+
+@pytest.mark.parametrize("target", ["memtype", "memtype.gpu", *GPU_MODULES])
+def test_import_loads_no_framework_and_sets_no_environment(target: str) -> None:
+    code = (
+        "import json, os, sys\n"
+        "before = dict(os.environ)\n"
+        f"import {target}\n"
+        f"loaded = [m for m in {FRAMEWORK_MODULES!r} if m in sys.modules]\n"
+        "print(json.dumps([loaded, dict(os.environ) == before]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ), check=False)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], True]
+
+
+def test_subprocess_check_can_see_a_framework_import() -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch not installed")
+    code = "import sys, memtype as mt, numpy as np; mt.convert(np.zeros(2), 'torch'); " \
+           "print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_public_definitions_reads_all_and_ignores_imports() -> None:
+    assert public_definitions("memtype.gpu.cache") == {"GPUTensorCache", "measure_nbytes"}
+    assert "get_gpu_manager" not in public_definitions("memtype.gpu.memory")  # imported there
