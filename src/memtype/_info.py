@@ -49,7 +49,7 @@ def _gpu_lines() -> list[str]:
         return []
     from memtype.gpu import get_gpu_manager
 
-    gpus = get_gpu_manager().gpus
+    gpus = get_gpu_manager().gpus()
     if not gpus:
         return ["GPUs: none (no CUDA device visible)"]
     lines = ["GPUs:"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -80,13 +81,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``memtype`` command; returns the exit code."""
+    """Entry point of the ``memtype`` command; returns the exit code.
+
+    Errors memtype raises on purpose (and missing or existing files) print one line on stderr
+    and give exit code 2; anything else is a bug and keeps its traceback.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the command's own process only
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.func
     try:
         return handler(args)
-    except (CommandError, FileNotFoundError, FileExistsError) as exc:
+    except (MemtypeError, FileNotFoundError, FileExistsError, NotADirectoryError,
+            IsADirectoryError) as exc:
         print(f"memtype {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
