@@ -38,6 +38,7 @@ _LAZY: dict[str, str] = {
     "storage": "memtype.storage",
     "pipeline": "memtype.pipeline",
     "frameworks": "memtype.frameworks",
+    "dtypes": "memtype.dtypes",
 }
 
 __all__ = [

@@ -29,6 +29,7 @@ within a few counts in between for 32-bit targets).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -47,7 +48,7 @@ SCALINGS: tuple[str, ...] = get_args(Scaling)
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
-_I64 = np.dtype(np.int64)
+_OPS: dict[tuple[str, bool], _Ops] = {}
 _NEAREST = {"f8": "f4", "i8": "i4", "u8": "u4", "c16": "c8", "f2": "f4", "b1": "u1"}
 
 
@@ -138,16 +139,17 @@ def cast(x: Any, dtype: DTypeLike, *, scaling: Scaling = "clip") -> Any:
         )
     if adapter.namespace() is None or not hasattr(adapter, "astype"):
         return _via_host(x, adapter, dst, scaling)
-    return _Ops(adapter).cast(x, src, dst, scaling)
+    return _ops(fw.name, adapter).cast(x, src, dst, scaling)
 
 
 def _via_host(x: Any, adapter: Adapter, dst: np.dtype[Any], scaling: Scaling) -> Any:
     """The policy computed in NumPy for frameworks without a namespace (pyclesperanto)."""
     host = np.asarray(adapter.to_numpy(x))
-    out = _Ops(load_adapter("numpy")).cast(host, host.dtype, dst, scaling)
+    out = _ops("numpy", load_adapter("numpy")).cast(host, host.dtype, dst, scaling)
     return adapter.from_numpy(np.ascontiguousarray(out), adapter.device_of(x))
 
 
+@functools.cache
 def _int_range(dtype: np.dtype[Any]) -> tuple[int, int]:
     """The smallest and largest value of an integer (or bool) dtype."""
     if dtype.kind == "b":
@@ -156,18 +158,34 @@ def _int_range(dtype: np.dtype[Any]) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
+@functools.cache
+def _exact_below(dtype: np.dtype[Any]) -> int:
+    """Integers below this are exact in float ``dtype`` (``2 ** (mantissa bits + 1)``)."""
+    return int(2 ** (np.finfo(dtype).nmant + 1))
+
+
+@functools.cache
 def _float_max(dtype: np.dtype[Any]) -> float:
     """The largest finite value of a float dtype (ml_dtypes for bfloat16)."""
     if dtype.kind == "f" and dtype.name != "bfloat16":
         return float(np.finfo(dtype).max)
     import ml_dtypes
 
-    return float(ml_dtypes.finfo(dtype).max)
+    return float(ml_dtypes.finfo(dtype).max)  # type: ignore[no-untyped-call]
 
 
 def _is_int(dtype: np.dtype[Any]) -> bool:
     """Integer or bool."""
     return dtype.kind in "iub"
+
+
+def _ops(name: str, adapter: Adapter) -> _Ops:
+    """The cached ``_Ops`` of a framework (rebuilt when JAX's x64 setting changes)."""
+    key = (name, holds_dtype(adapter, _F64))
+    ops = _OPS.get(key)
+    if ops is None or ops.adapter is not adapter:
+        ops = _OPS[key] = _Ops(adapter)
+    return ops
 
 
 class _Ops:
@@ -235,18 +253,22 @@ class _Ops:
         dlo, dhi = _int_range(dst)
         if slo >= dlo and shi <= dhi:
             return self.astype(x, dst)
-        if src.kind == "u" and src.itemsize in (2, 4) and holds_dtype(self.adapter, _I64):
-            x = self.astype(x, _I64)  # torch compares no uint16/uint32
         if slo < dlo:
-            x = self.where(x < dlo, self.const(dlo, self.adapter.dtype_of(x), x), x)
-        if shi > dhi:
-            x = self.where(x > dhi, self.const(dhi, self.adapter.dtype_of(x), x), x)
+            x = self.where(x < dlo, self.const(dlo, src, x), x)
+        if shi > dhi and src.kind == "u":  # bits above dhi (torch cannot compare uint16..64)
+            over = (x & self.const(shi ^ dhi, src, x)) != 0
+            x = self.where(over, self.const(dhi, src, x), x)
+        elif shi > dhi:
+            x = self.where(x > dhi, self.const(dhi, src, x), x)
         return self.astype(x, dst)
 
     def float_to_int(self, x: Any, dst: np.dtype[Any]) -> Any:
         """Rounded, NaN -> 0, saturated; exact at both ends (``hi + 1`` is a power of two)."""
         lo, hi = _int_range(dst)
         r = self.adapter.rint(x)  # type: ignore[attr-defined]
+        if hi < _exact_below(self.adapter.dtype_of(x)):  # the bounds are exact as floats
+            r = self.where(self.xp.isnan(r), 0.0, r)
+            return self.astype(self.xp.clip(r, float(lo), float(hi)), dst)
         over = r >= float(hi + 1)
         under = r < float(lo)
         safe = self.where(over | under | self.xp.isnan(r), 0.0, r)

@@ -26,6 +26,10 @@ __all__ = [
     "ConfigurationError",
     "PipelineError",
     "MemoryBudgetError",
+    "NoImagesError",
+    "DtypePolicyError",
+    "CallOptionError",
+    "StoreUsageError",
 ]
 
 
@@ -132,3 +136,7 @@ class DtypePolicyError(MemtypeError, ValueError):
 
 class CallOptionError(MemtypeError, ValueError):
     """A decorated function was called with an invalid call-time option value."""
+
+
+class StoreUsageError(MemtypeError, ValueError):
+    """A store used wrongly: a negative budget, a release without a matching acquire."""

@@ -177,3 +177,8 @@ def record_stream(x: Any, stream: Any) -> None:
 def runtime_started() -> bool:
     """Whether cupy has CUDA memory (its pools only hold memory once CUDA is in use)."""
     return gpu_count() > 0 and cp.get_default_memory_pool().total_bytes() > 0
+
+
+def current_device() -> int:
+    """The CUDA device current on this thread (``with cupy.cuda.Device(1):``)."""
+    return int(cp.cuda.runtime.getDevice())

@@ -38,15 +38,18 @@ _EXPORTS: dict[str, str] = {
     "ProfileRecord": "profiler",
     "Profiler": "profiler",
     # cleanup.py
-    "cleanup": "cleanup",
-    "cleanup_all_gpu_frameworks": "cleanup",
-    "MEMORY_TYPE_CLEANUP_REGISTRY": "cleanup",
+    "cleanup": "caches",
+    "cleanup_all_gpu_frameworks": "caches",
+    "MEMORY_TYPE_CLEANUP_REGISTRY": "caches",
+    "CleanupReport": "caches",
     # config.py
     "configure": "config",
     # oom.py
     "is_oom_error": "oom",
+    "OOMRecoveryWarning": "oom",
     # streams.py
     "thread_stream": "streams",
+    "StreamHandoff": "streams",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from memtype.frameworks import load_adapter, loaded_frameworks
-from memtype.gpu.cleanup import cleanup_all_gpu_frameworks
+from memtype.gpu.caches import cleanup_all_gpu_frameworks
 
 __all__ = ["is_oom_error", "OOMRecoveryWarning", "recover", "release_memory"]
 
@@ -116,4 +116,5 @@ def recover(error: BaseException, stages: Sequence[tuple[str, Callable[[], T]]],
         outcome = _attempt(retry)
         if isinstance(outcome, _Done):
             return outcome.value
+    assert isinstance(outcome, BaseException)
     raise outcome

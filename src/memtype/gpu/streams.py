@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from memtype.detect import detect_framework
-from memtype.errors import DeviceError
 from memtype.frameworks import Framework, get_framework, load_adapter
 from memtype.frameworks._protocol import CPU, Device
 from memtype.types import MemoryTypeLike
@@ -57,12 +56,13 @@ _NO_STREAM = StreamHandoff()
 
 
 def call_device(fw: Framework, gpu_id: int | None) -> Device:
-    """The device a call on ``fw`` runs on: the host for ``None`` where it has one, else a GPU."""
-    if gpu_id is None and "cpu" in fw.device_kinds:
-        return CPU
+    """The device a call on ``fw`` runs on: the host for ``None`` where it has one, else a GPU.
+
+    Host-only frameworks ignore ``gpu_id``.
+    """
     kind = next((k for k in fw.device_kinds if k != "cpu"), None)
-    if kind is None:
-        raise DeviceError(f"{fw.name} has no GPU; gpu_id={gpu_id} was requested.")
+    if kind is None or (gpu_id is None and "cpu" in fw.device_kinds):
+        return CPU
     return Device(kind, 0 if gpu_id is None else gpu_id)
 
 
@@ -95,16 +95,16 @@ def thread_stream(memory_type: MemoryTypeLike | Any = "torch",
     else:
         fw = detect_framework(memory_type)
         device = load_adapter(fw.name).device_of(memory_type)
-    adapter = load_adapter(fw.name)
+    adapter: Any = load_adapter(fw.name)  # the stream functions are optional (CUDA adapters)
     if device.kind != "cuda" or not hasattr(adapter, "current_stream"):
         with adapter.stream(device):
             yield _NO_STREAM
         return
-    caller = adapter.current_stream(device)  # type: ignore[attr-defined]
+    caller = adapter.current_stream(device)
     with adapter.stream(device):
-        ours = adapter.current_stream(device)  # type: ignore[attr-defined]
-        adapter.wait_stream(ours, caller)  # type: ignore[attr-defined]
+        ours = adapter.current_stream(device)
+        adapter.wait_stream(ours, caller)
         try:
             yield StreamHandoff(adapter, ours, caller)
         finally:
-            adapter.wait_stream(caller, ours)  # type: ignore[attr-defined]
+            adapter.wait_stream(caller, ours)

@@ -97,34 +97,6 @@ def cleanup_framework(memory_type: MemoryTypeLike, gpu_id: int | None = None) ->
     return report
 
 
-def cleanup(memory_type: MemoryTypeLike | None = None,
-            gpu_id: int | None = None) -> list[CleanupReport]:
-    """Free cached device memory of one framework, or of every loaded one.
-
-    Parameters
-    ----------
-    memory_type : MemoryType or str, optional
-        One framework; ``None`` cleans every loaded framework.
-    gpu_id : int, optional
-        The GPU whose figures are reported.
-
-    Returns
-    -------
-    list of CleanupReport
-        One report per framework looked at (frameworks that are not loaded are reported as
-        ``"not loaded"`` when named, and left out when cleaning all).
-
-    Examples
-    --------
-    >>> import memtype as mt
-    >>> [r.status for r in mt.gpu.cleanup("numpy")]
-    ['host']
-    """
-    if memory_type is not None:
-        return [cleanup_framework(memory_type, gpu_id)]
-    return cleanup_all_gpu_frameworks(gpu_id)
-
-
 def cleanup_all_gpu_frameworks(gpu_id: int | None = None) -> list[CleanupReport]:
     """Free cached device memory of every framework already imported.
 
@@ -161,3 +133,31 @@ class _CleanupRegistry(Mapping[str, Callable[..., CleanupReport]]):
 
 MEMORY_TYPE_CLEANUP_REGISTRY: Mapping[str, Callable[..., CleanupReport]] = _CleanupRegistry()
 """``MEMORY_TYPE_CLEANUP_REGISTRY["torch"](gpu_id)`` frees torch's cache; numpy's is a no-op."""
+
+
+def cleanup(memory_type: MemoryTypeLike | None = None,
+            gpu_id: int | None = None) -> list[CleanupReport]:
+    """Free cached device memory of one framework, or of every loaded one.
+
+    Parameters
+    ----------
+    memory_type : MemoryType or str, optional
+        One framework; ``None`` cleans every loaded framework.
+    gpu_id : int, optional
+        The GPU whose figures are reported.
+
+    Returns
+    -------
+    list of CleanupReport
+        One report per framework looked at (a named framework that is not loaded is
+        reported as ``"not loaded"``; cleaning all leaves unloaded ones out).
+
+    Examples
+    --------
+    >>> import memtype as mt
+    >>> [r.status for r in mt.gpu.cleanup("numpy")]
+    ['host']
+    """
+    if memory_type is not None:
+        return [cleanup_framework(memory_type, gpu_id)]
+    return cleanup_all_gpu_frameworks(gpu_id)

@@ -1,0 +1,120 @@
+"""Call-time options of decorated functions: parsing, validation, and the signature."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from memtype.dtypes import Scaling, check_scaling
+from memtype.errors import CallOptionError, DeviceError
+from memtype.types import DtypeConversion
+
+__all__ = ["CallOptions", "DEFAULT_OPTIONS", "OPTION_NAMES", "read_options",
+           "signature_with_options", "declared_names"]
+
+OomFallback = Literal["cpu"] | None
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """The call-time options of one call of a decorated function."""
+
+    dtype_conversion: DtypeConversion = DtypeConversion.PRESERVE_INPUT
+    scaling: Scaling = "clip"
+    slice_by_slice: bool = False
+    gpu_id: int | None = None
+    oom_fallback: OomFallback = None
+
+
+DEFAULT_OPTIONS = CallOptions()
+OPTION_NAMES: tuple[str, ...] = ("dtype_conversion", "scaling", "slice_by_slice", "gpu_id",
+                                 "oom_fallback")
+_ANNOTATIONS: dict[str, Any] = {
+    "dtype_conversion": DtypeConversion,
+    "scaling": Scaling,
+    "slice_by_slice": bool,
+    "gpu_id": int | None,
+    "oom_fallback": OomFallback,
+}
+
+
+def _dtype_conversion(value: object) -> DtypeConversion:
+    """A ``DtypeConversion`` from a member, its value (``"uint8"``) or its name."""
+    if isinstance(value, DtypeConversion):
+        return value
+    if isinstance(value, str):
+        for member in DtypeConversion:
+            if value in (member.value, member.name, member.name.lower()):
+                return member
+    names = ", ".join(m.name for m in DtypeConversion)
+    raise CallOptionError(
+        f"dtype_conversion must be a DtypeConversion ({names}) or its value; received "
+        f"{value!r}."
+    )
+
+
+def _gpu_id(value: object) -> int | None:
+    """``None`` or a non-negative int."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DeviceError(f"gpu_id must be a non-negative int or None; received {value!r}.")
+    return value
+
+
+def _checked(found: dict[str, Any]) -> CallOptions:
+    """Validated options (a clear error naming the bad value)."""
+    slice_by_slice = found.get("slice_by_slice", False)
+    if not isinstance(slice_by_slice, (bool, np.bool_)):
+        raise CallOptionError(f"slice_by_slice must be a bool; received {slice_by_slice!r}.")
+    fallback = found.get("oom_fallback")
+    if fallback not in (None, "cpu"):
+        raise CallOptionError(f"oom_fallback must be None or 'cpu'; received {fallback!r}.")
+    return CallOptions(
+        _dtype_conversion(found.get("dtype_conversion", DtypeConversion.PRESERVE_INPUT)),
+        check_scaling(found.get("scaling", "clip")),
+        bool(slice_by_slice),
+        _gpu_id(found.get("gpu_id")),
+        fallback,
+    )
+
+
+def read_options(kwargs: dict[str, Any], forward: frozenset[str]) -> CallOptions:
+    """Take the options out of ``kwargs`` (leaving those in ``forward`` for the function)."""
+    found: dict[str, Any] = {}
+    for name in OPTION_NAMES:
+        if name in kwargs:
+            found[name] = kwargs[name] if name in forward else kwargs.pop(name)
+    return _checked(found) if found else DEFAULT_OPTIONS
+
+
+def declared_names(func: Callable[..., Any]) -> frozenset[str]:
+    """The option names that ``func`` declares as parameters itself."""
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return frozenset()
+    return frozenset(OPTION_NAMES) & frozenset(params)
+
+
+def signature_with_options(func: Callable[..., Any]) -> inspect.Signature:
+    """``func``'s signature plus the keyword-only call-time options (before ``**kwargs``)."""
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):  # builtins without a signature
+        sig = inspect.Signature([
+            inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+            inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+        ])
+    params = list(sig.parameters.values())
+    at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                          default=getattr(DEFAULT_OPTIONS, name), annotation=_ANNOTATIONS[name])
+        for name in OPTION_NAMES if name not in sig.parameters
+    ]
+    return sig.replace(parameters=params[:at] + added + params[at:])

@@ -1,0 +1,76 @@
+"""Per-thread streams: inactive on the host, a private CUDA stream with safe hand-off on GPUs."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+
+import memtype as mt
+from memtype.frameworks import get_framework
+from memtype.frameworks._protocol import CPU, Device
+from memtype.gpu.streams import call_device
+
+
+@pytest.mark.parametrize("memory_type", ["numpy", "torch", "jax", "tensorflow"])
+def test_host_calls_use_no_stream(memory_type: str) -> None:
+    with mt.gpu.thread_stream(memory_type) as handoff:
+        assert not handoff.active
+        handoff.adopt([np.zeros(2)])  # nothing to record on the host
+        handoff.release([np.zeros(2)])
+
+
+def test_stream_for_an_array_uses_its_device() -> None:
+    with mt.gpu.thread_stream(mt.convert(np.zeros(2), "torch")) as handoff:
+        assert not handoff.active
+
+
+@pytest.mark.parametrize(("memory_type", "gpu_id", "device"), [
+    ("numpy", None, CPU), ("numpy", 3, CPU), ("torch", None, CPU),
+    ("torch", 1, Device("cuda", 1)), ("cupy", None, Device("cuda", 0)),
+    ("pyclesperanto", None, Device("opencl", 0)),
+])
+def test_call_device(memory_type: str, gpu_id: int | None, device: Device) -> None:
+    assert call_device(get_framework(memory_type), gpu_id) == device
+
+
+def test_gpu_id_is_ignored_by_host_only_types_without_arrays() -> None:
+    @mt.numpy
+    def make() -> np.ndarray:
+        return np.ones((1, 2, 2))
+
+    assert make(gpu_id=2).shape == (1, 2, 2)
+
+
+@pytest.mark.gpu
+def test_torch_thread_stream_waits_for_the_callers_stream() -> None:
+    torch = pytest.importorskip("torch")
+    caller = torch.cuda.current_stream(0)
+    x = torch.ones(4096, 4096, device="cuda:0")
+    x.mul_(3)  # queued on the caller's stream
+    with mt.gpu.thread_stream("torch", 0) as handoff:
+        assert handoff.active and torch.cuda.current_stream(0) == handoff.stream != caller
+        handoff.adopt([x])
+        y = x * 2
+        handoff.release([y])
+    assert torch.cuda.current_stream(0) == caller
+    assert float(y[0, 0]) == 6.0  # the caller's stream waited for ours
+
+
+@pytest.mark.gpu
+def test_each_thread_gets_its_own_stream() -> None:
+    torch = pytest.importorskip("torch")
+
+    barrier = threading.Barrier(8)  # eight tasks on eight distinct threads
+
+    def stream_id(_: int) -> Any:
+        barrier.wait()
+        with mt.gpu.thread_stream("torch", 0) as handoff:
+            return handoff.stream.cuda_stream
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(stream_id, range(8)))
+    assert len(ids) == 8 and torch.cuda.default_stream(0).cuda_stream not in ids

@@ -1,0 +1,245 @@
+"""Out-of-memory recognition and recovery, with a real host OOM in a memory-limited process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import weakref
+from typing import Any
+
+import numpy as np
+import pytest
+
+import memtype as mt
+from memtype.gpu.oom import OOMRecoveryWarning, is_oom_error
+from tests.helpers import host
+
+IMAGE = np.arange(3 * 4 * 4, dtype=np.float32).reshape(3, 4, 4)
+
+# A decorated NumPy function whose whole-stack temporary (512 MB) does not fit under the
+# address-space limit, but whose per-slice temporary (32 MB) does.
+RLIMIT_SCRIPT = textwrap.dedent('''
+    import json, resource, warnings
+    import numpy as np
+    import memtype as mt
+
+    weights = np.arange(1, 17, dtype=np.float64)
+
+    def weighted(image):
+        temp = image.astype(np.float64)[..., None] * weights
+        return temp.sum(axis=-1)
+
+    def vm_bytes():
+        with open("/proc/self/status") as status:
+            line = next(l for l in status if l.startswith("VmSize:"))
+        return int(line.split()[1]) * 1024
+
+    image = np.random.default_rng(0).random((16, 512, 512), dtype=np.float32)
+    expected = (image.astype(np.float64) * weights.sum()).astype(np.float32)
+    limit = vm_bytes() + (256 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    report = {}
+    try:
+        mt.numpy(oom_recovery=False)(weighted)(image)
+        report["without_recovery"] = "succeeded"
+    except MemoryError as exc:
+        report["without_recovery"] = type(exc).__name__
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = mt.numpy(weighted)(image)
+    report["dtype"] = str(out.dtype)
+    report["equal"] = bool(np.array_equal(out, expected))
+    report["warnings"] = [str(w.message) for w in caught]
+    print(json.dumps(report))
+''')
+
+
+def test_real_host_oom_recovers_slice_by_slice() -> None:
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    run = subprocess.run([sys.executable, "-c", RLIMIT_SCRIPT], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["without_recovery"].endswith("MemoryError")  # the whole stack does not fit
+    assert report["dtype"] == "float32" and report["equal"]
+    assert len(report["warnings"]) == 1
+    assert "weighted ran out of memory" in report["warnings"][0]
+    assert "slice by slice" in report["warnings"][0]
+
+
+# -- recognition by exact types ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("exc", [
+    ValueError("index out of memory range"), RuntimeError("CUDA out of memory"),
+    KeyError("out of memory"), OSError("Cannot allocate memory"),
+], ids=repr)
+def test_lookalikes_are_not_oom(exc: BaseException) -> None:
+    assert not is_oom_error(exc)
+
+
+def _framework_oom_errors() -> list[Any]:
+    errors: list[Any] = [pytest.param(MemoryError(), id="MemoryError")]
+    import torch
+
+    errors.append(pytest.param(torch.OutOfMemoryError("CUDA out of memory"), id="torch"))
+    import tensorflow as tf
+
+    errors.append(pytest.param(tf.errors.ResourceExhaustedError(None, None, "OOM"), id="tf"))
+    return errors
+
+
+@pytest.mark.parametrize("exc", _framework_oom_errors())
+def test_framework_oom_types_are_oom(exc: BaseException) -> None:
+    assert is_oom_error(exc)
+
+
+def test_jax_resource_exhausted_is_oom_and_other_jax_errors_are_not() -> None:
+    import jax
+
+    assert is_oom_error(jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory"))
+    assert not is_oom_error(jax.errors.JaxRuntimeError("INVALID_ARGUMENT: memory layout"))
+
+
+# -- the recovery loop -------------------------------------------------------------------
+
+
+def test_unrelated_error_is_raised_at_once() -> None:
+    calls = []
+
+    @mt.numpy
+    def f(image: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        raise ValueError("index out of memory range")
+
+    with pytest.raises(ValueError, match="index out of memory range"):
+        f(IMAGE)
+    assert len(calls) == 1
+
+
+def test_oom_once_is_retried_after_freeing_the_failed_frame() -> None:
+    calls: list[Any] = []
+
+    class Big:
+        pass
+
+    @mt.numpy
+    def f(image: np.ndarray) -> np.ndarray:
+        if not calls:
+            held = Big()  # a local of the failed frame: freed before the retry
+            calls.append(weakref.ref(held))
+            raise MemoryError("first attempt")
+        calls.append(calls[0]() is None)
+        return image + 1
+
+    np.testing.assert_array_equal(f(IMAGE), IMAGE + 1)
+    assert calls[1] is True
+
+
+def test_oom_on_the_whole_stack_runs_slice_by_slice(memory_type: str) -> None:
+    @getattr(mt, memory_type)
+    def f(image: Any) -> Any:
+        if len(mt.frameworks.load_adapter(memory_type).shape_of(image)) == 3:
+            raise MemoryError("whole stack does not fit")
+        return image * 3
+
+    with pytest.warns(OOMRecoveryWarning, match="slice by slice"):
+        out = f(IMAGE)
+    assert mt.detect_memory_type(out) is mt.MemoryType(memory_type)
+    np.testing.assert_array_equal(host(out), IMAGE * 3)
+
+
+def test_oom_recovery_off_raises() -> None:
+    @mt.numpy(oom_recovery=False)
+    def f(image: np.ndarray) -> np.ndarray:
+        raise MemoryError("no")
+
+    with pytest.raises(MemoryError, match="no"):
+        f(IMAGE)
+
+
+def test_every_stage_out_of_memory_raises_the_last_error() -> None:
+    calls = []
+
+    @mt.numpy
+    def f(image: np.ndarray) -> np.ndarray:
+        calls.append(image.ndim)
+        raise MemoryError(f"attempt {len(calls)}")
+
+    with pytest.warns(OOMRecoveryWarning), pytest.raises(MemoryError, match="attempt 3"):
+        f(IMAGE)
+    assert calls == [3, 3, 2]  # first try, retry, then the first slice
+
+
+def test_slice_by_slice_call_is_not_sliced_again() -> None:
+    calls = []
+
+    @mt.numpy
+    def f(image: np.ndarray) -> np.ndarray:
+        calls.append(image.ndim)
+        raise MemoryError("slice too big")
+
+    with pytest.raises(MemoryError):
+        f(IMAGE, slice_by_slice=True)
+    assert calls == [2, 2]  # first slice, then its retry
+
+
+def test_cleanup_runs_between_attempts() -> None:
+    import torch
+
+    calls = []
+
+    @mt.torch
+    def f(image: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated on the host)")
+        return image
+
+    np.testing.assert_array_equal(host(f(IMAGE)), IMAGE)
+    assert len(calls) == 2
+
+
+# -- GPU out-of-memory (needs a CUDA GPU) -------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_gpu_oom_on_the_whole_stack_runs_slice_by_slice() -> None:
+    torch = pytest.importorskip("torch")
+    total = torch.cuda.get_device_properties(0).total_memory
+    per_element = int(total * 2 / 16 / 4)  # whole stack: 2x the GPU; one slice: 1/8
+
+    @mt.torch
+    def f(image: Any) -> Any:
+        temp = torch.ones(image.shape[0] if image.ndim == 3 else 1, per_element,
+                          device=image.device)
+        return image + temp.mean()
+
+    image = np.zeros((16, 1, 1), np.float32)
+    with pytest.warns(OOMRecoveryWarning, match="slice by slice"):
+        out = f(image, gpu_id=0)
+    assert out.device.type == "cuda"
+    np.testing.assert_array_equal(host(out), image + 1)
+
+
+@pytest.mark.gpu
+def test_gpu_oom_falls_back_to_cpu_only_when_asked() -> None:
+    torch = pytest.importorskip("torch")
+    total = torch.cuda.get_device_properties(0).total_memory
+
+    @mt.torch(contract=2)
+    def f(image: Any) -> Any:
+        if image.device.type == "cuda":
+            torch.empty(total, dtype=torch.uint8, device=image.device)  # never fits
+        return image + 1
+
+    image = np.zeros((4, 4), np.float32)
+    with pytest.raises(torch.OutOfMemoryError):
+        f(image, gpu_id=0)
+    with pytest.warns(OOMRecoveryWarning, match="on the CPU"):
+        out = f(image, gpu_id=0, oom_fallback="cpu")
+    assert isinstance(out, torch.Tensor) and out.device.type == "cpu"
+    np.testing.assert_array_equal(host(out), image + 1)
