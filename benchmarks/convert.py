@@ -132,12 +132,28 @@ def run(sizes: list[str], repeats: int) -> str:
     return _report(rows, types)
 
 
+def _summary(rows: list[tuple[Any, ...]]) -> list[str]:
+    """Per size: overhead over the direct call on zero-copy pairs, and the ratio to arraybridge."""
+    lines = ["| size | zero-copy pairs | overhead vs direct: median / max | "
+             "memtype / arraybridge: median / max |", "|---|---|---|---|"]
+    for label in dict.fromkeys(r[0] for r in rows):
+        sized = [r for r in rows if r[0] == label and r[1] != r[2]]
+        over = sorted((r[3] - r[4]) * 1e6 for r in sized if r[6] and r[4] == r[4])
+        ratio = sorted(r[3] / r[5] for r in sized if r[5] == r[5] and r[5] > 0)
+        if not over or not ratio:
+            continue
+        lines.append(f"| {label} | {len(over)} | {over[len(over) // 2]:+.1f} µs / {over[-1]:+.1f} µs | "
+                     f"{ratio[len(ratio) // 2]:.2f}x / {ratio[-1]:.2f}x |")
+    return lines + [""]
+
+
 def _report(rows: list[tuple[Any, ...]], types: list[str]) -> str:
     lines = [
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, no GPU; "
         f"Python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__}; "
         f"date {datetime.date.today().isoformat()}.",
         "",
+        *_summary(rows),
         "| size | from | to | memtype | best direct | arraybridge | memtype - direct | memtype / arraybridge | zero-copy |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
