@@ -135,7 +135,7 @@ def run(sizes: list[str], repeats: int) -> str:
 def _summary(rows: list[tuple[Any, ...]]) -> list[str]:
     """Per size: overhead over the direct call on zero-copy pairs, and the ratio to arraybridge."""
     lines = ["| size | zero-copy pairs | overhead vs direct: median / max | "
-             "memtype / arraybridge: median / max |", "|---|---|---|---|"]
+             "memtype / arraybridge (all pairs it ran): median / max |", "|---|---|---|---|"]
     for label in dict.fromkeys(r[0] for r in rows):
         sized = [r for r in rows if r[0] == label and r[1] != r[2]]
         over = sorted((r[3] - r[4]) * 1e6 for r in sized if r[6] and r[4] == r[4])

@@ -8,9 +8,16 @@ import numpy as np
 import pytest
 
 from memtype.errors import ShapeError
-from memtype.pipeline.patterns import (DEFAULT_PATTERN, FilenamePattern, group_records,
-                                       key_label, match_files, natural_key, split_well,
-                                       stack_keys)
+from memtype.pipeline.patterns import (
+    DEFAULT_PATTERN,
+    FilenamePattern,
+    group_records,
+    key_label,
+    match_files,
+    natural_key,
+    split_well,
+    stack_keys,
+)
 from memtype.pipeline.synthetic import SyntheticPlate
 
 
@@ -18,7 +25,7 @@ from memtype.pipeline.synthetic import SyntheticPlate
     ("A01_s1_w1_z001.tif", {"well": "A01", "site": 1, "channel": 1, "z": 1}),
     ("P24_s16_w4_z128.tif", {"well": "P24", "site": 16, "channel": 4, "z": 128}),
     ("AA3_s2_w2_z1.tif", {"well": "AA3", "site": 2, "channel": 2, "z": 1}),
-    ("/data/plate/TimePoint_1/B03_s2_w1_z004.tif", {"well": "B03", "site": 2, "channel": 1, "z": 4}),
+    ("/data/TimePoint_1/B03_s2_w1_z004.tif", {"well": "B03", "site": 2, "channel": 1, "z": 4}),
 ])
 def test_default_pattern_matches_imagexpress_names(name: str, expected: dict[str, object]) -> None:
     assert FilenamePattern().match(name) == expected

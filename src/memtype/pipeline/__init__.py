@@ -14,8 +14,13 @@ dask.distributed workers; see ``docs/pipeline.md``.
 
 from __future__ import annotations
 
-from memtype.pipeline.executors import (DaskExecutor, Executor, InlineExecutor, ThreadExecutor,
-                                        make_executor)
+from memtype.pipeline.executors import (
+                                        DaskExecutor,
+                                        Executor,
+                                        InlineExecutor,
+                                        ThreadExecutor,
+                                        make_executor,
+)
 from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern, ImageRecord
 from memtype.pipeline.pipeline import Pipeline
 from memtype.pipeline.report import GroupResult, RunReport, StepStats

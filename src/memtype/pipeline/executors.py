@@ -7,6 +7,7 @@ A task function receives the index of the worker running it through
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from abc import ABC, abstractmethod
@@ -85,7 +86,7 @@ class Executor(ABC):
         ``context`` is shared by every call (sent to each dask worker once).
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release what the executor started (nothing by default)."""
 
     def __enter__(self) -> Executor:
@@ -162,40 +163,46 @@ class DaskExecutor(Executor):
         Address of a running scheduler to connect to instead (``tcp://host:8786``).
     gpus : int
         GPUs to use: with GPUs, each local worker declares the resource ``GPU=1`` and
-        every task asks for one, so one worker holds one GPU.
+        every task asks for one, so one worker holds one GPU. On a given cluster, tasks ask
+        for ``GPU=1`` only if its workers declare GPU resources.
     """
 
     name = "dask"
 
     def __init__(self, client: Any | None = None, workers: int | None = None,
                  scheduler: str | None = None, gpus: int = 0) -> None:
-        from distributed import Client, LocalCluster
+        dist: Any = importlib.import_module("distributed")  # untyped: called as Any
 
         self._owned: list[Any] = []
-        self.gpus = gpus
-        if client is None and scheduler is not None:
-            client = Client(scheduler)
-            self._owned.append(client)
-        if client is None:
+        if client is None and scheduler is None:
             n = workers or default_workers()
-            resources = {"GPU": 1} if gpus else None
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, resources=resources)
-            client = Client(cluster)
-            self._owned.extend([client, cluster])
+            cluster = dist.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                        dashboard_address=None,
+                                        resources={"GPU": 1} if gpus else None)
+            self.client = dist.Client(cluster)
+            self._owned.extend([self.client, cluster])
+            self.workers, self.gpus = n, gpus
+            return
+        if client is None:
+            client = dist.Client(scheduler)
+            self._owned.append(client)
         self.client = client
-        self.workers = workers or len(client.scheduler_info().get("workers", {})) or 1
+        info = client.scheduler_info().get("workers", {})
+        self.workers = len(info) or 1
+        # ask for GPU=1 only where the workers declare GPU resources, else tasks never run
+        declared = any("GPU" in w.get("resources", {}) for w in info.values())
+        self.gpus = gpus if declared else 0
 
     def map_unordered(self, fn: Callable[[C, T], R], context: C,
                       items: Sequence[T]) -> Iterator[R]:
         """One task per item (``pure=False``), the context scattered once; results as they come."""
-        from distributed import as_completed as dask_completed
+        dist: Any = importlib.import_module("distributed")
 
         resources = {"GPU": 1} if self.gpus else None
         shared = self.client.scatter(context, broadcast=True, hash=False)
         futures = [self.client.submit(fn, shared, item, pure=False, resources=resources)
                    for item in items]
-        for future in dask_completed(futures):
+        for future in dist.as_completed(futures):
             yield future.result()
 
     def close(self) -> None:

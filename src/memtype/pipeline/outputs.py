@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import StoreExistsError
-from memtype.pipeline.patterns import FilenamePattern, Key, key_label
+from memtype.pipeline.patterns import FilenamePattern, Key, key_label, natural_key, split_well
 from memtype.pipeline.tables import parse_table, rows_to_table
 
 __all__ = ["OutputSpec", "group_file_label"]
@@ -49,6 +49,8 @@ class OutputSpec:
     root: str
     image_format: str
     pattern: str
+    rows: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
 
     def _disk(self) -> Any:
         """A DiskStore on the output directory."""
@@ -113,7 +115,8 @@ class OutputSpec:
         """Write one group's stacks of one step."""
         location = self.image_location(step, final)
         if self.image_format == "zarr":
-            _write_zarr(os.path.join(self.root, location), items)
+            _write_zarr(os.path.join(self.root, location), self.rows, self.columns,
+                        FilenamePattern(self.pattern).fields, items)
         else:
             _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items)
 
@@ -123,6 +126,17 @@ class OutputSpec:
         for name, rows in tables.items():
             path = f"{_STATE}/tables/{name}/{group_file_label(group)}.csv"
             disk.save(rows_to_table(rows), path, overwrite=True, parents=True)
+
+    def spill_dir(self, group: Key) -> str:
+        """Where a group's intermediates spill to disk when over their budget."""
+        return os.path.join(self.root, _STATE, "spill", group_file_label(group))
+
+    def remove_spill(self, group: Key) -> None:
+        """Remove a group's (emptied) spill directory."""
+        disk = self._disk()
+        path = f"{_STATE}/spill/{group_file_label(group)}"
+        if disk.exists(path):
+            disk.delete_all(path)
 
     def mark_done(self, group: Key, steps: Sequence[str]) -> None:
         """Record that a group is completely written (the last write of a group)."""
@@ -143,6 +157,79 @@ def _write_tiff(disk: Any, directory: str, pattern: FilenamePattern,
     disk.save_batch(arrays, paths, overwrite=True, parents=True)
 
 
-def _write_zarr(path: str, items: Sequence[Item]) -> None:
-    """Write stacks into an OME-Zarr plate."""
-    raise NotImplementedError("pending ZarrStore")
+# pattern field -> OME-Zarr role; fields not named here cannot go into a plate
+_SITE = ("site", "field", "s", "fov")
+_AXES = {"t": ("t", "time", "timepoint"), "c": ("channel", "c", "w", "wavelength"),
+         "z": ("z", "z_index", "plane")}
+
+
+def zarr_roles(fields: Sequence[str]) -> dict[str, str]:
+    """Which pattern field plays which plate role (``well``, ``site``, ``t``, ``c``, ``z``).
+
+    Raises
+    ------
+    ValueError
+        The pattern has no ``well`` field, or a field with no place in an OME-Zarr plate.
+    """
+    roles: dict[str, str] = {}
+    for name in fields:
+        if name == "well":
+            roles[name] = "well"
+        elif name in _SITE:
+            roles[name] = "site"
+        else:
+            axis = next((a for a, names in _AXES.items() if name in names), None)
+            if axis is None:
+                raise ValueError(
+                    f"The pattern field {name!r} has no place in an OME-Zarr plate (fields "
+                    "there: well, site, channel, z, t); use output_format='tiff'.")
+            roles[name] = axis
+    if "well" not in roles:
+        raise ValueError("An OME-Zarr plate output needs a {well} field in the pattern; "
+                         "use output_format='tiff'.")
+    return roles
+
+
+def _rank(values: Sequence[Any]) -> dict[Any, int]:
+    """Each distinct value's position in natural order."""
+    return {v: i for i, v in enumerate(sorted(set(values), key=natural_key))}
+
+
+def _value(values: dict[str, Any], name: str | None) -> Any:
+    """A field's value, or None for an axis the pattern does not have."""
+    return None if name is None else values[name]
+
+
+def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
+                 roles: dict[str, str]) -> tuple[np.ndarray[Any, Any], str]:
+    """One field's planes as a ``[T] C Z Y X`` array (missing planes are zero) and its axes."""
+    by_axis = {axis: next((f for f, r in roles.items() if r == axis), None) for axis in "tcz"}
+    axes = ("t" if by_axis["t"] else "") + "czyx"
+    ranks = {a: _rank([p[f] for p, _ in planes]) if f else {None: 0} for a, f in by_axis.items()}
+    shape = tuple(len(ranks[a]) for a in axes[:-2]) + planes[0][1].shape
+    out = np.zeros(shape, planes[0][1].dtype)
+    for values, plane in planes:
+        index = tuple(ranks[a][_value(values, by_axis[a])] for a in axes[:-2])
+        out[index] = plane
+    return out, axes
+
+
+def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: Sequence[str],
+                items: Sequence[Item]) -> None:
+    """Write a group's stacks into an OME-Zarr plate, one complete image per field."""
+    from memtype.storage import ZarrStore
+
+    roles = zarr_roles(fields)
+    site_field = next((f for f, r in roles.items() if r == "site"), None)
+    by_field: dict[tuple[str, str], list[tuple[dict[str, Any], np.ndarray[Any, Any]]]] = {}
+    for keys, stack in items:
+        for key, plane in zip(keys, stack, strict=True):
+            values = dict(key)
+            site = str(values[site_field]) if site_field else "0"
+            by_field.setdefault((str(values["well"]), site), []).append((values, plane))
+    plate = ZarrStore(path, rows=rows, columns=columns)
+    for (well, site), planes in by_field.items():
+        row, column = split_well(well)
+        image, axes = _field_image(planes, roles)
+        plate.save(image, plate.field_path(row, column, site), axes=axes, overwrite=True,
+                   parents=True)

@@ -14,7 +14,6 @@ import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Union
 
 from memtype.errors import ShapeError
 
@@ -28,6 +27,7 @@ __all__ = [
     "group_records",
     "stack_keys",
     "key_label",
+    "key_order",
     "natural_key",
     "split_well",
 ]
@@ -35,9 +35,9 @@ __all__ = [
 DEFAULT_PATTERN = "{well}_s{site}_w{channel}_z{z:03d}.tif"
 """ImageXpress-style names: well, site, wavelength (channel), z-plane."""
 
-FieldValue = Union[int, str]
+FieldValue = int | str
 Key = tuple[tuple[str, FieldValue], ...]
-"""A hashable set of field values, in the pattern's field order: ``(("well", "A01"), ("site", 1))``."""
+"""Hashable field values in the pattern's field order: ``(("well", "A01"), ("site", 1))``."""
 
 _WELL_RE = r"[A-Za-z]{1,2}\d{1,3}"
 _TEXT_RE = r"[^/\\]+?"
@@ -136,7 +136,7 @@ class FilenamePattern:
         return tuple(f.name for f in self._fields)
 
     def match(self, name: str) -> dict[str, FieldValue] | None:
-        """The field values of a filename (its last path component), or None if it does not match."""
+        """The field values of a file name (last path component), or None if it does not match."""
         base = name.replace("\\", "/").rsplit("/", 1)[-1]
         m = self._regex.match(base)
         if m is None:
@@ -182,8 +182,8 @@ def natural_key(value: object) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
 
 
-def _sort_key(key: Key) -> tuple[tuple[tuple[int, int | str], ...], ...]:
-    """Natural order of a key's values."""
+def key_order(key: Key) -> tuple[tuple[tuple[int, int | str], ...], ...]:
+    """A sort key putting keys in the natural order of their values."""
     return tuple(natural_key(v) for _, v in key)
 
 
@@ -194,7 +194,7 @@ def match_files(paths: Iterable[str], pattern: FilenamePattern) -> list[ImageRec
         values = pattern.match(path)
         if values is not None:
             records.append(ImageRecord(path, tuple(values.items())))
-    records.sort(key=lambda r: _sort_key(r.key))
+    records.sort(key=lambda r: key_order(r.key))
     return records
 
 
@@ -215,7 +215,8 @@ def _check_names(records: Sequence[ImageRecord], names: Sequence[str], what: str
         )
 
 
-def group_records(records: Sequence[ImageRecord], by: Sequence[str]) -> dict[Key, list[ImageRecord]]:
+def group_records(records: Sequence[ImageRecord],
+                  by: Sequence[str]) -> dict[Key, list[ImageRecord]]:
     """Records grouped by the values of the ``by`` fields, groups and members in natural order.
 
     Raises
@@ -227,11 +228,12 @@ def group_records(records: Sequence[ImageRecord], by: Sequence[str]) -> dict[Key
     groups: dict[Key, list[ImageRecord]] = {}
     for record in records:
         groups.setdefault(_project(record.key, by, True), []).append(record)
-    return {k: groups[k] for k in sorted(groups, key=_sort_key)}
+    return {k: groups[k] for k in sorted(groups, key=key_order)}
 
 
 def stack_keys(keys: Sequence[Key], variable_components: Sequence[str]) -> dict[Key, list[int]]:
-    """Indices of ``keys`` grouped into stacks: equal outside ``variable_components``, sorted inside.
+    """Indices of ``keys`` grouped into stacks: equal outside ``variable_components``,
+    sorted inside.
 
     Raises
     ------
@@ -242,14 +244,14 @@ def stack_keys(keys: Sequence[Key], variable_components: Sequence[str]) -> dict[
     for i, key in enumerate(keys):
         stacks.setdefault(_project(key, variable_components, False), []).append(i)
     for fixed, members in stacks.items():
-        members.sort(key=lambda i: _sort_key(_project(keys[i], variable_components, True)))
+        members.sort(key=lambda i: key_order(_project(keys[i], variable_components, True)))
         inner = [_project(keys[i], variable_components, True) for i in members]
         if len(set(inner)) != len(inner):
             raise ShapeError(
                 f"Two images of stack {key_label(fixed)} have the same "
                 f"{list(variable_components)} values; each slice of a stack needs its own."
             )
-    return {k: stacks[k] for k in sorted(stacks, key=_sort_key)}
+    return {k: stacks[k] for k in sorted(stacks, key=key_order)}
 
 
 def key_label(key: Key | Mapping[str, FieldValue]) -> str:

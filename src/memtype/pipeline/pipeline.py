@@ -10,9 +10,16 @@ from typing import Any
 from memtype.errors import NoImagesError, StoreNotFoundError
 from memtype.frameworks import get_framework
 from memtype.pipeline.executors import Executor, make_executor
-from memtype.pipeline.outputs import OutputSpec
-from memtype.pipeline.patterns import (DEFAULT_PATTERN, FilenamePattern, ImageRecord,
-                                       group_records, match_files)
+from memtype.pipeline.outputs import OutputSpec, zarr_roles
+from memtype.pipeline.patterns import (
+    DEFAULT_PATTERN,
+    FilenamePattern,
+    ImageRecord,
+    group_records,
+    match_files,
+    natural_key,
+    split_well,
+)
 from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.runner import GroupTask, RunContext, execute_group
@@ -52,9 +59,35 @@ def _input_store(source: PathOrStore) -> Any:
     return DiskStore(path, read_only=True)
 
 
-def _find_images(store: Any, pattern: FilenamePattern) -> list[ImageRecord]:
-    """Every image in the store whose file name matches the pattern."""
+def _inside(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies under it (both absolute)."""
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _output_inside_input(store: Any, output: str) -> str | None:
+    """The output's path relative to a disk input it lies in, or None.
+
+    Raises
+    ------
+    ValueError
+        The output is the input directory or contains it (``overwrite`` would delete it).
+    """
+    root = getattr(store, "root", None)
+    if store.device != "disk" or not isinstance(root, str):
+        return None
+    out = os.path.abspath(output)
+    if _inside(root, out):
+        raise ValueError(f"The output {output!r} is, or contains, the input directory "
+                         f"{root!r}; write the results somewhere else.")
+    return os.path.relpath(out, root).replace(os.sep, "/") if _inside(out, root) else None
+
+
+def _find_images(store: Any, pattern: FilenamePattern,
+                 exclude: str | None = None) -> list[ImageRecord]:
+    """Every image in the store whose file name matches the pattern (not under ``exclude``)."""
     files = store.list_files("", recursive=True)
+    if exclude is not None:
+        files = [f for f in files if not f.startswith(exclude + "/")]
     records = match_files(files, pattern)
     if not records:
         example = ", ".join(os.path.basename(f) for f in files[:3]) or "no files at all"
@@ -85,7 +118,7 @@ class Pipeline:
     Examples
     --------
     >>> pipeline = Pipeline([FunctionStep(normalize), FunctionStep(project)])  # doctest: +SKIP
-    >>> report = pipeline.run("plate/", output="results/", executor="dask", workers=2)  # doctest: +SKIP
+    >>> report = pipeline.run("plate/", "results/", executor="dask")  # doctest: +SKIP
     >>> print(report.summary())  # doctest: +SKIP
     """
 
@@ -113,7 +146,7 @@ class Pipeline:
                    for s in self.steps for c in s.all_calls())
         if not cuda:
             return False
-        from memtype.gpu import get_gpu_manager
+        from memtype.gpu.devices import get_gpu_manager
 
         return get_gpu_manager().count > 0
 
@@ -130,7 +163,12 @@ class Pipeline:
             ``task_by`` names a field the pattern does not have.
         """
         compiled = FilenamePattern(pattern) if pattern else self.pattern
-        records = _find_images(_input_store(source), compiled)
+        return self._tasks(_input_store(source), compiled, None)
+
+    def _tasks(self, store: Any, pattern: FilenamePattern,
+               exclude: str | None) -> list[GroupTask]:
+        """The groups of the images in ``store``."""
+        records = _find_images(store, pattern, exclude)
         return [GroupTask(k, tuple(v)) for k, v in group_records(records, self.task_by).items()]
 
     def run(self, source: PathOrStore, output: str | os.PathLike[str], *,
@@ -177,25 +215,58 @@ class Pipeline:
             A missing input directory, or no image matching the pattern.
         FileExistsError
             ``output`` exists and is not empty, without ``resume`` or ``overwrite``.
+        ValueError
+            The output is (or contains) the input directory; a pattern without the
+            ``task_by`` fields; a plate output the grouping cannot fill.
         """
         start = time.perf_counter()
-        tasks = self.tasks(source, pattern)
+        store = _input_store(source)
         compiled = FilenamePattern(pattern) if pattern else self.pattern
-        out = OutputSpec(os.fspath(output), self.output_format, compiled.template)
+        tasks = self._tasks(store, compiled, _output_inside_input(store, os.fspath(output)))
+        out = self._output_spec(os.fspath(output), compiled, tasks)
         out.prepare(resume=resume, overwrite=overwrite)
         todo = [t for t in tasks if not (resume and out.is_done(t.key))]
-        skipped = [GroupResult(t.key, "skipped") for t in tasks if t not in todo]
+        done = {t.key for t in todo}
+        skipped = [GroupResult(t.key, "skipped") for t in tasks if t.key not in done]
         uses_gpu = self.uses_gpu()
         bar = progress if isinstance(progress, Progress) else make_progress(progress)
-        ctx = RunContext(tuple(self.steps), compiled, _input_store(source), out, uses_gpu,
+        ctx = RunContext(tuple(self.steps), compiled, store, out, uses_gpu,
                          intermediate_budget, bar.step)
         gpus = _gpu_count() if uses_gpu else 0
-        with make_executor(executor, workers, client, scheduler, gpus) as ex:
+        ex = make_executor(executor, workers, client, scheduler, gpus)
+        try:
             results = self._execute(ex, ctx, todo, bar)
+        finally:
+            if ex is not executor:  # a given Executor stays open for the caller
+                ex.close()
         names = ["[load]", *(s.name for s in self.steps), "[write]"]
         outputs = out.finish([t.key for t in tasks])
         return RunReport.collect(names, [*skipped, *results], time.perf_counter() - start,
                                  ex.describe(), outputs)
+
+    def _output_spec(self, output: str, pattern: FilenamePattern,
+                     tasks: Sequence[GroupTask]) -> OutputSpec:
+        """Where and how this run writes; for a plate, its rows and columns.
+
+        Raises
+        ------
+        ValueError
+            A plate output whose pattern or ``task_by`` cannot make complete plate fields.
+        """
+        if self.output_format != "zarr":
+            return OutputSpec(output, "tiff", pattern.template)
+        roles = zarr_roles(pattern.fields)
+        split = [f for f in self.task_by if roles.get(f) in ("t", "c", "z")]
+        if split:
+            raise ValueError(
+                f"task_by={self.task_by} splits plate images along {split}; each OME-Zarr "
+                "field is written whole by one group, so group by well (and site) only, "
+                "or use output_format='tiff'.")
+        wells = sorted({str(r.get("well")) for t in tasks for r in t.records}, key=natural_key)
+        parts = [split_well(w) for w in wells]
+        rows = sorted({r for r, _ in parts}, key=lambda r: (len(r), r))
+        columns = [str(c) for c in sorted({c for _, c in parts})]
+        return OutputSpec(output, "zarr", pattern.template, tuple(rows), tuple(columns))
 
     def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
                  bar: Progress) -> list[GroupResult]:
@@ -213,6 +284,6 @@ class Pipeline:
 
 def _gpu_count() -> int:
     """GPUs the GPU manager sees."""
-    from memtype.gpu import get_gpu_manager
+    from memtype.gpu.devices import get_gpu_manager
 
     return get_gpu_manager().count

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from memtype.errors import PipelineError
-from memtype.pipeline.patterns import Key, key_label
+from memtype.pipeline.patterns import Key, key_label, key_order
 
 __all__ = ["StepStats", "GroupResult", "RunReport"]
 
@@ -125,7 +125,7 @@ class RunReport:
     def collect(cls, step_names: Sequence[str], groups: Iterable[GroupResult], wall: float,
                 executor: str, outputs: dict[str, str]) -> RunReport:
         """Merge the groups' step figures into one row per step."""
-        ordered = sorted(groups, key=lambda g: g.key)
+        ordered = sorted(groups, key=lambda g: key_order(g.key))
         merged = {name: StepStats(name) for name in step_names}
         for group in ordered:
             for stats in group.steps:
@@ -157,7 +157,7 @@ class RunReport:
         return not self.failed
 
     def raise_for_failures(self) -> None:
-        """Raise :class:`~memtype.errors.PipelineError` if any group failed (the first one's message)."""
+        """Raise :class:`~memtype.errors.PipelineError` (the first failure) if any group failed."""
         failed = self.failed
         if failed:
             more = f" (and {len(failed) - 1} more failed groups)" if len(failed) > 1 else ""
@@ -165,11 +165,11 @@ class RunReport:
 
     def summary(self) -> str:
         """A plain-text table: one row per step, then totals and failures."""
-        header = (f"{'step':<18}{'time s':>9}{'stacks':>8}{'conv':>7}{'MiB conv':>10}"
+        header = (f"{'step':<22}{'time s':>9}{'stacks':>8}{'conv':>7}{'MiB conv':>10}"
                   f"{'0-copy':>8}{'copied':>8}{'RSS MiB':>9}{'GPU MiB':>9}")
         lines = [header, "-" * len(header)]
         for s in self.steps:
-            lines.append(f"{s.name[:17]:<18}{s.seconds:>9.2f}{s.stacks:>8}{s.conversions:>7}"
+            lines.append(f"{s.name[:21]:<22}{s.seconds:>9.2f}{s.stacks:>8}{s.conversions:>7}"
                          f"{s.bytes_converted / _MIB:>10.1f}{s.zero_copy:>8}{s.copied:>8}"
                          f"{s.peak_rss / _MIB:>9.0f}{s.peak_device / _MIB:>9.0f}")
         lines.append("-" * len(header))

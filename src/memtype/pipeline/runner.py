@@ -16,11 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from memtype.convert import convert
 from memtype.detect import detect_framework
 from memtype.errors import ShapeError
 from memtype.frameworks import load_adapter
 from memtype.pipeline.executors import current_worker_index
+from memtype.pipeline.modules import ModuleSpec, ensure_modules, shipped_modules
 from memtype.pipeline.outputs import OutputSpec
 from memtype.pipeline.patterns import FilenamePattern, ImageRecord, Key, key_label, stack_keys
 from memtype.pipeline.progress import measure
@@ -29,7 +32,10 @@ from memtype.pipeline.steps import FunctionStep
 from memtype.pipeline.tables import side_output_rows
 from memtype.stack import stack_slices, unstack_slices
 
-__all__ = ["RunContext", "GroupTask", "Stack", "execute_group"]
+__all__ = ["RunContext", "GroupTask", "Stack", "execute_group", "DEFAULT_BUDGET"]
+
+DEFAULT_BUDGET = 4 << 30
+"""Bytes of intermediates a group keeps on its device before the tiered store spills."""
 
 
 @dataclass(frozen=True)
@@ -52,10 +58,18 @@ class RunContext:
     intermediate_budget: int | None = None
     notify: Callable[[str, str], None] | None = field(default=None, compare=False)
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The shipped pipeline files are imported (by _context_shell) before the steps,
+        # which refer to their functions by module name, are unpickled.
         state = dict(self.__dict__)
         state["notify"] = None  # progress callbacks stay in the driver process
-        return state
+        return (_context_shell, (shipped_modules(),), state)
+
+
+def _context_shell(modules: tuple[ModuleSpec, ...]) -> RunContext:
+    """An empty RunContext, after importing the pipeline files its steps come from."""
+    ensure_modules(modules)
+    return RunContext.__new__(RunContext)
 
 
 @dataclass
@@ -83,10 +97,11 @@ class Stack:
 class _Tier:
     """The group's intermediates: a tiered store plus a counter for fresh paths."""
 
-    def __init__(self, budget: int | None) -> None:
+    def __init__(self, budget: int | None, spill_dir: str | None) -> None:
         from memtype.storage import TieredStore
 
-        self.store = TieredStore(**({} if budget is None else {"budget": budget}))
+        self.store = TieredStore(DEFAULT_BUDGET if budget is None else budget,
+                                 spill_dir=spill_dir)
         self._count = 0
 
     def put(self, data: Any) -> str:
@@ -108,8 +123,7 @@ class _Tier:
 
     def close(self) -> None:
         """Drop everything still parked."""
-        for path in self.store.list_files(""):
-            self.store.delete(path)
+        self.store.delete_all("")
 
 
 def _split_key(key: Key, variable: Sequence[str]) -> tuple[Key, Key]:
@@ -127,9 +141,21 @@ def _assigned_gpu(ctx: RunContext) -> int | None:
     """This worker's GPU from the GPU manager, or None without GPU steps or GPUs."""
     if not ctx.uses_gpu:
         return None
-    from memtype.gpu import get_gpu_manager
+    from memtype.gpu.devices import get_gpu_manager
 
     return get_gpu_manager().assign(current_worker_index())
+
+
+def _stack_loaded(images: list[Any], memory_type: str, gpu_id: int | None) -> Any:
+    """Stack images read from a store in ``memory_type``.
+
+    Host images are stacked by NumPy and the stack converted once: one zero-copy
+    conversion on the host, one transfer to a GPU (stacking slice by slice in torch is
+    several times slower for uint16 on the host).
+    """
+    if all(isinstance(image, np.ndarray) for image in images):
+        return convert(stack_slices(images, "numpy"), memory_type, gpu_id=gpu_id)
+    return stack_slices(images, memory_type, gpu_id)
 
 
 def _load(ctx: RunContext, task: GroupTask, tier: _Tier, gpu_id: int | None) -> list[Stack]:
@@ -139,7 +165,7 @@ def _load(ctx: RunContext, task: GroupTask, tier: _Tier, gpu_id: int | None) -> 
     stacks: list[Stack] = []
     for fixed, members in stack_keys(keys, first.variable_components).items():
         images = ctx.input_store.load_batch([task.records[i].path for i in members])
-        data = stack_slices(images, first.calls_for(fixed)[0].input_type, gpu_id)
+        data = _stack_loaded(images, first.calls_for(fixed)[0].input_type, gpu_id)
         inner = [_split_key(keys[i], first.variable_components)[1] for i in members]
         stacks.append(Stack(fixed, first.variable_components, inner, tier.put(data)))
     return stacks
@@ -251,7 +277,8 @@ def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
     """
     start = time.perf_counter()
     worker = f"worker {current_worker_index()}"
-    state = _GroupState(task, _Tier(ctx.intermediate_budget))
+    spill = None if ctx.intermediate_budget is None else ctx.output.spill_dir(task.key)
+    state = _GroupState(task, _Tier(ctx.intermediate_budget, spill))
     try:
         _process(ctx, state, _assigned_gpu(ctx))
     except Exception as exc:  # recorded in the result: the other groups go on
@@ -261,5 +288,7 @@ def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
                            list(state.stats.values()), time.perf_counter() - start, worker)
     finally:
         state.tier.close()
+        if spill is not None:
+            ctx.output.remove_spill(task.key)
     return GroupResult(task.key, "done", None, None, list(state.stats.values()),
                        time.perf_counter() - start, worker)

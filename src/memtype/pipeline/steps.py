@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from memtype.frameworks import get_framework
 from memtype.pipeline.patterns import FieldValue, Key
 
 __all__ = ["FunctionStep", "FuncSpec", "StepCall"]
 
-FuncSpec = Union[
-    Callable[..., Any],
-    tuple[Callable[..., Any], Mapping[str, Any]],
-    Sequence[Union[Callable[..., Any], tuple[Callable[..., Any], Mapping[str, Any]]]],
-]
+_Pair = tuple[Callable[..., Any], Mapping[str, Any]]
+FuncSpec = Callable[..., Any] | _Pair | Sequence[Callable[..., Any] | _Pair]
 """A function, a ``(function, kwargs)`` pair, or a list of those (a chain)."""
 
 
@@ -34,12 +31,14 @@ class StepCall:
     @property
     def input_type(self) -> str:
         """The memory type the function takes its input in."""
-        return get_framework(getattr(self.func, "input_memory_type")).name
+        func: Any = self.func  # a MemoryTypeFunction (checked by FunctionStep)
+        return get_framework(func.input_memory_type).name
 
     @property
     def output_type(self) -> str:
         """The memory type the function returns."""
-        return get_framework(getattr(self.func, "output_memory_type")).name
+        func: Any = self.func
+        return get_framework(func.output_memory_type).name
 
 
 def _one_call(spec: Any, where: str) -> StepCall:

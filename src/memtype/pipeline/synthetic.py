@@ -104,7 +104,7 @@ class SyntheticPlate:
         """The cells of one site: random positions kept apart so they stay separable."""
         rng = self._rng(well, site, 0)
         wanted = int(rng.integers(self.cells[0], self.cells[1] + 1))
-        margin = 4 * _NUCLEUS_SIGMA[1]
+        margin = min(4 * _NUCLEUS_SIGMA[1], self.size / 4)
         z_low = min(1.5, (self.z_planes - 1) / 2)
         z_high = self.z_planes - 1 - z_low
         cells: list[_Cell] = []
@@ -125,7 +125,8 @@ class SyntheticPlate:
         cy, cx = rng.uniform(0.3, 0.7, 2)
         vignette = np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / 0.5)
         field_ = (1.0 + gy * yy + gx * xx) * (0.6 + 0.4 * vignette)
-        return (_BACKGROUND[channel] * field_).astype(np.float32)
+        out: np.ndarray[Any, Any] = (_BACKGROUND[channel] * field_).astype(np.float32)
+        return out
 
     def stack(self, well: int, site: int, channel: int) -> np.ndarray[Any, Any]:
         """The ``[Z, Y, X]`` uint16 stack of one well (index), site and channel (1-based)."""

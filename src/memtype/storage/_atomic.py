@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -80,13 +81,13 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, overwrite: boo
     directory, name = os.path.split(path)
     tmp = temp_name(directory, name)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode())
+        fh = open(tmp, "wb", opener=_exclusive)  # noqa: SIM115 (closed below)
     except FileNotFoundError as exc:
         raise StoreNotFoundError(
             f"Cannot write {path!r}: its directory {directory!r} does not exist."
         ) from exc
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with fh:
             write(fh)
             fh.flush()
             if fsync:
@@ -98,6 +99,11 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, overwrite: boo
         raise
     if fsync:
         fsync_directory(directory)
+
+
+def _exclusive(path: str, flags: int) -> int:
+    """``open`` opener: create a new file only, with the umask's permissions."""
+    return os.open(path, flags | os.O_EXCL, file_mode())
 
 
 def _commit(tmp: str, path: str, overwrite: bool) -> None:
@@ -158,28 +164,38 @@ def purge_temporaries(directory: str, *, min_age_s: float = 60.0) -> int:
         for name in files + dirs:
             full = os.path.join(parent, name)
             if is_temporary(name) and os.lstat(full).st_mtime <= limit:
-                _remove_any(full)
+                remove_path(full)
                 removed += 1
         dirs[:] = [d for d in dirs if not is_temporary(d)]
     return removed
 
 
-def _remove_any(path: str) -> None:
-    """Remove a file or a directory tree."""
-    import shutil
-
+def remove_path(path: str) -> None:
+    """Remove a file, link or directory tree."""
     if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=False)
+        shutil.rmtree(path)
     else:
         os.unlink(path)
+
+
+def copy_into(src: str, fh: BinaryIO) -> None:
+    """Copy the bytes of file ``src`` into the open file ``fh``."""
+    with open(src, "rb") as source:
+        shutil.copyfileobj(source, fh, 1 << 20)
+
+
+def ignore_temporaries(directory: str, names: list[str]) -> list[str]:
+    """``shutil.copytree`` filter that skips temporaries."""
+    return [n for n in names if is_temporary(n)]
 
 
 _fallback_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def file_lock(path: str) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if missing) across threads and processes.
+def file_lock(path: str, *, shared: bool = False) -> Iterator[None]:
+    """Hold a lock on ``path`` across threads and processes: exclusive (created if missing),
+    or ``shared`` (many holders; skipped when the lock file does not exist yet).
 
     Uses ``fcntl.flock`` (each call opens its own descriptor, so threads exclude each other
     too). Without fcntl (Windows) only threads of this process are excluded.
@@ -190,9 +206,16 @@ def file_lock(path: str) -> Iterator[None]:
         with _fallback_lock:
             yield
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, file_mode())
+    if shared:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:  # never locked by a writer: nothing to coordinate with
+            yield
+            return
+    else:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, file_mode())
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

@@ -58,6 +58,8 @@ def as_numpy(data: Any, path: str, what: str) -> np.ndarray[Any, Any]:
     """``data`` as a host NumPy array (framework arrays converted), else StoreFormatError."""
     if isinstance(data, np.ndarray):
         return data
+    if isinstance(data, np.generic):
+        return np.asarray(data)
     import memtype
 
     try:
@@ -86,23 +88,36 @@ def _bad_shape(path: str, fmt: str, shape: tuple[int, ...], expected: str) -> St
 
 # -- .npy --------------------------------------------------------------------------------
 def _prepare_npy(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[Any, Any]:
+    """Check that an array fits .npy; C-contiguous."""
     a = as_numpy(data, path, ".npy")
     if a.dtype.hasobject or a.dtype.kind in "VT" or type(a.dtype).__module__ != "numpy.dtypes":
         raise _bad_dtype(path, ".npy", a.dtype, "arrays of built-in NumPy dtypes")
-    return a
+    return np.ascontiguousarray(a) if a.ndim else a.reshape(())
 
 
 def _write_npy(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
-    np.lib.format.write_array(fh, a, allow_pickle=False)
+    """Write a .npy header, then the data in one buffered write."""
+    # header + one buffered write: numpy's own tofile() reports a full disk without errno
+    fmt = np.lib.format
+    header = fmt.header_data_from_array_1_0(a)
+    try:
+        fmt.write_array_header_1_0(fh, header)
+    except ValueError:  # header longer than 64 KiB (very long shapes): format 2.0
+        fmt.write_array_header_2_0(fh, header)
+    if a.size:
+        fh.write(a.reshape(-1).view(np.uint8).data)
 
 
 def _read_npy(path: str, options: dict[str, Any]) -> Any:
-    mode = "r" if options.get("mmap") else None
-    return np.load(path, mmap_mode=mode, allow_pickle=False)
+    """Read a .npy file (a read-only memory map with ``mmap``)."""
+    if options.get("mmap"):
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    return np.load(path, allow_pickle=False)
 
 
 # -- .tif / .tiff --------------------------------------------------------------------------
 def _prepare_tiff(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[Any, Any]:
+    """Check shape, dtype and compression for a TIFF."""
     a = as_numpy(data, path, "TIFF")
     if a.ndim not in (2, 3):
         raise _bad_shape(path, "TIFF", a.shape, "2D [Y, X] or 3D [Z, Y, X] arrays")
@@ -132,6 +147,7 @@ def _check_tiff_compression(compression: Any, path: str) -> None:
 
 
 def _write_tiff(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
+    """Write a single-series grey-scale TIFF."""
     import tifffile
 
     compression = options.get("compression")
@@ -141,6 +157,7 @@ def _write_tiff(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) 
 
 
 def _read_tiff(path: str, options: dict[str, Any]) -> Any:
+    """Read a TIFF (one page with ``key``)."""
     import tifffile
 
     return tifffile.imread(path, key=options.get("key"))
@@ -148,6 +165,7 @@ def _read_tiff(path: str, options: dict[str, Any]) -> Any:
 
 # -- .png --------------------------------------------------------------------------------
 def _prepare_png(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[Any, Any]:
+    """Check shape and dtype for a PNG."""
     a = as_numpy(data, path, "PNG")
     color = a.ndim == 3 and a.shape[2] in (3, 4)
     if a.ndim != 2 and not color:
@@ -159,6 +177,7 @@ def _prepare_png(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[An
 
 
 def _write_png(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
+    """Write a PNG with pillow."""
     from PIL import Image
 
     level = options.get("compress_level", 6)
@@ -166,6 +185,7 @@ def _write_png(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -
 
 
 def _read_png(path: str, options: dict[str, Any]) -> Any:
+    """Read a PNG as uint8 or uint16."""
     from PIL import Image
 
     with Image.open(path) as image:
@@ -177,6 +197,7 @@ def _read_png(path: str, options: dict[str, Any]) -> Any:
 
 # -- text formats ---------------------------------------------------------------------------
 def _prepare_json(data: Any, path: str, options: dict[str, Any]) -> bytes:
+    """Serialise JSON data to UTF-8 bytes."""
     try:
         text = json.dumps(data, indent=options.get("indent"), allow_nan=True)
     except TypeError as exc:
@@ -188,6 +209,7 @@ def _prepare_json(data: Any, path: str, options: dict[str, Any]) -> bytes:
 
 
 def _prepare_csv(data: Any, path: str, options: dict[str, Any]) -> bytes:
+    """Render text, rows, an array or a DataFrame as CSV bytes."""
     if isinstance(data, str):
         return data.encode("utf-8")
     if hasattr(data, "to_csv"):
@@ -210,6 +232,7 @@ def _is_row(row: Any) -> bool:
 
 
 def _prepare_txt(data: Any, path: str, options: dict[str, Any]) -> bytes:
+    """Encode text as UTF-8 bytes."""
     if not isinstance(data, str):
         raise StoreFormatError(
             f"Cannot save {type(data).__name__} to {path!r}: .txt files hold text (str)."
@@ -218,15 +241,18 @@ def _prepare_txt(data: Any, path: str, options: dict[str, Any]) -> bytes:
 
 
 def _write_bytes(payload: bytes, fh: BinaryIO, options: dict[str, Any]) -> None:
+    """Write prepared bytes."""
     fh.write(payload)
 
 
 def _read_text(path: str, options: dict[str, Any]) -> str:
+    """Read a UTF-8 text file as it is (newlines untouched)."""
     with open(path, encoding="utf-8", newline="") as fh:
         return fh.read()
 
 
 def _read_json(path: str, options: dict[str, Any]) -> Any:
+    """Read a JSON file."""
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
 
@@ -278,3 +304,25 @@ def check_options(fmt: FileFormat, options: dict[str, Any], allowed: frozenset[s
             f"{action} of {fmt.name} files got unexpected option(s) {', '.join(unknown)}; "
             f"it accepts: {', '.join(sorted(allowed)) or 'none'}."
         )
+
+
+def array_header(full: str) -> tuple[tuple[int, ...] | None, str | None]:
+    """Shape and dtype of a .npy or TIFF file, read from its header only (else None, None)."""
+    lower = full.lower()
+    if lower.endswith(".npy"):
+        fmt = np.lib.format
+        with open(full, "rb") as fh:
+            version = fmt.read_magic(fh)
+            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(
+                version)
+            if read is None:
+                return None, None
+            shape, _, dtype = read(fh)
+        return tuple(shape), str(dtype)
+    if lower.endswith((".tif", ".tiff")):
+        import tifffile
+
+        with tifffile.TiffFile(full) as tif:
+            series = tif.series[0]
+            return tuple(series.shape), str(series.dtype)
+    return None, None

@@ -22,11 +22,13 @@ import contextlib
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 from memtype.errors import StoreExistsError, StoreFormatError, StorePathError
-from memtype.storage._atomic import atomic_write, file_lock
+from memtype.storage._atomic import atomic_write, file_lock, temp_name
+from memtype.storage._formats import as_numpy
 from memtype.storage.base import natural_sorted
 
 NGFF_VERSION = "0.5"
@@ -34,6 +36,50 @@ AXIS_TYPES = {"t": "time", "c": "channel", "z": "space", "y": "space", "x": "spa
 DEFAULT_AXES = {2: "yx", 3: "zyx", 4: "czyx", 5: "tczyx"}
 LOCK_DIR = ".memtype-locks"
 _NAME = re.compile(r"[A-Za-z0-9]+")
+
+
+CODECS = ("blosc-lz4", "blosc-zstd", "zstd", "none")
+
+
+def compressors(codec: str, level: int | None) -> Any:
+    """zarr v3 compressor codecs for a codec name."""
+    from zarr.codecs import BloscCodec, ZstdCodec
+
+    if codec == "none":
+        return None
+    if codec == "blosc-lz4":
+        return (BloscCodec(cname="lz4", clevel=5 if level is None else level, shuffle="shuffle"),)
+    if codec == "blosc-zstd":
+        return (BloscCodec(cname="zstd", clevel=3 if level is None else level, shuffle="shuffle"),)
+    if codec == "zstd":
+        return (ZstdCodec(level=3 if level is None else level),)
+    raise StoreFormatError(f"Unknown codec {codec!r}. Expected one of: {', '.join(CODECS)}.")
+
+
+def chunk_shape(chunks: str | Sequence[int], shape: tuple[int, ...], key: str) -> tuple[int, ...]:
+    """Chunk shape from ``"plane"``, ``"image"`` or an explicit tuple."""
+    if chunks == "plane":
+        return (1,) * (len(shape) - 2) + tuple(max(s, 1) for s in shape[-2:])
+    if chunks == "image":
+        return tuple(max(s, 1) for s in shape)
+    if (not isinstance(chunks, str) and len(chunks) == len(shape)
+            and all(isinstance(c, int) and c > 0 for c in chunks)):
+        return tuple(chunks)
+    raise StoreFormatError(
+        f"Invalid chunks {chunks!r} for an array of shape {shape} at {key!r}: expected "
+        f"'plane', 'image' or {len(shape)} positive ints."
+    )
+
+
+def as_image(data: Any, key: str) -> Any:
+    """``data`` as a host NumPy array of a dtype zarr stores, else StoreFormatError."""
+    a = as_numpy(data, key, "OME-Zarr")
+    if a.dtype.kind not in "biufc" or type(a.dtype).__module__ != "numpy.dtypes":
+        raise StoreFormatError(
+            f"Cannot save a {a.dtype} array to {key!r}: OME-Zarr images hold bool, integer, "
+            f"float or complex data; received {a.dtype}."
+        )
+    return a
 
 
 def check_name(name: str, what: str, key: str) -> None:
@@ -114,8 +160,13 @@ def read_json(path: str) -> dict[str, Any]:
 def write_json(path: str, doc: dict[str, Any], *, overwrite: bool, fsync: bool) -> bool:
     """Write a JSON document atomically; False when it exists and ``overwrite`` is false."""
     payload = json.dumps(doc, indent=2).encode("utf-8")
+
+    def write(fh: BinaryIO) -> None:
+        """Write the serialised document."""
+        fh.write(payload)
+
     try:
-        atomic_write(path, lambda fh: fh.write(payload), overwrite=overwrite, fsync=fsync)
+        atomic_write(path, write, overwrite=overwrite, fsync=fsync)
     except StoreExistsError:
         return False
     return True
@@ -127,10 +178,11 @@ def ome_attrs(doc: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def lock_path(root: str, name: str) -> str:
+def lock_path(root: str, name: str, create: bool = True) -> str:
     """Path of the lock file ``name`` of the plate at ``root`` (its directory created)."""
     directory = os.path.join(root, LOCK_DIR)
-    os.makedirs(directory, exist_ok=True)
+    if create:
+        os.makedirs(directory, exist_ok=True)
     return os.path.join(directory, name + ".lock")
 
 
@@ -138,6 +190,13 @@ def lock_path(root: str, name: str) -> str:
 def well_lock(root: str, well: str) -> Iterator[None]:
     """Hold the lock of one well (``"A/1"``); take it before the plate lock, never after."""
     with file_lock(lock_path(root, "well." + well.replace("/", "."))):
+        yield
+
+
+@contextlib.contextmanager
+def well_read_lock(root: str, well: str) -> Iterator[None]:
+    """Hold one well's lock shared: no field of it is replaced or removed meanwhile."""
+    with file_lock(lock_path(root, "well." + well.replace("/", "."), create=False), shared=True):
         yield
 
 
@@ -208,3 +267,61 @@ def _plate_with_wells(plate: dict[str, Any], wells: set[str]) -> dict[str, Any]:
                         "columnIndex": columns.index(column)})
     return {**plate, "rows": [{"name": r} for r in rows],
             "columns": [{"name": c} for c in columns], "wells": entries}
+
+
+def write_image(directory: str, a: Any, axes: str, doc: dict[str, Any],
+                chunks: tuple[int, ...], compressors: Any) -> None:
+    """Write a complete field group (level-0 array, then its metadata) into ``directory``."""
+    import zarr
+    from zarr.storage import LocalStore
+
+    os.makedirs(directory)
+    arr = zarr.create_array(
+        store=LocalStore(directory), name="0", shape=a.shape, dtype=a.dtype, chunks=chunks,
+        compressors=compressors, fill_value=0, dimension_names=tuple(axes),
+        chunk_key_encoding={"name": "default", "separator": "/"}, zarr_format=3,
+        config={"write_empty_chunks": True},
+    )
+    arr[...] = a
+    write_json(os.path.join(directory, "zarr.json"), doc, overwrite=True, fsync=False)
+
+
+def child_groups(directory: str) -> list[str]:
+    """Names of the zarr groups directly in ``directory`` (no temporaries, no lock dir)."""
+    return [n for n in os.listdir(directory)
+            if not n.startswith(".") and os.path.isfile(os.path.join(directory, n, "zarr.json"))]
+
+
+def commit_field(root: str, tmp: str, key: str, overwrite: bool, fsync: bool) -> None:
+    """Rename a finished field directory into place; list it in its well (and the plate)."""
+    well, field = key.rsplit("/", 1)
+    full = os.path.join(root, key)
+    trash = None
+    with well_lock(root, well):
+        if os.path.isfile(os.path.join(full, "zarr.json")):
+            if not overwrite:
+                raise StoreExistsError(
+                    f"{key!r} already exists; pass overwrite=True to replace it.")
+            trash = temp_name(os.path.join(root, well), field + ".old")
+            os.rename(full, trash)
+        elif os.path.lexists(full):
+            shutil.rmtree(full)  # a field directory without metadata: an aborted write
+        os.rename(tmp, full)
+        was_empty, _ = edit_well_images(root, well, field, None, fsync)
+        if was_empty:
+            update_plate_wells(root, [well], [], fsync)
+    if trash is not None:
+        shutil.rmtree(trash)
+
+
+def resync_wells(root: str, wells: list[str], fsync: bool) -> None:
+    """Rewrite these wells' image lists from disk, and their entries in the plate."""
+    for well in dict.fromkeys(wells):
+        if not os.path.isfile(os.path.join(root, well, "zarr.json")):
+            update_plate_wells(root, [], [well], fsync)
+            continue
+        with well_lock(root, well):
+            fields = child_groups(os.path.join(root, well))
+            set_well_images(root, well, fields, fsync)
+            add, drop = ([well], []) if fields else ([], [well])
+            update_plate_wells(root, add, drop, fsync)

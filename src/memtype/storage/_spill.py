@@ -1,12 +1,64 @@
-"""Moving TieredStore entries between a device, host memory and raw ``.npy`` bytes."""
+"""TieredStore internals: its entries, its statistics, and moving arrays between a device,
+host memory and raw ``.npy`` bytes."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from memtype.frameworks._protocol import Device
+from memtype.storage.memory import nbytes_of
+
+
+@dataclass(frozen=True)
+class TieredStats:
+    """A snapshot of a :class:`TieredStore`.
+
+    Attributes
+    ----------
+    device_bytes, host_bytes, disk_bytes : int
+        Bytes held in each tier.
+    device_entries, host_entries, disk_entries : int
+        Entries in each tier.
+    in_use : int
+        Entries currently acquired (never spilled).
+    spills_to_host, spills_to_disk, reloads : int
+        Moves down (device to host, device or host to disk) and back up, since creation.
+    budget_bytes : int
+        The device tier budget.
+    host_budget_bytes : int or None
+        The host tier budget (None: unlimited).
+    """
+
+    device_bytes: int
+    host_bytes: int
+    disk_bytes: int
+    device_entries: int
+    host_entries: int
+    disk_entries: int
+    in_use: int
+    spills_to_host: int
+    spills_to_disk: int
+    reloads: int
+    budget_bytes: int
+    host_budget_bytes: int | None
+
+
+class Entry:
+    """One array: where it is now, and what it was when saved."""
+
+    __slots__ = ("uid", "tier", "value", "memory_type", "device", "nbytes", "refs", "mtime",
+                 "shape", "dtype")
+
+    def __init__(self, uid: int, value: Any, memory_type: str, device: Device,
+                 shape: tuple[int, ...], dtype: str) -> None:
+        self.uid, self.value, self.memory_type, self.device = uid, value, memory_type, device
+        self.shape, self.dtype = shape, dtype
+        self.nbytes = nbytes_of(value)
+        self.tier, self.refs, self.mtime = "device", 0, time.time()
 
 
 def to_host(value: Any, memory_type: str, device: Device, pin: bool) -> Any:
@@ -54,5 +106,6 @@ def _dtype(name: str) -> np.dtype[Any]:
     if name == "bfloat16":
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        bf16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+        return bf16
     return np.dtype(name)

@@ -167,7 +167,8 @@ class KeyTree(Generic[V]):
         self.dirs[parent].discard(name)
 
     def transfer(self, src: str, dst: str, overwrite: bool, parents: bool,
-                 copy_value: Callable[[V], V] | None, on_replaced: Callable[[str, V], None]) -> None:
+                 copy_value: Callable[[V], V] | None,
+                 on_replaced: Callable[[str, V], None]) -> None:
         """Move (``copy_value`` None) or copy a file or directory from ``src`` to ``dst``."""
         if src not in self.files:
             self.require_dir(src)

@@ -259,7 +259,7 @@ class Store(ABC):
     # -- the interface ---------------------------------------------------------------
     @abstractmethod
     def save(self, data: Any, path: PathLike, *, overwrite: bool = False,
-             parents: bool = False, **options: Any) -> None:
+             parents: bool = False) -> None:
         """Store ``data`` at ``path``.
 
         Parameters
@@ -272,13 +272,20 @@ class Store(ABC):
             Replace an existing file; without it an existing path raises ``StoreExistsError``.
         parents : bool
             Create missing parent directories; without it they must exist.
-        **options
-            Store-specific options (documented by each store); unknown ones raise ``TypeError``.
+
+        Notes
+        -----
+        Each store adds its own keyword-only options (documented there); unknown ones raise
+        ``TypeError``.
         """
 
     @abstractmethod
-    def load(self, path: PathLike, **options: Any) -> Any:
-        """The value stored at ``path``; ``StoreNotFoundError`` if there is none."""
+    def load(self, path: PathLike) -> Any:
+        """The value stored at ``path``; ``StoreNotFoundError`` if there is none.
+
+        Each store may add keyword-only options (``index`` for a zarr field, ``mmap`` for
+        ``.npy`` files, ``copy`` for in-memory stores).
+        """
 
     @abstractmethod
     def exists(self, path: PathLike) -> bool:

@@ -30,8 +30,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from memtype.errors import StoreExistsError, StoreNotFoundError, StorePathError
-from memtype.storage._atomic import atomic_write, is_temporary, purge_temporaries, temp_name
-from memtype.storage._formats import check_options, format_for
+from memtype.storage._atomic import (
+    atomic_write,
+    copy_into,
+    ignore_temporaries,
+    is_temporary,
+    purge_temporaries,
+    remove_path,
+    temp_name,
+)
+from memtype.storage._formats import array_header, check_options, format_for
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
 
 __all__ = ["DiskStore"]
@@ -101,10 +109,13 @@ class DiskStore(Store):
         """
         self._require_writable("save", path)
         key = self._file_key(path)
+        full = self.path_of(key)
+        if os.path.isdir(full):
+            raise StorePathError(f"{key!r} is a directory; expected a file path.")
         fmt = format_for(key)
         check_options(fmt, options, fmt.save_options, "Saving")
         payload = fmt.prepare(data, key, options)
-        full = self._prepare_destination(key, overwrite, parents)
+        self._prepare_destination(key, overwrite, parents)
         sync = self.fsync if fsync is None else bool(fsync)
         self._write(full, lambda fh: fmt.write(payload, fh, options), overwrite, sync)
 
@@ -135,19 +146,15 @@ class DiskStore(Store):
             raise StorePathError(f"{os.fspath(path)!r} is the store root; expected a file path.")
         return key
 
-    def _prepare_destination(self, key: str, overwrite: bool, parents: bool) -> str:
-        """Check (and with ``parents`` create) the destination's directory; its full path."""
-        full = self.path_of(key)
+    def _prepare_destination(self, key: str, overwrite: bool, parents: bool) -> None:
+        """Check (and with ``parents`` create) the destination's directory."""
         parent = posixpath.dirname(key)
         if parents:
             self._make_dirs(parent)
         else:
             self._require_dir(parent)
-        if os.path.isdir(full):
-            raise StorePathError(f"{key!r} is a directory; expected a file path.")
-        if not overwrite and os.path.lexists(full):
+        if not overwrite and os.path.lexists(self.path_of(key)):
             raise StoreExistsError(f"{key!r} already exists; pass overwrite=True to replace it.")
-        return full
 
     def _write(self, full: str, write: Callable[[Any], None], overwrite: bool,
                fsync: bool) -> None:
@@ -242,7 +249,7 @@ class DiskStore(Store):
             raise StoreNotFoundError(f"No file or directory at {key!r} in {self.root!r}.") from None
         if os.path.isdir(full):
             return StoreStat(key, True, 0, st.st_mtime)
-        shape, dtype = _array_header(full)
+        shape, dtype = array_header(full)
         return StoreStat(key, False, st.st_size, st.st_mtime, shape, dtype)
 
     # -- directories and housekeeping -------------------------------------------------------
@@ -286,7 +293,7 @@ class DiskStore(Store):
             shutil.rmtree(full)
         else:
             for name in os.listdir(full):
-                _remove(os.path.join(full, name))
+                remove_path(os.path.join(full, name))
 
     def move(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
@@ -294,7 +301,7 @@ class DiskStore(Store):
         s, d = self._transfer_paths(src, dst, overwrite, parents)
         if os.path.isdir(s):
             if os.path.lexists(d):
-                _remove(d)
+                remove_path(d)
             os.rename(s, d)
         elif overwrite:
             os.replace(s, d)
@@ -317,12 +324,12 @@ class DiskStore(Store):
         self._require_writable("copy to", dst)
         s, d = self._transfer_paths(src, dst, overwrite, parents)
         if not os.path.isdir(s):
-            self._write(d, lambda fh: _copy_into(s, fh), overwrite, self.fsync)
+            self._write(d, lambda fh: copy_into(s, fh), overwrite, self.fsync)
             return
         tmp = temp_name(os.path.dirname(d), os.path.basename(d))
-        shutil.copytree(s, tmp, ignore=_ignore_temporaries)
+        shutil.copytree(s, tmp, ignore=ignore_temporaries)
         if os.path.lexists(d):
-            _remove(d)
+            remove_path(d)
         os.rename(tmp, d)
 
     def _transfer_paths(self, src: PathLike, dst: PathLike, overwrite: bool,
@@ -363,46 +370,3 @@ class DiskStore(Store):
         """
         self._require_writable("purge", directory)
         return purge_temporaries(self._require_dir(self.key(directory)), min_age_s=min_age_s)
-
-
-def _copy_into(src: str, fh: Any) -> None:
-    """Copy the bytes of file ``src`` into the open file ``fh``."""
-    with open(src, "rb") as source:
-        shutil.copyfileobj(source, fh, 1 << 20)
-
-
-def _ignore_temporaries(directory: str, names: list[str]) -> list[str]:
-    """shutil.copytree filter that skips our temporary files."""
-    return [n for n in names if is_temporary(n)]
-
-
-def _remove(full: str) -> None:
-    """Remove a file, link or directory tree."""
-    if os.path.isdir(full) and not os.path.islink(full):
-        shutil.rmtree(full)
-    else:
-        os.unlink(full)
-
-
-def _array_header(full: str) -> tuple[tuple[int, ...] | None, str | None]:
-    """Shape and dtype of a .npy or TIFF file, read from its header only."""
-    lower = full.lower()
-    if lower.endswith(".npy"):
-        import numpy as np
-
-        fmt = np.lib.format
-        with open(full, "rb") as fh:
-            version = fmt.read_magic(fh)
-            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(
-                version)
-            if read is None:
-                return None, None
-            shape, _, dtype = read(fh)
-        return tuple(shape), str(dtype)
-    if lower.endswith((".tif", ".tiff")):
-        import tifffile
-
-        with tifffile.TiffFile(full) as tif:
-            series = tif.series[0]
-            return tuple(series.shape), str(series.dtype)
-    return None, None

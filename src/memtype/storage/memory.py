@@ -107,8 +107,6 @@ class TreeStore(Store):
     :meth:`_released` (an entry left the store) and :meth:`_duplicate` (copy an entry).
     """
 
-    device = "host"
-
     def __init__(self, *, read_only: bool = False) -> None:
         super().__init__("/", read_only=read_only)
         self._tree: KeyTree[Any] = KeyTree()

@@ -28,7 +28,7 @@ entry back to the device and framework it was saved with. Entries held with
 released. :meth:`TieredStore.stats` reports bytes and entries per tier, spills and reloads.
 
 The default ``pressure`` is :func:`memtype.gpu.memory_pressure`, consulted only for entries
-on a GPU; a callable passed in is consulted for every candidate (its argument is the
+on a CUDA GPU; a callable passed in is consulted for every candidate (its argument is the
 candidate's GPU index, or None for host-resident entries), which lets tests and callers
 drive eviction directly.
 """
@@ -37,70 +37,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from memtype.errors import StoreFormatError
+from memtype.errors import StoreFormatError, StoreUsageError
 from memtype.frameworks._protocol import Device
+from memtype.storage._spill import Entry as _Entry
+from memtype.storage._spill import TieredStats, from_raw, reload, to_host, to_raw
 from memtype.storage.base import PathLike, StoreStat
-from memtype.storage.memory import MemoryStore, TreeStore, array_info, copy_value, nbytes_of
+from memtype.storage.memory import MemoryStore, TreeStore, array_info, copy_value
 
 __all__ = ["TieredStore", "TieredStats"]
 
 PressureFn = Callable[[int | None], float]
-
-
-@dataclass(frozen=True)
-class TieredStats:
-    """A snapshot of a :class:`TieredStore`.
-
-    Attributes
-    ----------
-    device_bytes, host_bytes, disk_bytes : int
-        Bytes held in each tier.
-    device_entries, host_entries, disk_entries : int
-        Entries in each tier.
-    in_use : int
-        Entries currently acquired (never spilled).
-    spills_to_host, spills_to_disk, reloads : int
-        Moves down (device to host, device or host to disk) and back up, since creation.
-    budget_bytes : int
-        The device tier budget.
-    host_budget_bytes : int or None
-        The host tier budget (None: unlimited).
-    """
-
-    device_bytes: int
-    host_bytes: int
-    disk_bytes: int
-    device_entries: int
-    host_entries: int
-    disk_entries: int
-    in_use: int
-    spills_to_host: int
-    spills_to_disk: int
-    reloads: int
-    budget_bytes: int
-    host_budget_bytes: int | None
-
-
-class _Entry:
-    """One array: where it is now, and what it was when saved."""
-
-    __slots__ = ("uid", "tier", "value", "memory_type", "device", "nbytes", "refs", "mtime",
-                 "shape", "dtype")
-
-    def __init__(self, uid: int, value: Any, memory_type: str, device: Device,
-                 shape: tuple[int, ...], dtype: str) -> None:
-        self.uid, self.value, self.memory_type, self.device = uid, value, memory_type, device
-        self.shape, self.dtype = shape, dtype
-        self.nbytes = nbytes_of(value)
-        self.tier, self.refs, self.mtime = "device", 0, time.time()
 
 
 def _device_of(value: Any, memory_type: str) -> Device:
@@ -148,7 +100,7 @@ class TieredStore(TreeStore):
                  read_only: bool = False) -> None:
         super().__init__(read_only=read_only)
         if budget_bytes < 0 or (host_budget_bytes is not None and host_budget_bytes < 0):
-            raise ValueError(
+            raise StoreUsageError(
                 f"Budgets must be >= 0 bytes; received budget_bytes={budget_bytes}, "
                 f"host_budget_bytes={host_budget_bytes}."
             )
@@ -244,13 +196,13 @@ class TieredStore(TreeStore):
 
         Raises
         ------
-        ValueError
-            ``path`` is not acquired.
+        StoreUsageError
+            ``path`` is not acquired (also a ``ValueError``).
         """
         with self._lock:
             entry = self._tree.get(self.key(path))
             if entry.refs == 0:
-                raise ValueError(
+                raise StoreUsageError(
                     f"release({self.key(path)!r}) without a matching acquire; expected an "
                     "entry in use (reference count 0 received)."
                 )
@@ -312,8 +264,6 @@ class TieredStore(TreeStore):
         if entry.tier == "device":
             self._lru["device"].move_to_end(entry.uid)
             return entry.value
-        from memtype.storage._spill import reload
-
         host = self._host.load(str(entry.uid)) if entry.tier == "host" else self._disk_load(entry)
         value = reload(host, entry.memory_type, entry.device)
         self._drop_spilled(entry)
@@ -342,17 +292,17 @@ class TieredStore(TreeStore):
         if self._bytes["device"] > self.budget_bytes:
             return True
         gpu = candidate.device.index if candidate.device.is_gpu else None
-        pressure = self.pressure
-        if pressure is None:
-            if gpu is None:
+        gauge = self.pressure
+        if gauge is None:
+            if candidate.device.kind != "cuda":  # memory_pressure measures CUDA GPUs
                 return False
-            from memtype.gpu import memory_pressure as pressure
-        return float(pressure(gpu)) >= self.pressure_threshold
+            from memtype.gpu import memory_pressure
+
+            gauge = memory_pressure
+        return float(gauge(gpu)) >= self.pressure_threshold
 
     def _spill_device(self, entry: _Entry) -> None:
         """Move one device entry to the host tier (GPU arrays) or to disk."""
-        from memtype.storage._spill import to_host
-
         use_host = entry.device.is_gpu and self.host_budget_bytes != 0
         if use_host:
             host = to_host(entry.value, entry.memory_type, entry.device, self.pin_memory)
@@ -366,8 +316,6 @@ class TieredStore(TreeStore):
 
     def _to_disk(self, entry: _Entry) -> None:
         """Write a device or host entry to the disk tier."""
-        from memtype.storage._spill import to_host, to_raw
-
         disk = self._spiller()
         if entry.tier == "host":
             host = self._host.load(str(entry.uid))
@@ -390,8 +338,6 @@ class TieredStore(TreeStore):
 
     def _disk_load(self, entry: _Entry) -> Any:
         """The host array of a disk-tier entry."""
-        from memtype.storage._spill import from_raw
-
         return from_raw(self._disk.load(f"{entry.uid}.npy"), entry.shape, entry.dtype)
 
     def _drop_spilled(self, entry: _Entry) -> None:

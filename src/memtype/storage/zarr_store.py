@@ -20,10 +20,11 @@ Performance and safety
 * Writing a field touches that field's files, its well's metadata, and the plate
   metadata only when the well receives its first image (no rescan of the plate), so
   writing a plate costs time linear in its wells.
-* A field is written into a hidden temporary directory and renamed into place, so a
-  reader (or a crash) never sees half an image; well and plate metadata are replaced
-  atomically under file locks, so writers in threads and processes, to different wells
-  or to one well, lose nothing. Rows and columns may be declared up front (``rows``,
+* A field is written into a hidden temporary directory and renamed into place under its
+  well's lock, which ``load`` holds shared while it reads: a reader (or a crash) never
+  sees half an image or a mix of two. Well and plate metadata are replaced atomically
+  under file locks, so writers in threads and processes, to different wells or to one
+  well, lose nothing. Rows and columns may be declared up front (``rows``,
   ``columns``); wells are listed in the plate once they hold an image.
 """
 
@@ -35,56 +36,12 @@ import shutil
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memtype.errors import StoreExistsError, StoreFormatError, StoreNotFoundError, StorePathError
+from memtype.errors import StoreExistsError, StoreNotFoundError, StorePathError
 from memtype.storage import _ome
-from memtype.storage._atomic import file_lock, is_temporary, temp_name
-from memtype.storage._formats import as_numpy
+from memtype.storage._atomic import ignore_temporaries, temp_name
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
 
-__all__ = ["ZarrStore", "CODECS"]
-
-CODECS = ("blosc-lz4", "blosc-zstd", "zstd", "none")
-
-
-def _compressors(codec: str, level: int | None) -> Any:
-    """zarr v3 compressor codecs for a codec name."""
-    from zarr.codecs import BloscCodec, ZstdCodec
-
-    if codec == "none":
-        return None
-    if codec == "blosc-lz4":
-        return (BloscCodec(cname="lz4", clevel=5 if level is None else level, shuffle="shuffle"),)
-    if codec == "blosc-zstd":
-        return (BloscCodec(cname="zstd", clevel=3 if level is None else level, shuffle="shuffle"),)
-    if codec == "zstd":
-        return (ZstdCodec(level=3 if level is None else level),)
-    raise StoreFormatError(f"Unknown codec {codec!r}. Expected one of: {', '.join(CODECS)}.")
-
-
-def _chunk_shape(chunks: str | Sequence[int], shape: tuple[int, ...], key: str) -> tuple[int, ...]:
-    """Chunk shape from ``"plane"``, ``"image"`` or an explicit tuple."""
-    if chunks == "plane":
-        return (1,) * (len(shape) - 2) + tuple(max(s, 1) for s in shape[-2:])
-    if chunks == "image":
-        return tuple(max(s, 1) for s in shape)
-    if (not isinstance(chunks, str) and len(chunks) == len(shape)
-            and all(isinstance(c, int) and c > 0 for c in chunks)):
-        return tuple(chunks)
-    raise StoreFormatError(
-        f"Invalid chunks {chunks!r} for an array of shape {shape} at {key!r}: expected "
-        f"'plane', 'image' or {len(shape)} positive ints."
-    )
-
-
-def _as_image(data: Any, key: str) -> Any:
-    """``data`` as a host NumPy array of a dtype zarr stores, else StoreFormatError."""
-    a = as_numpy(data, key, "OME-Zarr")
-    if a.dtype.kind not in "biufc" or type(a.dtype).__module__ != "numpy.dtypes":
-        raise StoreFormatError(
-            f"Cannot save a {a.dtype} array to {key!r}: OME-Zarr images hold bool, integer, "
-            f"float or complex data; received {a.dtype}."
-        )
-    return a
+__all__ = ["ZarrStore"]
 
 
 class ZarrStore(Store):
@@ -93,7 +50,8 @@ class ZarrStore(Store):
     Parameters
     ----------
     root : str or os.PathLike
-        The plate directory (``*.zarr`` by convention). Created on the first write.
+        The plate directory (``*.zarr`` by convention); created with its metadata unless
+        ``read_only`` (an existing plate is opened as it is).
     rows, columns : sequence, optional
         Row and column names to declare when the plate is created (``"ABCDEFGH"``,
         ``range(1, 13)``); more are added as wells are written.
@@ -122,7 +80,7 @@ class ZarrStore(Store):
         super().__init__(root, read_only=read_only)
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise StorePathError(f"Plate root {self.root!r} is a file; expected a directory.")
-        _compressors(codec, level)
+        _ome.compressors(codec, level)
         self.rows = [str(r) for r in rows] if rows is not None else []
         self.columns = [str(c) for c in columns] if columns is not None else []
         for r in self.rows:
@@ -131,6 +89,8 @@ class ZarrStore(Store):
             _ome.check_name(c, "column", c)
         self.name = name or os.path.basename(self.root)
         self.codec, self.level, self.chunks, self.fsync = codec, level, chunks, bool(fsync)
+        if not read_only:
+            self._ensure_plate()
 
     def params(self) -> dict[str, Any]:
         """Constructor arguments that recreate this store."""
@@ -153,7 +113,7 @@ class ZarrStore(Store):
                 f"Invalid plate path {key!r}: expected at most 'row/column/field' (3 parts); "
                 f"received {len(parts)}."
             )
-        for part, what in zip(parts, ("row", "column", "field")):
+        for part, what in zip(parts, ("row", "column", "field")[:len(parts)], strict=True):
             _ome.check_name(part, what, key)
         return key, parts
 
@@ -234,60 +194,22 @@ class ZarrStore(Store):
         """
         self._require_writable("save", path)
         key = self._field(path)
-        a = _as_image(data, key)
+        a = _ome.as_image(data, key)
         ax = _ome.check_axes(axes, a.ndim, key)
         doc = _ome.image_doc(ax, scale, unit, key)
-        shape = _chunk_shape(self.chunks if chunks is None else chunks, a.shape, key)
-        compressors = _compressors(codec or self.codec, self.level if level is None else level)
+        shape = _ome.chunk_shape(self.chunks if chunks is None else chunks, a.shape, key)
+        compressors = _ome.compressors(codec or self.codec, self.level if level is None else level)
         parts = key.split("/")
         self._ensure_groups(parts[:2], parents)
         if not overwrite and self._node_exists(key):
             raise StoreExistsError(f"{key!r} already exists; pass overwrite=True to replace it.")
         tmp = temp_name(self._full("/".join(parts[:2])), parts[2])
         try:
-            self._write_image(tmp, a, ax, doc, shape, compressors)
-            self._commit_field(tmp, key, overwrite)
+            _ome.write_image(tmp, a, ax, doc, shape, compressors)
+            _ome.commit_field(self.root, tmp, key, overwrite, self.fsync)
         finally:
             if os.path.lexists(tmp):
                 shutil.rmtree(tmp)
-
-    def _write_image(self, directory: str, a: Any, axes: str, doc: dict[str, Any],
-                     chunks: tuple[int, ...], compressors: Any) -> None:
-        """Write a complete field group (metadata and level-0 array) into ``directory``."""
-        import zarr
-        from zarr.storage import LocalStore
-
-        os.makedirs(directory)
-        arr = zarr.create_array(
-            store=LocalStore(directory), name="0", shape=a.shape, dtype=a.dtype, chunks=chunks,
-            compressors=compressors, fill_value=0, dimension_names=tuple(axes),
-            chunk_key_encoding={"name": "default", "separator": "/"}, zarr_format=3,
-            config={"write_empty_chunks": True},
-        )
-        arr[...] = a
-        _ome.write_json(posixpath.join(directory, "zarr.json"), doc, overwrite=True,
-                        fsync=False)
-
-    def _commit_field(self, tmp: str, key: str, overwrite: bool) -> None:
-        """Rename a finished field into place and list it in its well (and plate)."""
-        well, field = key.rsplit("/", 1)
-        full = self._full(key)
-        trash = None
-        with _ome.well_lock(self.root, well):
-            if self._node_exists(key):
-                if not overwrite:
-                    raise StoreExistsError(
-                        f"{key!r} already exists; pass overwrite=True to replace it.")
-                trash = temp_name(self._full(well), field + ".old")
-                os.rename(full, trash)
-            elif os.path.lexists(full):
-                shutil.rmtree(full)  # a field directory without metadata: an aborted write
-            os.rename(tmp, full)
-            was_empty, _ = _ome.edit_well_images(self.root, well, field, None, self.fsync)
-            if was_empty:
-                _ome.update_plate_wells(self.root, [well], [], self.fsync)
-        if trash is not None:
-            shutil.rmtree(trash)
 
     def load(self, path: PathLike, *, index: Any = None) -> Any:
         """Read a field, or part of it.
@@ -308,11 +230,12 @@ class ZarrStore(Store):
         from zarr.storage import LocalStore
 
         key = self._field(path)
-        if not self._node_exists(key):
-            raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
-        arr = zarr.open_array(store=LocalStore(self._full(key), read_only=True), path="0",
-                              mode="r", zarr_format=3)
-        return arr[...] if index is None else arr[index]
+        with _ome.well_read_lock(self.root, key.rsplit("/", 1)[0]):
+            if not self._node_exists(key):
+                raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
+            arr = zarr.open_array(store=LocalStore(self._full(key), read_only=True), path="0",
+                                  mode="r", zarr_format=3)
+            return arr[...] if index is None else arr[index]
 
     # -- queries -----------------------------------------------------------------------
     def exists(self, path: PathLike) -> bool:
@@ -339,9 +262,7 @@ class ZarrStore(Store):
 
     def _children(self, key: str) -> list[str]:
         """Names of the groups directly under ``key`` (no temporaries, no lock dir)."""
-        full = self._full(key)
-        return [n for n in os.listdir(full)
-                if not n.startswith(".") and os.path.isfile(os.path.join(full, n, "zarr.json"))]
+        return _ome.child_groups(self._full(key))
 
     def list_files(self, directory: PathLike = "", pattern: str | None = None,
                    extensions: Iterable[str] | str | None = None,
@@ -472,25 +393,9 @@ class ZarrStore(Store):
             self._remove(dkey, dparts)
         before = self._wells_under(skey, len(sparts))
         tmp = temp_name(posixpath.dirname(self._full(dkey)), dparts[-1])
-        shutil.copytree(self._full(skey), tmp, ignore=_skip_temporaries)
+        shutil.copytree(self._full(skey), tmp, ignore=ignore_temporaries)
         os.rename(tmp, self._full(dkey))
         if move:
             self._remove(skey, sparts)
-        self._resync((before if move else []) + self._wells_under(dkey, len(dparts)))
-
-    def _resync(self, wells: list[str]) -> None:
-        """Rewrite the image lists of these wells from disk, and their plate entries."""
-        for well in dict.fromkeys(wells):
-            if not self._node_exists(well):
-                _ome.update_plate_wells(self.root, [], [well], self.fsync)
-                continue
-            with _ome.well_lock(self.root, well):
-                fields = self._children(well)
-                _ome.set_well_images(self.root, well, fields, self.fsync)
-                add, drop = ([well], []) if fields else ([], [well])
-                _ome.update_plate_wells(self.root, add, drop, self.fsync)
-
-
-def _skip_temporaries(directory: str, names: list[str]) -> list[str]:
-    """shutil.copytree filter that skips temporaries."""
-    return [n for n in names if is_temporary(n)]
+        wells = (before if move else []) + self._wells_under(dkey, len(dparts))
+        _ome.resync_wells(self.root, wells, self.fsync)
