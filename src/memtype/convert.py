@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memtype.detect import detect_framework
 from memtype.errors import DeviceError, MemoryConversionError
 from memtype.frameworks import Framework, get_framework, load_adapter, on_table_change
 from memtype.frameworks._protocol import CPU, Adapter, Device
-from memtype.detect import detect_framework
 from memtype.types import MemoryTypeLike
 
 __all__ = [

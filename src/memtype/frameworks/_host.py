@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -56,3 +58,18 @@ def narrow_lossless(a: np.ndarray[Any, Any], target: np.dtype[Any], framework: s
             "numpy", framework,
         )
     return out
+
+
+def host_checker(gpu_count: Callable[[], int],
+                 device_of: Callable[[Any], Any]) -> Callable[[Any], bool]:
+    """An ``on_host(x)`` for a framework with host and GPU arrays.
+
+    While the framework sees no GPU (asked once: devices do not appear later) every array is
+    on the host and no device lookup is made.
+    """
+    gpus_visible = functools.cache(lambda: gpu_count() > 0)
+
+    def on_host(x: Any) -> bool:
+        return not gpus_visible() or device_of(x).kind == "cpu"
+
+    return on_host

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -12,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memtype.frameworks._host import narrow_lossless, native_copy, shareable
+from memtype.frameworks._host import host_checker, narrow_lossless, native_copy, shareable
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = False
@@ -46,18 +45,6 @@ def _gpu_devices() -> list[Any]:
         return list(jax.devices("gpu"))
     except RuntimeError:  # jax raises RuntimeError when no GPU backend is present
         return []
-
-
-def on_host(x: Any) -> bool:
-    if not _gpus_visible():
-        return True
-    return device_of(x).kind == "cpu"
-
-
-@functools.cache
-def _gpus_visible() -> bool:
-    """Whether the framework sees any GPU (asked once: devices do not appear later)."""
-    return gpu_count() > 0
 
 
 def gpu_count() -> int:
@@ -199,3 +186,7 @@ def runtime_started() -> bool:
     from jax._src import xla_bridge  # private: the flag jax itself checks before backend options
 
     return bool(xla_bridge.backends_are_initialized())
+
+
+on_host = host_checker(lambda: gpu_count(), lambda x: device_of(x))
+"""on_host(x): whether ``x`` lives in host memory (no device lookup while no GPU is visible)."""

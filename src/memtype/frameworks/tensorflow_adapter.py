@@ -6,7 +6,6 @@ or not row-major, so every import is checked first and copied when it would not 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -15,7 +14,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from memtype.frameworks._host import ALIGN, native_copy, shareable
+from memtype.frameworks._host import ALIGN, host_checker, native_copy, shareable
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = False
@@ -33,18 +32,6 @@ def device_of(x: Any) -> Device:
     if (spec.device_type or "CPU").upper() == "CPU":
         return CPU
     return Device("cuda", spec.device_index or 0)
-
-
-def on_host(x: Any) -> bool:
-    if not _gpus_visible():
-        return True
-    return device_of(x).kind == "cpu"
-
-
-@functools.cache
-def _gpus_visible() -> bool:
-    """Whether the framework sees any GPU (asked once: devices do not appear later)."""
-    return gpu_count() > 0
 
 
 def gpu_count() -> int:
@@ -177,3 +164,7 @@ def runtime_started() -> bool:
     from tensorflow.python.eager import context  # private: what set_memory_growth itself checks
 
     return context.context()._context_handle is not None
+
+
+on_host = host_checker(lambda: gpu_count(), lambda x: device_of(x))
+"""on_host(x): whether ``x`` lives in host memory (no device lookup while no GPU is visible)."""
