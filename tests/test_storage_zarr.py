@@ -1,0 +1,270 @@
+"""ZarrStore: OME-Zarr layout read back by ome-zarr, chunking, codecs, what a write touches."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memtype.errors import StoreExistsError, StoreFormatError, StorePathError
+from memtype.storage import ZarrStore
+
+pytest.importorskip("zarr")
+
+
+@pytest.fixture
+def plate(tmp_path: Path) -> ZarrStore:
+    return ZarrStore(tmp_path / "plate.zarr", rows="ABCDEFGH", columns=range(1, 13))
+
+
+def czyx(seed: int, shape: tuple[int, ...] = (2, 3, 16, 20), dtype: str = "uint16") -> Any:
+    return (np.random.default_rng(seed).random(shape) * 1000).astype(dtype)
+
+
+def ome(path: Path) -> dict[str, Any]:
+    """The ``ome`` attributes of a group."""
+    doc = json.loads((path / "zarr.json").read_text())
+    return dict(doc["attributes"].get("ome", {}))
+
+
+def plate_wells(store: ZarrStore) -> list[str]:
+    return [w["path"] for w in ome(Path(store.root))["plate"]["wells"]]
+
+
+# -- OME-Zarr layout, read by the ome-zarr reader ---------------------------------------------
+def test_ome_zarr_reader_reads_plate_and_fields(plate: ZarrStore) -> None:
+    reader_mod = pytest.importorskip("ome_zarr.reader")
+    from ome_zarr.io import parse_url
+
+    images = {"A/1": czyx(1), "B/3": czyx(2), "H/12": czyx(3)}
+    for well, image in images.items():
+        plate.save(image, f"{well}/0", parents=True)
+    nodes = list(reader_mod.Reader(parse_url(plate.root))())
+    top = nodes[0]
+    assert [a["name"] for a in top.metadata["axes"]] == ["c", "z", "y", "x"]
+    stitched = np.asarray(top.data[0])
+    assert stitched.shape == (2, 3, 8 * 16, 12 * 20)  # every declared row x column
+    np.testing.assert_array_equal(stitched[..., 16:32, 40:60], images["B/3"])
+    np.testing.assert_array_equal(stitched[..., 112:128, 220:240], images["H/12"])
+    field = list(reader_mod.Reader(parse_url(os.path.join(plate.root, "B/3/0")))())[0]
+    np.testing.assert_array_equal(np.asarray(field.data[0]), images["B/3"])
+
+
+def test_metadata_documents(plate: ZarrStore) -> None:
+    plate.save(czyx(1), "B/3/0", parents=True, scale=(1, 2.0, 0.5, 0.5), unit="micrometer")
+    root = Path(plate.root)
+    meta = ome(root)
+    assert meta["version"] == "0.5"
+    assert [r["name"] for r in meta["plate"]["rows"]] == list("ABCDEFGH")
+    assert [c["name"] for c in meta["plate"]["columns"]] == [str(c) for c in range(1, 13)]
+    assert meta["plate"]["wells"] == [{"path": "B/3", "rowIndex": 1, "columnIndex": 2}]
+    assert ome(root / "B/3")["well"]["images"] == [{"path": "0"}]
+    ms = ome(root / "B/3/0")["multiscales"][0]
+    assert [a["name"] for a in ms["axes"]] == ["c", "z", "y", "x"]
+    assert ms["axes"][2] == {"name": "y", "type": "space", "unit": "micrometer"}
+    assert ms["datasets"] == [{"path": "0", "coordinateTransformations": [
+        {"type": "scale", "scale": [1.0, 2.0, 0.5, 0.5]}]}]
+    array = json.loads((root / "B/3/0/0/zarr.json").read_text())
+    assert array["dimension_names"] == ["c", "z", "y", "x"]
+    assert array["chunk_grid"]["configuration"]["chunk_shape"] == [1, 1, 16, 20]
+
+
+@pytest.mark.parametrize("ndim,axes", [(2, "yx"), (3, "zyx"), (4, "czyx"), (5, "tczyx")])
+def test_default_axes(plate: ZarrStore, ndim: int, axes: str) -> None:
+    shape = (2, 2, 2, 8, 8)[-ndim:]
+    plate.save(np.ones(shape, np.float32), "A/1/0", parents=True)
+    ms = ome(Path(plate.root) / "A/1/0")["multiscales"][0]
+    assert "".join(a["name"] for a in ms["axes"]) == axes
+
+
+@pytest.mark.parametrize("axes", ["xy", "zcyx", "czz", "cyxz", "abc", "yx"])
+def test_invalid_axes(plate: ZarrStore, axes: str) -> None:
+    with pytest.raises(StoreFormatError, match="axes"):
+        plate.save(np.ones((2, 4, 4)), "A/1/0", parents=True, axes=axes)
+    assert plate.list_files("", recursive=True) == []
+
+
+def test_custom_axes_round_trip(plate: ZarrStore) -> None:
+    plate.save(czyx(4, (3, 8, 8)), "A/1/0", parents=True, axes="cyx")
+    ms = ome(Path(plate.root) / "A/1/0")["multiscales"][0]
+    assert [a["type"] for a in ms["axes"]] == ["channel", "space", "space"]
+
+
+# -- codecs and chunks ----------------------------------------------------------------------------
+@pytest.mark.parametrize("codec,name", [("none", None), ("blosc-lz4", "blosc"),
+                                        ("blosc-zstd", "blosc"), ("zstd", "zstd")])
+def test_codecs(tmp_path: Path, codec: str, name: str | None) -> None:
+    store = ZarrStore(tmp_path / "p.zarr", codec=codec)
+    data = np.zeros((4, 64, 64), np.uint16)
+    store.save(data + 3, "A/1/0", parents=True)
+    np.testing.assert_array_equal(store.load("A/1/0"), data + 3)
+    codecs = json.loads((Path(store.root) / "A/1/0/0/zarr.json").read_text())["codecs"]
+    names = [c["name"] for c in codecs]
+    assert names == ["bytes"] if name is None else names == ["bytes", name]
+
+
+def test_unknown_codec(tmp_path: Path) -> None:
+    with pytest.raises(StoreFormatError, match="Unknown codec"):
+        ZarrStore(tmp_path / "p.zarr", codec="gzip9")
+    store = ZarrStore(tmp_path / "p.zarr")
+    with pytest.raises(StoreFormatError, match="Unknown codec"):
+        store.save(np.ones((4, 4)), "A/1/0", parents=True, codec="lz77")
+
+
+@pytest.mark.parametrize("chunks,expected", [("plane", [1, 1, 16, 20]), ("image", [2, 3, 16, 20]),
+                                             ((1, 3, 8, 10), [1, 3, 8, 10])])
+def test_chunks(plate: ZarrStore, chunks: Any, expected: list[int]) -> None:
+    plate.save(czyx(5), "A/1/0", parents=True, chunks=chunks)
+    meta = json.loads((Path(plate.root) / "A/1/0/0/zarr.json").read_text())
+    assert meta["chunk_grid"]["configuration"]["chunk_shape"] == expected
+    np.testing.assert_array_equal(plate.load("A/1/0"), czyx(5))
+
+
+@pytest.mark.parametrize("chunks", [(1, 1), (0, 1, 8, 8), "planes"])
+def test_invalid_chunks(plate: ZarrStore, chunks: Any) -> None:
+    with pytest.raises(StoreFormatError, match="chunks"):
+        plate.save(czyx(5), "A/1/0", parents=True, chunks=chunks)
+
+
+def test_loading_one_plane_reads_only_its_chunk(tmp_path: Path) -> None:
+    store = ZarrStore(tmp_path / "p.zarr", codec="blosc-lz4")
+    data = czyx(6)
+    store.save(data, "A/1/0", parents=True)
+    chunk_dir = Path(store.root) / "A/1/0/0/c"
+    wanted = chunk_dir / "1/2/0/0"
+    for chunk in chunk_dir.rglob("*"):
+        if chunk.is_file() and chunk != wanted:
+            chunk.write_bytes(b"not a blosc frame")  # any read of these would fail
+    np.testing.assert_array_equal(store.load("A/1/0", index=(1, 2)), data[1, 2])
+    np.testing.assert_array_equal(store.load("A/1/0", index=(1, slice(2, 3))), data[1, 2:3])
+    with pytest.raises(Exception):  # noqa: B017 -- the codec's own error for a corrupt chunk
+        store.load("A/1/0", index=(0, 0))
+
+
+# -- what a write touches ------------------------------------------------------------------
+def snapshot(root: str) -> dict[str, tuple[int, int]]:
+    out = {}
+    for parent, _, files in os.walk(root):
+        for name in files:
+            full = os.path.join(parent, name)
+            st = os.stat(full)
+            out[os.path.relpath(full, root)] = (st.st_ino, st.st_mtime_ns)
+    return out
+
+
+def changed(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> set[str]:
+    return {k for k in after if before.get(k) != after[k]} | (set(before) - set(after))
+
+
+def test_a_new_field_touches_only_its_well(plate: ZarrStore) -> None:
+    plate.save(czyx(1), "A/1/0", parents=True)
+    plate.save(czyx(2), "B/2/0", parents=True)
+    before = snapshot(plate.root)
+    plate.save(czyx(3), "A/1/1")
+    touched = changed(before, snapshot(plate.root))
+    assert touched and all(p.startswith("A/1/") for p in touched)
+    assert "A/1/zarr.json" in touched and "zarr.json" not in touched
+
+
+def test_a_new_well_touches_the_plate_document_once(plate: ZarrStore) -> None:
+    plate.save(czyx(1), "A/1/0", parents=True)
+    before = snapshot(plate.root)
+    plate.save(czyx(2), "C/5/0", parents=True)
+    touched = changed(before, snapshot(plate.root))
+    outside = {p for p in touched if not p.startswith("C/") and not p.startswith(".memtype")}
+    assert outside == {"zarr.json"}
+    assert plate_wells(plate) == ["A/1", "C/5"]
+
+
+def test_plate_lists_only_wells_with_images(plate: ZarrStore) -> None:
+    plate.ensure_directory("A/3")
+    assert plate.is_dir("A/3") and plate_wells(plate) == []
+    plate.save(czyx(1), "A/3/0")
+    plate.save(czyx(2), "A/3/1")
+    assert plate_wells(plate) == ["A/3"]
+    plate.delete("A/3/0")
+    assert plate_wells(plate) == ["A/3"]
+    assert ome(Path(plate.root) / "A/3")["well"]["images"] == [{"path": "1"}]
+    plate.move("A/3", "B/4", parents=True)
+    assert plate_wells(plate) == ["B/4"]
+    plate.copy("B/4", "B/5")
+    assert plate_wells(plate) == ["B/4", "B/5"]
+    plate.delete("B/4/1")
+    assert plate_wells(plate) == ["B/5"]
+    plate.delete_all("B")
+    assert plate_wells(plate) == [] and plate.list_dir("") == ["A"]
+
+
+def test_rows_and_columns_beyond_the_declared_ones(tmp_path: Path) -> None:
+    store = ZarrStore(tmp_path / "p.zarr", rows="AB", columns=[1, 2])
+    store.save(czyx(1), "C/10/0", parents=True)
+    meta = ome(Path(store.root))["plate"]
+    assert [r["name"] for r in meta["rows"]] == ["A", "B", "C"]
+    assert [c["name"] for c in meta["columns"]] == ["1", "2", "10"]
+    assert meta["wells"] == [{"path": "C/10", "rowIndex": 2, "columnIndex": 2}]
+
+
+def test_reopening_keeps_the_plate(plate: ZarrStore) -> None:
+    plate.save(czyx(1), "A/1/0", parents=True)
+    again = ZarrStore(plate.root)
+    again.save(czyx(2), "A/2/0", parents=True)
+    assert [r["name"] for r in ome(Path(plate.root))["plate"]["rows"]] == list("ABCDEFGH")
+    assert again.list_files("", recursive=True) == ["A/1/0", "A/2/0"]
+
+
+def test_overwrite_replaces_the_whole_field(plate: ZarrStore) -> None:
+    plate.save(czyx(1, (3, 2, 8, 8)), "A/1/0", parents=True)
+    plate.save(czyx(2, (2, 8, 8), "float32"), "A/1/0", overwrite=True)
+    out = plate.load("A/1/0")
+    assert out.shape == (2, 8, 8) and out.dtype == np.float32
+    np.testing.assert_array_equal(out, czyx(2, (2, 8, 8), "float32"))
+    assert sorted(os.listdir(Path(plate.root) / "A/1")) == ["0", "zarr.json"]
+    assert plate.stat("A/1/0").shape == (2, 8, 8)
+
+
+def test_temporary_directories_are_hidden(plate: ZarrStore) -> None:
+    plate.save(czyx(1), "A/1/0", parents=True)
+    plate.copy("A/1/0", "A/1/1")
+    crash = Path(plate.root) / "A/1/.2.abcdef012345.memtype-tmp"
+    (crash / "0").mkdir(parents=True)
+    (crash / "zarr.json").write_text("{}")
+    assert plate.list_files("A/1") == ["A/1/0", "A/1/1"]
+    assert plate.list_dir("A/1") == ["0", "1"]
+
+
+# -- bad input -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["A", "A/1", "A/1/0/0", "A-1/1/0", "A/1/f_0", "A/ 1/0"])
+def test_bad_field_paths(plate: ZarrStore, path: str) -> None:
+    with pytest.raises(StorePathError, match="row/column/field"):
+        plate.save(czyx(1), path, parents=True)
+
+
+def test_field_path_is_not_a_directory(plate: ZarrStore) -> None:
+    with pytest.raises(StorePathError):
+        plate.ensure_directory("A/1/0")
+
+
+@pytest.mark.parametrize("data", [np.zeros(5), np.zeros((1,) * 6), np.array([["a"]]),
+                                  np.zeros((2, 2), object), {"not": "an array"}])
+def test_data_a_plate_cannot_hold(plate: ZarrStore, data: Any) -> None:
+    with pytest.raises(StoreFormatError, match="Cannot save"):
+        plate.save(data, "A/1/0", parents=True)
+    assert plate.list_files("", recursive=True) == []
+
+
+def test_no_overwrite_race_leaves_the_first(plate: ZarrStore) -> None:
+    plate.save(czyx(1), "A/1/0", parents=True)
+    with pytest.raises(StoreExistsError):
+        plate.save(czyx(2), "A/1/0")
+    np.testing.assert_array_equal(plate.load("A/1/0"), czyx(1))
+
+
+def test_torch_tensor_saved_through_numpy(plate: ZarrStore) -> None:
+    torch = pytest.importorskip("torch")
+    t = torch.arange(2 * 8 * 8, dtype=torch.float32).reshape(2, 8, 8)
+    plate.save(t, plate.field_path("D", 4, 1), parents=True)
+    np.testing.assert_array_equal(plate.load("D/4/1"), t.numpy())
