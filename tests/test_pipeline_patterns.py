@@ -14,11 +14,11 @@ from memtype.pipeline.patterns import (
     group_records,
     key_label,
     match_files,
-    natural_key,
     split_well,
     stack_keys,
 )
 from memtype.pipeline.synthetic import SyntheticPlate
+from memtype.storage.base import natural_key
 
 
 @pytest.mark.parametrize(("name", "expected"), [

@@ -101,5 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # ``python -m memtype.cli``: run the imported module's main, so
+    from memtype.cli import main as _main  # its CommandError is the one handlers raise
+
+    sys.exit(_main())

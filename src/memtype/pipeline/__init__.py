@@ -21,6 +21,7 @@ from memtype.pipeline.executors import (
                                         ThreadExecutor,
                                         make_executor,
 )
+from memtype.pipeline.modules import import_pipeline_file
 from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern, ImageRecord
 from memtype.pipeline.pipeline import Pipeline
 from memtype.pipeline.report import GroupResult, RunReport, StepStats
@@ -43,4 +44,5 @@ __all__ = [
     "StepStats",
     "SyntheticPlate",
     "write_synthetic_plate",
+    "import_pipeline_file",
 ]

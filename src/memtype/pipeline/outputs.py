@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import StoreExistsError
-from memtype.pipeline.patterns import FilenamePattern, Key, key_label, natural_key, split_well
+from memtype.pipeline.patterns import FilenamePattern, Key, field_sort_key, key_label, split_well
 from memtype.pipeline.tables import parse_table, rows_to_table
 
 __all__ = ["OutputSpec", "group_file_label"]
@@ -192,7 +192,7 @@ def zarr_roles(fields: Sequence[str]) -> dict[str, str]:
 
 def _rank(values: Sequence[Any]) -> dict[Any, int]:
     """Each distinct value's position in natural order."""
-    return {v: i for i, v in enumerate(sorted(set(values), key=natural_key))}
+    return {v: i for i, v in enumerate(sorted(set(values), key=field_sort_key))}
 
 
 def _value(values: dict[str, Any], name: str | None) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from memtype.errors import ShapeError
+from memtype.storage.base import natural_key
 
 __all__ = [
     "DEFAULT_PATTERN",
@@ -28,8 +29,8 @@ __all__ = [
     "stack_keys",
     "key_label",
     "key_order",
-    "natural_key",
     "split_well",
+    "field_sort_key",
 ]
 
 DEFAULT_PATTERN = "{well}_s{site}_w{channel}_z{z:03d}.tif"
@@ -42,7 +43,6 @@ Key = tuple[tuple[str, FieldValue], ...]
 _WELL_RE = r"[A-Za-z]{1,2}\d{1,3}"
 _TEXT_RE = r"[^/\\]+?"
 _INT_RE = r"\d+"
-_NATURAL = re.compile(r"(\d+)")
 
 
 @dataclass(frozen=True)
@@ -174,17 +174,16 @@ class ImageRecord:
         return self.fields[name]
 
 
-def natural_key(value: object) -> tuple[tuple[int, int | str], ...]:
-    """A sort key that orders ``A2`` before ``A10`` and ints numerically."""
+def field_sort_key(value: object) -> tuple[tuple[int, int | str], ...]:
+    """A sort key for field values: ``A2`` before ``A10``, ints numerically."""
     if isinstance(value, int):
         return ((0, value),)
-    parts = _NATURAL.split(str(value))
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
+    return natural_key(str(value))
 
 
 def key_order(key: Key) -> tuple[tuple[tuple[int, int | str], ...], ...]:
     """A sort key putting keys in the natural order of their values."""
-    return tuple(natural_key(v) for _, v in key)
+    return tuple(field_sort_key(v) for _, v in key)
 
 
 def match_files(paths: Iterable[str], pattern: FilenamePattern) -> list[ImageRecord]:

@@ -17,10 +17,10 @@ from memtype.pipeline.patterns import (
     ImageRecord,
     group_records,
     match_files,
-    natural_key,
     split_well,
 )
 from memtype.pipeline.progress import Progress, make_progress
+from memtype.storage.base import natural_key
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.runner import GroupTask, RunContext, execute_group
 from memtype.pipeline.steps import FunctionStep

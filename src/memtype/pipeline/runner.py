@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from memtype.convert import convert
 from memtype.detect import detect_framework
 from memtype.errors import ShapeError
@@ -146,17 +144,6 @@ def _assigned_gpu(ctx: RunContext) -> int | None:
     return get_gpu_manager().assign(current_worker_index())
 
 
-def _stack_loaded(images: list[Any], memory_type: str, gpu_id: int | None) -> Any:
-    """Stack images read from a store in ``memory_type``.
-
-    Host images are stacked by NumPy and the stack converted once: one zero-copy
-    conversion on the host, one transfer to a GPU (stacking slice by slice in torch is
-    several times slower for uint16 on the host).
-    """
-    if all(isinstance(image, np.ndarray) for image in images):
-        return convert(stack_slices(images, "numpy"), memory_type, gpu_id=gpu_id)
-    return stack_slices(images, memory_type, gpu_id)
-
 
 def _load(ctx: RunContext, task: GroupTask, tier: _Tier, gpu_id: int | None) -> list[Stack]:
     """Read the group's images and stack them in the first step's memory type."""
@@ -165,7 +152,7 @@ def _load(ctx: RunContext, task: GroupTask, tier: _Tier, gpu_id: int | None) -> 
     stacks: list[Stack] = []
     for fixed, members in stack_keys(keys, first.variable_components).items():
         images = ctx.input_store.load_batch([task.records[i].path for i in members])
-        data = _stack_loaded(images, first.calls_for(fixed)[0].input_type, gpu_id)
+        data = stack_slices(images, first.calls_for(fixed)[0].input_type, gpu_id)
         inner = [_split_key(keys[i], first.variable_components)[1] for i in members]
         stacks.append(Stack(fixed, first.variable_components, inner, tier.put(data)))
     return stacks

@@ -1,0 +1,7 @@
+"""``python -m memtype``: the ``memtype`` command line."""
+
+import sys
+
+from memtype.cli import main
+
+sys.exit(main())

@@ -1,0 +1,90 @@
+"""The dask.distributed executor on a real 2-process LocalCluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memtype.pipeline import DaskExecutor, FunctionStep, Pipeline
+from memtype.pipeline.executors import current_worker_index
+from memtype.pipeline.modules import import_pipeline_file
+from tests.pipeline_support import (
+    EXAMPLE,
+    SMALL,
+    example_reference,
+    load_field,
+    read_csv,
+    stacks,
+    write_plate,
+)
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def plate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_plate(tmp_path_factory.mktemp("plate"))
+
+
+def _worker_slot(offset: int, item: int) -> tuple[int, int]:
+    return item + offset, current_worker_index()
+
+
+def test_dask_executor_scatters_the_context_and_names_workers(client: Any) -> None:
+    ex = DaskExecutor(client)
+    assert ex.workers == 2 and ex.describe() == "dask (2 workers)"
+    out = list(ex.map_unordered(_worker_slot, 100, list(range(8))))
+    assert sorted(v for v, _ in out) == list(range(100, 108))
+    assert {w for _, w in out} <= {0, 1}
+    ex.close()
+    assert client.status == "running"  # a given client stays open
+
+
+def test_pipeline_file_runs_on_workers_and_matches_numpy(client: Any, plate_dir: Path,
+                                                         tmp_path: Path) -> None:
+    pipeline = import_pipeline_file(EXAMPLE).pipeline
+    report = pipeline.run(plate_dir, tmp_path / "out", executor="dask", client=client)
+    assert report.ok and len(report.done) == 2, report.summary()
+    assert {g.worker for g in report.done} <= {"worker 0", "worker 1"}
+    stats = {(r["well"], int(r["site"]), int(r["channel"])): r
+             for r in read_csv(report.outputs["stats"])}
+    for key, stack in stacks(SMALL).items():
+        expected, measured = example_reference(stack)
+        field = load_field(report.outputs["images"], key[0], key[1])
+        np.testing.assert_array_equal(field[key[2] - 1, 0], expected)
+        assert float(stats[key]["mean"]) == pytest.approx(measured["mean"], rel=1e-6)
+        assert float(stats[key]["area_fraction"]) == measured["area_fraction"]
+
+
+def test_a_failing_group_on_a_worker_is_reported_and_resumed(client: Any, plate_dir: Path,
+                                                             tmp_path: Path) -> None:
+    from tests.test_pipeline import _split_wells, np_fail_if_bright, np_project
+
+    dim, bright, limit = _split_wells(stacks(SMALL))
+    out = tmp_path / "out"
+    steps = [np_project, FunctionStep(np_fail_if_bright, name="check", limit=limit)]
+    report = Pipeline(steps).run(plate_dir, out, client=client)
+    [bad] = report.failed
+    assert bad.label == f"well={bright}" and "np_fail_if_bright" in bad.error
+    assert "too bright" in bad.error and "Traceback" in (bad.traceback or "")
+    assert load_field(out / "plate.zarr", dim, 1).shape == (2, 1, 64, 64)
+
+    fixed = [np_project, FunctionStep(np_fail_if_bright, name="check")]
+    again = Pipeline(fixed).run(plate_dir, out, client=client, resume=True)
+    assert [g.label for g in again.skipped] == [f"well={dim}"]
+    assert [g.label for g in again.done] == [f"well={bright}"]
+    np.testing.assert_array_equal(load_field(out / "plate.zarr", bright, 2)[1, 0],
+                                  stacks(SMALL)[(bright, 2, 2)].max(axis=0))
