@@ -20,8 +20,6 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import memtype as mt  # noqa: E402
+from memtype._matrix import median_seconds  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 TARGET_US = 2.0
@@ -55,15 +54,7 @@ class Case:
 
 def per_call(fn: Callable[[], Any], number: int, repeats: int) -> float:
     """Median over ``repeats`` batches of the mean seconds per call of ``fn``."""
-    for _ in range(number):  # warm-up
-        fn()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - start) / number)
-    return statistics.median(samples)
+    return median_seconds(fn, repeats, number)
 
 
 def identity(image: Any) -> Any:

@@ -18,8 +18,6 @@ import datetime
 import functools
 import os
 import platform
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from memtype._matrix import median_seconds  # noqa: E402
 from memtype.gpu import GPUMemoryManager, GPUTensorCache  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
@@ -35,15 +34,7 @@ OUT = Path(__file__).resolve().parent / "results"
 
 def per_call(fn: Callable[[], Any], number: int, repeats: int) -> float:
     """Median over ``repeats`` batches of the mean seconds per call of ``fn``."""
-    for _ in range(number):  # warm-up
-        fn()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - start) / number)
-    return statistics.median(samples)
+    return median_seconds(fn, repeats, number)
 
 
 def cache_rows(number: int, repeats: int) -> list[tuple[str, float, str, float | None]]:

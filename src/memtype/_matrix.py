@@ -42,7 +42,8 @@ def parse_size(text: str) -> int:
 
 def median_seconds(fn: Callable[[], Any], repeats: int, number: int = 1) -> float:
     """Median over ``repeats`` of the mean time of ``number`` back-to-back calls."""
-    fn()  # warm-up
+    for _ in range(number):  # warm-up
+        fn()
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
