@@ -13,9 +13,18 @@ for _name in ("torch", "pyclesperanto", "jax", "tensorflow"):  # order is the wo
     if importlib.util.find_spec(_name) is not None:
         importlib.import_module(_name)
 
+from collections.abc import Iterator  # noqa: E402
+
 import pytest  # noqa: E402
 
+from memtype.frameworks import Framework, register_framework, unregister_framework  # noqa: E402
 from tests.frameworks import available_types, has_gpu  # noqa: E402
+
+TOY = Framework(
+    name="toy", module="tests.toyarrays", array_types=("tests.toyarrays:ToyArray",),
+    adapter="tests.toy_adapter", device_kinds=("cpu",), dlpack=False, immutable=False,
+    install_hint="(ships with the tests)",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -31,3 +40,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def memory_type(request: pytest.FixtureRequest) -> str:
     """Each memory type usable on this machine (installed, with a device)."""
     return str(request.param)
+
+
+@pytest.fixture
+def toy() -> Iterator[Framework]:
+    """The toy framework registered as a seventh row for one test (one row + one module)."""
+    import sys
+
+    import tests.toyarrays  # noqa: F401  (a framework not loaded cannot own an array)
+
+    register_framework(TOY)
+    yield TOY
+    unregister_framework("toy")
+    decorators = sys.modules.get("memtype.decorators")
+    if decorators is not None:
+        decorators.__dict__.pop("toy", None)  # the decorator made for the row

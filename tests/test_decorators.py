@@ -6,7 +6,7 @@ import inspect
 import pickle
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
@@ -17,7 +17,7 @@ import pytest
 import memtype as mt
 import memtype.decorators as decorators
 from memtype.errors import CallOptionError, ContractError
-from memtype.frameworks import Framework, iter_frameworks, register_framework, unregister_framework
+from memtype.frameworks import Framework, iter_frameworks
 from tests import decorated_functions as df
 from tests.frameworks import available_types
 from tests.helpers import dtype_of, host
@@ -169,23 +169,6 @@ def test_decorated_method() -> None:
     filters = df.Filters(0.5)
     np.testing.assert_array_equal(filters.shift(IMAGE), IMAGE + 0.5)
     assert df.Filters.shift.input_memory_type is mt.MemoryType.NUMPY
-
-
-TOY = Framework(
-    name="toy", module="tests.toyarrays", array_types=("tests.toyarrays:ToyArray",),
-    adapter="tests.toy_adapter", device_kinds=("cpu",), dlpack=False, immutable=False,
-    install_hint="(ships with the tests)",
-)
-
-
-@pytest.fixture
-def toy() -> Iterator[Framework]:
-    import tests.toyarrays  # noqa: F401
-
-    register_framework(TOY)
-    yield TOY
-    unregister_framework("toy")
-    decorators.__dict__.pop("toy", None)
 
 
 def test_a_registered_framework_gets_a_decorator(toy: Framework) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
@@ -11,21 +9,6 @@ import memtype as mt
 from memtype.frameworks import Framework, register_framework, unregister_framework
 from tests.frameworks import available_types
 from tests.helpers import host
-
-TOY = Framework(
-    name="toy", module="tests.toyarrays", array_types=("tests.toyarrays:ToyArray",),
-    adapter="tests.toy_adapter", device_kinds=("cpu",), dlpack=False, immutable=False,
-    install_hint="(ships with the tests)",
-)
-
-
-@pytest.fixture
-def toy() -> Iterator[Framework]:
-    import tests.toyarrays  # noqa: F401  (a framework not loaded cannot own an array)
-
-    register_framework(TOY)
-    yield TOY
-    unregister_framework("toy")
 
 
 @pytest.mark.parametrize("other", available_types())
@@ -56,12 +39,12 @@ def test_unregistered_toy_is_unknown_again(toy: Framework) -> None:
     unregister_framework("toy")
     with pytest.raises(mt.UnknownMemoryTypeError):
         mt.convert(np.zeros(2), "toy")
-    register_framework(TOY)  # the fixture unregisters it
+    register_framework(toy)  # the fixture unregisters it
 
 
 def test_duplicate_registration_refused(toy: Framework) -> None:
     with pytest.raises(ValueError, match="already registered"):
-        register_framework(TOY)
+        register_framework(toy)
 
 
 def test_builtin_rows_cannot_be_removed() -> None:
