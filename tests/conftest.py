@@ -16,6 +16,13 @@ for _name in ("torch", "pyclesperanto", "jax", "tensorflow"):  # order is the wo
 from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+# CI runs the same examples every time (a failure there is reproducible, never a flake);
+# locally hypothesis explores new ones on every run.
+settings.register_profile("ci", derandomize=True, deadline=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 from memtype.frameworks import Framework, register_framework, unregister_framework  # noqa: E402
 from tests.frameworks import available_types, has_gpu  # noqa: E402

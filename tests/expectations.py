@@ -19,7 +19,8 @@ def _jax_x64() -> bool:
 def _narrowed(a: np.ndarray) -> np.dtype | None:
     """The 32-bit dtype ``a`` narrows to when every value survives; None when it would not."""
     target = np.dtype(_NARROW[a.dtype.str[1:]])
-    back = a.astype(target).astype(a.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        back = a.astype(target).astype(a.dtype)
     return target if np.array_equal(back, a, equal_nan=a.dtype.kind in "fc") else None
 
 

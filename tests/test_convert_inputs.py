@@ -148,3 +148,11 @@ def test_numpy_to_torch_copy_protects_read_only_source() -> None:
     t = mt.convert(a, "torch")
     t += 1  # torch may write its result; the read-only source must not change
     np.testing.assert_array_equal(a, np.arange(12).reshape(3, 4))
+
+
+@pytest.mark.parametrize("target", available_types())
+@pytest.mark.parametrize("shape", [(1,), (1, 4), (3, 1)])
+def test_negative_strides_on_length_one_axes(shape: tuple[int, ...], target: str) -> None:
+    # numpy calls these C-contiguous although a stride is negative
+    a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)[::-1]
+    _check(a, target)

@@ -23,7 +23,9 @@ def shareable(a: np.ndarray[Any, Any], *, contiguous: bool, align: int = 1) -> b
     flags = a.flags
     if not flags.writeable or not a.dtype.isnative:
         return False
-    if not flags.c_contiguous and (contiguous or any(s < 0 for s in a.strides)):
+    if contiguous and not flags.c_contiguous:
+        return False
+    if a.strides and min(a.strides) < 0:  # also in "contiguous" arrays with length-1 axes
         return False
     return align <= 1 or a.size == 0 or is_aligned(a, align)
 
@@ -48,8 +50,9 @@ def native_copy(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 def narrow_lossless(a: np.ndarray[Any, Any], target: np.dtype[Any], framework: str,
                     hint: str) -> np.ndarray[Any, Any]:
     """``a`` cast to ``target`` when every value survives exactly; else a clear error."""
-    out = a.astype(target)
-    back = out.astype(a.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values are caught below
+        out = a.astype(target)
+        back = out.astype(a.dtype)
     same = np.array_equal(back, a, equal_nan=a.dtype.kind in "fc")
     if not same:
         raise MemoryConversionError(
