@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import platform
 import sys
@@ -118,15 +119,15 @@ def run(sizes: list[str], repeats: int) -> str:
                 out = mt.convert(x, t)
                 zero = mt.shares_memory(x, out)
                 del out
-                ours = _time(lambda: mt.convert(x, t), nbytes, repeats)
+                ours = _time(functools.partial(mt.convert, x, t), nbytes, repeats)
                 fn = direct.get((s, t), (lambda y: y) if s == t else None)
-                best = _time(lambda: fn(x), nbytes, repeats) if fn else float("nan")
-                theirs = _time(lambda: peer(x, s, t), nbytes, repeats) if peer else float("nan")
+                best = _time(functools.partial(fn, x), nbytes, repeats) if fn else float("nan")
+                theirs = (_time(functools.partial(peer, x, s, t), nbytes, repeats) if peer
+                          else float("nan"))
                 rows.append((label, s, t, ours, best, theirs, zero))
                 cells.append(mt._matrix.Cell(s, t, nbytes, ours, zero))
                 print(f"{label:>6} {s:>13} -> {t:<13} memtype {_fmt(ours):>10}  direct {_fmt(best):>10}"
                       f"  arraybridge {_fmt(theirs):>10}  zero-copy={zero}", file=sys.stderr)
-            del x
     OUT.mkdir(exist_ok=True)
     heatmap(cells, types, [parse_size(s) for s in sizes], str(OUT / "convert_heatmap.png"))
     return _report(rows, types)

@@ -46,7 +46,8 @@ def _as_dtype(dtype: Any) -> np.dtype[Any]:
     if dtype is None:
         raise TypeError("dtype must be given (e.g. 'float32'); received None.")
     try:
-        return np.dtype(dtype)
+        result: np.dtype[Any] = np.dtype(dtype)
+        return result
     except TypeError:
         pass  # not NumPy's: try the framework spellings below
     as_numpy = getattr(dtype, "as_numpy_dtype", None)  # tensorflow.DType

@@ -20,10 +20,10 @@ from memtype.pipeline.patterns import (
     split_well,
 )
 from memtype.pipeline.progress import Progress, make_progress
-from memtype.storage.base import natural_key
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.runner import GroupTask, RunContext, execute_group
 from memtype.pipeline.steps import FunctionStep
+from memtype.storage.base import natural_key
 
 __all__ = ["Pipeline"]
 
