@@ -11,15 +11,8 @@ from typing import Any
 
 from memtype.convert import convert, convert_memory, shares_memory
 from memtype.detect import detect_memory_type
-from memtype.errors import (
-    DeviceError,
-    FrameworkNotInstalledError,
-    MemoryConversionError,
-    MemtypeError,
-    ShapeError,
-    UnknownMemoryTypeError,
-    UnsupportedArrayError,
-)
+from memtype.errors import *  # noqa: F403  (every memtype error, each also a builtin)
+from memtype.errors import __all__ as _error_names
 from memtype.stack import stack_slices, unstack_slices
 from memtype.types import DtypeConversion, MemoryType
 
@@ -50,13 +43,7 @@ __all__ = [
     "shares_memory",
     "stack_slices",
     "unstack_slices",
-    "MemtypeError",
-    "UnsupportedArrayError",
-    "UnknownMemoryTypeError",
-    "FrameworkNotInstalledError",
-    "MemoryConversionError",
-    "DeviceError",
-    "ShapeError",
+    *_error_names,
     *_LAZY,
 ]
 
