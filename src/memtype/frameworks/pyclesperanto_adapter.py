@@ -140,8 +140,15 @@ def copy(x: Any) -> Any:
 
 
 def stack(arrays: Sequence[Any]) -> Any:
-    host = np.stack([to_numpy(a) for a in arrays])
-    return cle.push(host, device=arrays[0].device)
+    """Stack 2D arrays on their device (one paste per plane, no trip through host memory)."""
+    first = arrays[0]
+    if len(first.shape) != 2:
+        host = np.stack([to_numpy(a) for a in arrays])  # not 2D: pushed from host (a 4D result is refused there)
+        return cle.push(host, device=first.device)
+    out = cle.create((len(arrays), *first.shape), dtype=first.dtype, device=first.device)
+    for z, plane in enumerate(arrays):
+        cle.paste(plane, out, 0, 0, z)
+    return out
 
 
 def namespace() -> ModuleType | None:
