@@ -143,7 +143,8 @@ def stack(arrays: Sequence[Any]) -> Any:
     """Stack 2D arrays on their device (one paste per plane, no trip through host memory)."""
     first = arrays[0]
     if len(first.shape) != 2:
-        host = np.stack([to_numpy(a) for a in arrays])  # not 2D: pushed from host (a 4D result is refused there)
+        # not 2D: stacked on the host (pyclesperanto refuses the 4D result of 3D inputs)
+        host = np.stack([to_numpy(a) for a in arrays])
         return cle.push(host, device=first.device)
     out = cle.create((len(arrays), *first.shape), dtype=first.dtype, device=first.device)
     for z, plane in enumerate(arrays):
