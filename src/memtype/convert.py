@@ -103,25 +103,33 @@ def target_device(fw: Framework, source: Device, gpu_id: int | None) -> Device:
     return _require_device(fw, load_adapter(fw.name), kind, 0)
 
 
-def _via_dlpack(x: Any, src: Adapter, dst: Adapter, device: Device) -> Any | None:
-    """Zero-copy DLPack import, after an on-device copy where the layout needs one."""
-    if not getattr(dst, "DLPACK_ANY_DTYPE", False) and not dst.dlpack_dtype_ok(src.dtype_of(x)):
-        return None
+def _dlpack_importer(src: Adapter, dst: Adapter) -> Callable[[Any, Device], Any | None]:
+    """Zero-copy DLPack import into ``dst`` (after an on-device copy where the layout needs
+    one), or None where it is unsafe (dtype, layout): the caller then copies."""
+    any_dtype: bool = getattr(dst, "DLPACK_ANY_DTYPE", False)
     contiguous: bool = getattr(dst, "DLPACK_CONTIGUOUS", True)
     align: int = getattr(dst, "DLPACK_ALIGN", 1)
-    producer = src.dlpack_export(x, contiguous, align)
-    if producer is None:
-        producer = src.dlpack_export(src.copy(x), contiguous, align)
-        if producer is None:
+    export, from_dlpack = src.dlpack_export, dst.from_dlpack
+    dtype_ok, dtype_of = dst.dlpack_dtype_ok, src.dtype_of
+
+    def importer(x: Any, device: Device) -> Any | None:
+        if not any_dtype and not dtype_ok(dtype_of(x)):
             return None
-    return dst.from_dlpack(producer, device)
+        producer = export(x, contiguous, align)
+        if producer is None:
+            producer = export(src.copy(x), contiguous, align)
+            if producer is None:
+                return None
+        return from_dlpack(producer, device)
+
+    return importer
 
 
 def _gpu_to_gpu(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapter,
                 sdev: Device, ddev: Device, allow_cpu_roundtrip: bool) -> Any:
     if sdev.kind == ddev.kind == "cuda" and sfw.dlpack and dfw.dlpack:
         moved = x if sdev == ddev else src.to_device(x, ddev)
-        out = _via_dlpack(moved, src, dst, ddev)
+        out = _dlpack_importer(src, dst)(moved, ddev)
         if out is not None:
             return out
     if not allow_cpu_roundtrip:
@@ -134,8 +142,8 @@ def _gpu_to_gpu(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapt
     return dst.from_numpy(src.to_numpy(x), ddev)
 
 
-def _plan(x: Any, sfw: Framework, dfw: Framework, gpu_id: int | None,
-          allow_cpu_roundtrip: bool) -> Any:
+def _plan(x: Any, route: _Route, gpu_id: int | None, allow_cpu_roundtrip: bool) -> Any:
+    sfw, dfw = route.sfw, route.dfw
     src = load_adapter(sfw.name)
     sdev = src.device_of(x)
     ddev = target_device(dfw, sdev, gpu_id)
@@ -143,9 +151,8 @@ def _plan(x: Any, sfw: Framework, dfw: Framework, gpu_id: int | None,
         return x if sdev == ddev else src.to_device(x, ddev)
     dst = load_adapter(dfw.name)
     if sdev.kind == "cpu" and ddev.kind == "cpu":
-        host = _host_route(sfw, dfw)
-        assert host is not None  # both types live on the host
-        return host(x)
+        assert route.host is not None  # both types live on the host
+        return route.host(x)
     if sdev.is_gpu and ddev.is_gpu:
         return _gpu_to_gpu(x, sfw, dfw, src, dst, sdev, ddev, allow_cpu_roundtrip)
     return dst.from_numpy(src.to_numpy(x), ddev)
@@ -184,20 +191,11 @@ def _host_route(sfw: Framework, dfw: Framework) -> Callable[[Any], Any] | None:
 
 def _dlpack_host_route(src: Adapter, dst: Adapter) -> Callable[[Any], Any]:
     """Host -> host through DLPack, falling back to a host copy where sharing is unsafe."""
-    any_dtype: bool = getattr(dst, "DLPACK_ANY_DTYPE", False)
-    contiguous: bool = getattr(dst, "DLPACK_CONTIGUOUS", True)
-    align: int = getattr(dst, "DLPACK_ALIGN", 1)
-    export, from_dlpack = src.dlpack_export, dst.from_dlpack
-    dtype_ok, dtype_of = dst.dlpack_dtype_ok, src.dtype_of
+    importer = _dlpack_importer(src, dst)
 
     def route(x: Any) -> Any:
-        if any_dtype or dtype_ok(dtype_of(x)):
-            producer = export(x, contiguous, align)
-            if producer is None:
-                producer = export(src.copy(x), contiguous, align)
-            if producer is not None:
-                return from_dlpack(producer, CPU)
-        return dst.from_numpy(src.to_numpy(x), CPU)
+        out = importer(x, CPU)
+        return dst.from_numpy(src.to_numpy(x), CPU) if out is None else out
 
     return route
 
@@ -210,9 +208,9 @@ def _build_route(x: Any, to: object) -> _Route:
     sfw = detect_framework(x)
     dfw = get_framework(to)
     src = load_adapter(sfw.name)
-    on_host = None if sfw.device_kinds == ("cpu",) else getattr(src, "on_host", None)
-    if on_host is None and sfw.device_kinds != ("cpu",):
-        on_host = _on_host_by_device(src)
+    on_host = None  # a host-only type needs no check
+    if sfw.device_kinds != ("cpu",):
+        on_host = getattr(src, "on_host", None) or _on_host_by_device(src)
     route = _Route(sfw, dfw, on_host, _host_route(sfw, dfw))
     _routes[(type(x), to)] = route
     return route
@@ -222,10 +220,10 @@ def _on_host_by_device(src: Adapter) -> Callable[[Any], bool]:
     return lambda x: src.device_of(x).kind == "cpu"
 
 
-def _observed(x: Any, sfw: Framework, dfw: Framework, gpu_id: int | None,
-              allow_cpu_roundtrip: bool) -> Any:
+def _observed(x: Any, route: _Route, gpu_id: int | None, allow_cpu_roundtrip: bool) -> Any:
+    sfw, dfw = route.sfw, route.dfw
     start = time.perf_counter()
-    out = _plan(x, sfw, dfw, gpu_id, allow_cpu_roundtrip)
+    out = _plan(x, route, gpu_id, allow_cpu_roundtrip)
     seconds = time.perf_counter() - start
     if out is x:
         return out
@@ -299,8 +297,8 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
         if route.on_host is None or route.on_host(x):
             return route.host(x)
     if _hooks:
-        return _observed(x, route.sfw, route.dfw, gpu_id, allow_cpu_roundtrip)
-    return _plan(x, route.sfw, route.dfw, gpu_id, allow_cpu_roundtrip)
+        return _observed(x, route, gpu_id, allow_cpu_roundtrip)
+    return _plan(x, route, gpu_id, allow_cpu_roundtrip)
 
 
 def convert_memory(data: Any, source_type: MemoryTypeLike, target_type: MemoryTypeLike,
