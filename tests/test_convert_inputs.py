@@ -143,6 +143,17 @@ def test_tensorflow_variable(target: str) -> None:
     np.testing.assert_array_equal(host(mt.convert(v, target)), np.arange(6).reshape(2, 3))
 
 
+@pytest.mark.parametrize("target", [t for t in ("numpy", "torch", "cupy") if t in available_types()])
+def test_writes_to_a_converted_tf_variable_never_reach_the_variable(target: str) -> None:
+    # every way to read a Variable shares its buffer, and TensorFlow only copies on its own
+    # writes: a zero-copy export would let the target write into the variable
+    tf = pytest.importorskip("tensorflow")
+    v = tf.Variable(np.arange(6, dtype=np.float32).reshape(2, 3))
+    out = mt.convert(v, target)
+    out[0, 0] = 100
+    np.testing.assert_array_equal(v.numpy(), np.arange(6).reshape(2, 3))
+
+
 def test_numpy_to_torch_copy_protects_read_only_source() -> None:
     a = _read_only()
     t = mt.convert(a, "torch")

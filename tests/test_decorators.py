@@ -312,6 +312,40 @@ def test_immutable_callers_data_never_reaches_function_writable(source: str) -> 
     np.testing.assert_array_equal(host(caller), IMAGE)
 
 
+def test_tf_variable_reaches_a_tensorflow_function_as_its_value() -> None:
+    if "tensorflow" not in available_types():
+        pytest.skip("tensorflow is not installed")
+    import tensorflow as tf
+
+    variable = tf.Variable(IMAGE.copy())
+
+    @mt.tensorflow
+    def f(image: Any) -> Any:
+        assert not isinstance(image, tf.Variable)  # no assign() on the caller's variable
+        return image + 1
+
+    np.testing.assert_array_equal(host(f(variable)), IMAGE + 1)
+    result = f(variable)
+    variable.assign_add(tf.ones_like(variable))  # the caller's later write
+    np.testing.assert_array_equal(host(result), IMAGE + 1)
+    np.testing.assert_array_equal(variable.numpy(), IMAGE + 1)
+
+
+def test_tf_variable_into_numpy_and_torch_functions_is_isolated() -> None:
+    if "tensorflow" not in available_types():
+        pytest.skip("tensorflow is not installed")
+    import tensorflow as tf
+
+    variable = tf.Variable(IMAGE.copy())
+
+    @mt.torch(output_type="numpy")
+    def f(image: Any) -> Any:
+        return image.add_(1)
+
+    np.testing.assert_array_equal(f(variable), IMAGE + 1)
+    np.testing.assert_array_equal(variable.numpy(), IMAGE)
+
+
 def test_copy_inputs_false_passes_the_callers_tensor() -> None:
     tensor = mt.convert(IMAGE.copy(), "torch")
     seen = []

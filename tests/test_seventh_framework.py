@@ -50,3 +50,30 @@ def test_duplicate_registration_refused(toy: Framework) -> None:
 def test_builtin_rows_cannot_be_removed() -> None:
     with pytest.raises(ValueError, match="Built-in"):
         unregister_framework("torch")
+
+
+def test_toy_decorator_from_the_top_level_package(toy: Framework) -> None:
+    from tests.toyarrays import ToyArray
+
+    @mt.toy
+    def double(image: ToyArray) -> ToyArray:
+        assert isinstance(image, ToyArray)
+        return ToyArray(image.values() * 2)
+
+    out = double(np.ones((2, 3, 3), np.float32))
+    assert isinstance(out, ToyArray)
+    np.testing.assert_array_equal(host(out), np.full((2, 3, 3), 2.0))
+
+
+def test_no_decorator_for_an_unregistered_name() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'toy'"):
+        mt.toy  # noqa: B018
+    assert "toy" not in dir(mt)
+
+
+def test_dir_lists_every_decorator_and_no_implementation_names() -> None:
+    names = dir(mt)
+    for fw in ("numpy", "cupy", "torch", "tensorflow", "jax", "pyclesperanto"):
+        assert fw in names
+    assert "memory_types" in names and "convert" in names and "MemtypeError" in names
+    assert "importlib" not in names and "Any" not in names

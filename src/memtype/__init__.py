@@ -51,8 +51,18 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     target = _LAZY.get(name)
     if target is None:
-        raise AttributeError(f"module 'memtype' has no attribute {name!r}")
+        from memtype.frameworks import is_registered
+
+        if name.startswith("_") or not is_registered(name):
+            raise AttributeError(f"module 'memtype' has no attribute {name!r}")
+        # the decorator of a framework registered at run time (``register_framework``);
+        # not cached here, so that unregistering the framework removes it again
+        return getattr(importlib.import_module("memtype.decorators"), name)
     module = importlib.import_module(target)
     value = module if target.endswith("." + name) else getattr(module, name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, "__version__"})

@@ -2,9 +2,10 @@
 
 Isolation rule: the function never gets a writable alias of its caller's array. An argument
 that reaches the function as the caller's own memory (same type, or a zero-copy
-conversion) is passed as a read-only view where the framework has one (NumPy: O(1)), else
-as a private copy on the same device (torch, CuPy, pyclesperanto). JAX and TensorFlow
-arrays cannot be written, so they are passed as they are.
+conversion) is passed as a read-only view where the framework has one (NumPy: O(1);
+TensorFlow: a ``tf.Variable``'s value), else as a private copy on the same device (torch,
+CuPy, pyclesperanto). JAX arrays and TensorFlow tensors cannot be written, so they are
+passed as they are.
 """
 
 from __future__ import annotations
@@ -85,10 +86,12 @@ class Policy:
 
     def __post_init__(self) -> None:
         readonly = getattr(self.adapter, "readonly_view", None)
-        if self.framework.immutable or (readonly is None and not self.copy_inputs):
-            isolate: Callable[[Any], Any] = _unchanged
+        if readonly is not None:
+            isolate: Callable[[Any], Any] = readonly
+        elif self.framework.immutable or not self.copy_inputs:
+            isolate = _unchanged
         else:
-            isolate = readonly if readonly is not None else self.adapter.copy
+            isolate = self.adapter.copy
         object.__setattr__(self, "same_type", isolate)
 
 
@@ -181,7 +184,8 @@ class _Converter:
     def isolate(self, v: Any, out: Any) -> Any:
         """``out``, unless it is the caller's memory and the function could write to it."""
         policy = self.policy
-        if policy.framework.immutable or (out is not v and not shares_memory(v, out)):
+        if policy.same_type is _unchanged or (
+                out is not v and (policy.framework.immutable or not shares_memory(v, out))):
             return out
         return policy.same_type(out)
 

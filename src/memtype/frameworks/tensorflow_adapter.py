@@ -108,7 +108,22 @@ def to_device(x: Any, device: Device) -> Any:
 
 
 def copy(x: Any) -> Any:
-    return tf.identity(x)
+    """A copy with its own buffer (``tf.identity`` shares it on the same device).
+
+    Also the path for a ``tf.Variable`` out through DLPack: exporting its value directly
+    would let the consumer write into the variable behind TensorFlow's back.
+    """
+    value = x.read_value() if isinstance(x, tf.Variable) else x
+    return tf.raw_ops.DeepCopy(x=value)
+
+
+def readonly_view(x: Any) -> Any:
+    """``x`` as a value that cannot be written: a ``tf.Variable``'s current value.
+
+    Tensors are immutable already; a Variable could be ``assign``-ed through, so a decorated
+    function gets its value at call time instead (later writes to either side stay apart).
+    """
+    return x.read_value() if isinstance(x, tf.Variable) else x
 
 
 def stack(arrays: Sequence[Any]) -> Any:
