@@ -86,3 +86,22 @@ def test_memtype_imports_pyclesperanto_before_tensorflow() -> None:
         print(float(np.asarray(mt.convert(c, "numpy")).sum()))
     """)
     assert out.strip().splitlines()[-1] == "3.0"
+
+
+def test_tensorflow_string_tensor_to_dlpack_targets() -> None:
+    # TensorFlow's DLPack export of a string tensor is a CHECK failure that aborts the process
+    if not usable("tensorflow") or not usable("torch") or not usable("jax"):
+        pytest.skip("needs tensorflow, torch and jax")
+    out = _ok("""
+        import torch, jax, tensorflow as tf, memtype as mt
+        mt.convert(tf.constant([1.0]), "torch")  # a warm route first: the fast path too
+        for target in ("torch", "jax"):
+            try:
+                mt.convert(tf.constant(["a", "b"]), target)
+            except mt.MemoryConversionError as e:
+                assert "numeric arrays only" in str(e) and "object" in str(e), e
+            else:
+                raise AssertionError("a string tensor converted")
+        print("ok")
+    """)
+    assert out.strip() == "ok"

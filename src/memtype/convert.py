@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memtype._failures import conversion_failure, unsupported_reason
 from memtype.detect import detect_framework
-from memtype.errors import DeviceError, MemoryConversionError
+from memtype.errors import DeviceError, MemoryConversionError, UnsupportedArrayError
 from memtype.frameworks import Framework, get_framework, load_adapter, on_table_change
 from memtype.frameworks._protocol import CPU, Adapter, Device
 from memtype.types import MemoryTypeLike
@@ -208,6 +209,10 @@ def _build_route(x: Any, to: object) -> _Route:
     sfw = detect_framework(x)
     dfw = get_framework(to)
     src = load_adapter(sfw.name)
+    if sfw is not dfw:
+        reason = unsupported_reason(sfw, x)
+        if reason is not None:  # e.g. a type whose instances can never leave (masked arrays)
+            raise UnsupportedArrayError(f"cannot convert to {dfw.name}: {reason}")
     on_host = None  # a host-only type needs no check
     if sfw.device_kinds != ("cpu",):
         on_host = getattr(src, "on_host", None) or _on_host_by_device(src)
@@ -269,7 +274,8 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
     Raises
     ------
     UnsupportedArrayError
-        ``x`` is not an array.
+        ``x`` is not an array, or an array that cannot leave its framework (a masked NumPy
+        array, a sparse, meta or quantized torch tensor, a JAX PRNG key array...).
     UnknownMemoryTypeError
         ``to`` names no memory type.
     FrameworkNotInstalledError
@@ -278,7 +284,8 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
         A GPU was requested that does not exist, or the target needs a GPU and there is none.
     MemoryConversionError
         The target cannot hold ``x`` (dtype, shape), or a GPU -> GPU path would cross host
-        memory without ``allow_cpu_roundtrip``.
+        memory without ``allow_cpu_roundtrip``. Any other framework error is raised as a
+        MemoryConversionError chained to it; out-of-memory errors propagate unchanged.
 
     Examples
     --------
@@ -293,12 +300,18 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
         route = None
     if route is None:
         route = _build_route(x, to)
-    if gpu_id is None and route.host is not None and not _hooks:
-        if route.on_host is None or route.on_host(x):
-            return route.host(x)
-    if _hooks:
-        return _observed(x, route, gpu_id, allow_cpu_roundtrip)
-    return _plan(x, route, gpu_id, allow_cpu_roundtrip)
+    try:
+        if gpu_id is None and route.host is not None and not _hooks:
+            if route.on_host is None or route.on_host(x):
+                return route.host(x)
+        if _hooks:
+            return _observed(x, route, gpu_id, allow_cpu_roundtrip)
+        return _plan(x, route, gpu_id, allow_cpu_roundtrip)
+    except Exception as exc:  # explained (and chained) when a framework refused the input
+        error = conversion_failure(x, route.sfw, route.dfw, exc)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def convert_memory(data: Any, source_type: MemoryTypeLike, target_type: MemoryTypeLike,

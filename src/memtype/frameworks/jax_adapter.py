@@ -190,3 +190,11 @@ def runtime_started() -> bool:
 
 on_host = host_checker(lambda: gpu_count(), lambda x: device_of(x))
 """on_host(x): whether ``x`` lives in host memory (no device lookup while no GPU is visible)."""
+
+
+def unsupported(x: Any) -> str | None:
+    """Why ``x`` cannot leave JAX: arrays of extended dtypes (PRNG keys) hold no numbers."""
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+        return (f"a JAX array of extended dtype {x.dtype} (a PRNG key array) holds no "
+                "numbers; use jax.random.key_data(x).")
+    return None

@@ -132,3 +132,11 @@ def readonly_view(x: Any) -> Any:
 
 def runtime_started() -> bool:
     return False  # no device runtime
+
+
+def unsupported(x: Any) -> str | None:
+    """Why ``x`` cannot leave NumPy: a masked array's mask would be lost."""
+    if isinstance(x, np.ma.MaskedArray):
+        return ("a masked array's mask has no equivalent in other frameworks; pass "
+                "x.filled(value) or x.data (and the mask, np.ma.getmaskarray(x), separately).")
+    return None

@@ -39,7 +39,8 @@ def gpu_count() -> int:
 
 
 def devices() -> list[str]:
-    return ["cpu"] + [f"cuda:{i} {d.name}" for i, d in enumerate(tf.config.list_physical_devices("GPU"))]
+    gpus = tf.config.list_physical_devices("GPU")
+    return ["cpu"] + [f"cuda:{i} {d.name}" for i, d in enumerate(gpus)]
 
 
 def dlpack_version() -> str:
@@ -74,7 +75,8 @@ def _tf_device(device: Device) -> str:
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
-    if device.kind == "cpu" and a.dtype.kind in "biufc" and shareable(a, contiguous=True, align=ALIGN):
+    if (device.kind == "cpu" and a.dtype.kind in "biufc"
+            and shareable(a, contiguous=True, align=ALIGN)):
         return tf.experimental.dlpack.from_dlpack(a.__dlpack__())
     if not shareable(a, contiguous=True):
         a = native_copy(a)
@@ -91,7 +93,9 @@ def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
 
 
 def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
-    if isinstance(x, tf.Variable):
+    # a Variable's buffer must not be shared (see copy); string, resource and variant
+    # tensors abort the process inside TensorFlow's DLPack export (a CHECK failure)
+    if isinstance(x, tf.Variable) or x.dtype in _NOT_NUMERIC:
         return None
     return x
 
@@ -105,6 +109,9 @@ def data_ptr(x: Any) -> int | None:
 def to_device(x: Any, device: Device) -> Any:
     with tf.device(_tf_device(device)):
         return tf.identity(x)
+
+
+_NOT_NUMERIC = frozenset({tf.string, tf.resource, tf.variant})
 
 
 def copy(x: Any) -> Any:
@@ -183,3 +190,10 @@ def runtime_started() -> bool:
 
 on_host = host_checker(lambda: gpu_count(), lambda x: device_of(x))
 """on_host(x): whether ``x`` lives in host memory (no device lookup while no GPU is visible)."""
+
+
+def unsupported(x: Any) -> str | None:
+    """Why ``x`` cannot leave TensorFlow: resource and variant tensors are handles, not data."""
+    if x.dtype in (tf.resource, tf.variant):
+        return f"a TensorFlow tensor of dtype {x.dtype.name} is a handle, not array data."
+    return None
