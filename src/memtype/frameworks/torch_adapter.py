@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -19,7 +20,6 @@ DLPACK_CONTIGUOUS = False  # torch takes any non-negative strides (negative ones
 DLPACK_ALIGN = 1
 DLPACK_ANY_DTYPE = True
 
-_BF16 = torch.bfloat16
 _streams = threading.local()
 
 
@@ -53,10 +53,24 @@ def dlpack_version() -> str:
     return "1.0"
 
 
-def _ml_bfloat16() -> np.dtype[Any]:
+# torch dtypes that NumPy knows through ml_dtypes (same names); bits are moved as uints
+_ML_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+             "float8_e8m0fnu")
+_UINT_OF_SIZE = {1: torch.uint8, 2: torch.uint16}
+
+
+def _ml_table() -> dict[Any, np.dtype[Any]]:
+    """torch dtype -> NumPy (ml_dtypes) dtype; empty where ml_dtypes is not installed."""
+    if importlib.util.find_spec("ml_dtypes") is None:
+        return {}
     import ml_dtypes
 
-    return np.dtype(ml_dtypes.bfloat16)
+    pairs = ((getattr(torch, name, None), getattr(ml_dtypes, name, None)) for name in _ML_NAMES)
+    return {t: np.dtype(n) for t, n in pairs if t is not None and n is not None}
+
+
+_ML_TORCH = _ml_table()
+_ML_NUMPY = {n: t for t, n in _ML_TORCH.items()}
 
 
 _DTYPES: dict[Any, np.dtype[Any]] = {}
@@ -65,7 +79,8 @@ _DTYPES: dict[Any, np.dtype[Any]] = {}
 def dtype_of(x: Any) -> np.dtype[Any]:
     dt = _DTYPES.get(x.dtype)
     if dt is None:
-        dt = _ml_bfloat16() if x.dtype == _BF16 else np.dtype(str(x.dtype).removeprefix("torch."))
+        ml = _ML_TORCH.get(x.dtype)
+        dt = ml if ml is not None else np.dtype(str(x.dtype).removeprefix("torch."))
         _DTYPES[x.dtype] = dt
     return dt
 
@@ -87,21 +102,31 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
     x = _plain(x)
     if x.device.type != "cpu":
         x = x.cpu()
-    if x.dtype == _BF16:
-        return x.view(torch.uint16).numpy().view(_ml_bfloat16())
+    ml = _ML_TORCH.get(x.dtype)
+    if ml is not None:
+        return x.view(_UINT_OF_SIZE[ml.itemsize]).numpy().view(ml)
     return x.numpy()
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    tdt = _ML_NUMPY.get(a.dtype) if a.dtype.itemsize <= 2 and a.dtype.kind in "Vf" else None
+    if device.kind == "cuda" and tdt is None and a.dtype.isnative and not _negative_strides(a):
+        # one host -> device transfer, read-only arrays included (torch.from_numpy would
+        # want a writable host copy of those first)
+        return torch.tensor(a, device=_torch_device(device))
     if not shareable(a, contiguous=False):
         a = native_copy(a)
-    if a.dtype.kind == "V" and a.dtype.name == "bfloat16":
-        t = torch.from_numpy(a.view(np.uint16)).view(_BF16)
+    if tdt is not None:  # bfloat16, float8...: the bits as unsigned ints, viewed back
+        t = torch.from_numpy(a.view(np.dtype(f"u{a.dtype.itemsize}"))).view(tdt)
     else:
         t = torch.from_numpy(a)
     if device.kind == "cuda":
         t = t.to(_torch_device(device), non_blocking=False)
     return t
+
+
+def _negative_strides(a: np.ndarray[Any, Any]) -> bool:
+    return bool(a.strides) and min(a.strides) < 0
 
 
 def from_dlpack(x: Any, device: Device) -> Any:
@@ -118,7 +143,30 @@ def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
         return None
     if align > 1 and x.numel() and x.data_ptr() % align:
         return None
+    if x.is_cuda and x.device.index != torch.cuda.current_device():
+        return _OnItsDevice(x)
     return x
+
+
+class _OnItsDevice:
+    """A CUDA tensor exported with its own device made current for the export.
+
+    ``Tensor.__dlpack__`` refuses (``BufferError``) a tensor on a GPU other than torch's
+    current one, and orders the consumer's stream after torch's current stream of *that*
+    device; JAX and TensorFlow do not switch devices before asking.
+    """
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: Any) -> None:
+        self.tensor = tensor
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.tensor.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        with torch.cuda.device(self.tensor.device):
+            return self.tensor.__dlpack__(**kwargs)
 
 
 def _torch_device(device: Device) -> Any:
@@ -214,3 +262,16 @@ def record_stream(x: Any, stream: Any) -> None:
 def runtime_started() -> bool:
     """Whether torch initialised CUDA (its caching allocator settings are then fixed)."""
     return bool(torch.cuda.is_initialized())
+
+
+def unsupported(x: Any) -> str | None:
+    """Why ``x`` cannot leave torch (layouts and kinds of tensor with no dense buffer)."""
+    if x.is_nested:
+        return "a nested torch tensor has no single shape; convert its components one by one."
+    if x.layout != torch.strided:
+        return f"a torch tensor with layout {x.layout} is not dense; call .to_dense() first."
+    if x.is_meta:
+        return "a torch tensor on the meta device has no data."
+    if x.is_quantized:
+        return "a quantized torch tensor has no portable dtype; call .dequantize() first."
+    return None
