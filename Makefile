@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench info lint typecheck clean
+.PHONY: demo test bench info lint typecheck clean gpu-test gpu-wheels gpu-validate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,17 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/gpu_cache.py
 	$(BIN)/python benchmarks/storage.py
 	$(BIN)/python benchmarks/pipeline.py
+
+# On a machine with a CUDA GPU (docs/gpu-validation.md): the GPU-marked tests alone, or the
+# whole validation (tests + benchmarks/gpu.py) from a checkout without installing memtype.
+gpu-test: $(VENV)/.test
+	$(BIN)/python -m pytest -m gpu -ra
+
+gpu-wheels:
+	scripts/gpu-wheels.sh
+
+gpu-validate:
+	scripts/gpu-validate.sh
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check src tests benchmarks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, ExitStack
@@ -61,12 +62,12 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
-    with cp.cuda.Device(device.index):
+    with _enter(device.index):
         return cp.asarray(a)
 
 
 def from_dlpack(x: Any, device: Device) -> Any:
-    with cp.cuda.Device(device.index):
+    with _enter(device.index):
         return cp.from_dlpack(x)
 
 
@@ -89,7 +90,7 @@ def data_ptr(x: Any) -> int | None:
 
 
 def to_device(x: Any, device: Device) -> Any:
-    with cp.cuda.Device(device.index):
+    with _enter(device.index):
         return cp.asarray(x)  # peer-to-peer copy when the source lives elsewhere
 
 
@@ -114,7 +115,7 @@ def synchronize(device: Device) -> None:
 def stream(device: Device) -> AbstractContextManager[Any]:
     per_thread: dict[int, Any] = _streams.__dict__.setdefault("by_device", {})
     stack_ = ExitStack()
-    stack_.enter_context(cp.cuda.Device(device.index))
+    stack_.enter_context(_enter(device.index))
     s = per_thread.get(device.index)
     if s is None:
         s = per_thread[device.index] = cp.cuda.Stream(non_blocking=True)
@@ -122,18 +123,47 @@ def stream(device: Device) -> AbstractContextManager[Any]:
     return stack_
 
 
+def _devices_in_use() -> list[int]:
+    """GPUs whose memory cupy may hold: the current one and those memtype put arrays on.
+
+    Entering any other device would create a CUDA context there (hundreds of MiB) just to
+    find its pool empty.
+    """
+    return sorted({current_device(), *_used_devices})
+
+
+_used_devices: set[int] = set()
+
+
+def _enter(index: int) -> Any:
+    _used_devices.add(index)
+    return cp.cuda.Device(index)
+
+
 def empty_cache() -> None:
+    """Free cupy's cached blocks and this thread's cuFFT plans on every GPU in use.
+
+    A cached FFT plan keeps its work area allocated in the pool, so the plans go first.
+    Plans cached by other threads stay (cupy keeps one plan cache per thread and device).
+    """
     if not runtime_started():
         return  # nothing allocated; freeing would start (or, without a driver, fail on) CUDA
-    cp.get_default_memory_pool().free_all_blocks()
+    fft = sys.modules.get("cupy.fft")  # never imported: no plans to free
+    pool = cp.get_default_memory_pool()
+    for index in _devices_in_use():
+        with cp.cuda.Device(index):  # the pool's methods act on the current device
+            if fft is not None:
+                fft.config.clear_plan_cache()
+            pool.free_all_blocks()
     cp.get_default_pinned_memory_pool().free_all_blocks()
 
 
 def memory_info(gpu_id: int) -> dict[str, int]:
-    if gpu_count() == 0:
+    if gpu_count() == 0 or gpu_id not in _devices_in_use():
         return {}
     pool = cp.get_default_memory_pool()
-    return {"pool_used": int(pool.used_bytes()), "pool_total": int(pool.total_bytes())}
+    with cp.cuda.Device(gpu_id):
+        return {"pool_used": int(pool.used_bytes()), "pool_total": int(pool.total_bytes())}
 
 
 def oom_errors() -> tuple[type[BaseException], ...]:

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Download into .whl/ the wheels that the GPU validation run (scripts/gpu-validate.sh) needs and
+# the GPU machine lacks: arraybridge 0.5.2 (the benchmark's peer column) and its dependencies.
+# The GPU machine has no network; .whl/ travels with the device run (carry [".whl"]) and is
+# installed there into /tmp/site. .whl/ is git-ignored locally (.git/info/exclude), never
+# committed. Everything else the tests and the benchmark use is installed on that machine
+# (torch, cupy, jax, numpy, pytest, pytest-timeout, hypothesis, psutil, nvidia-ml-py, rich, ...).
+#
+# Usage: scripts/gpu-wheels.sh        (from anywhere; PYTHON=... picks the interpreter)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+WHEELS=(
+    arraybridge==0.5.2          # the peer library of benchmarks/gpu.py
+    metaclass-registry==0.4.1   # arraybridge's dependency
+    python-introspect==0.3.0    # arraybridge's dependency
+    annotated-types==0.7.0      # python-introspect's dependency
+)
+
+mkdir -p .whl
+"$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: \
+    --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform manylinux1_x86_64 \
+    -d .whl "${WHEELS[@]}"
+
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qxF '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >> "$exclude"
+
+ls -l .whl
+echo "total: $(du -sh .whl | cut -f1) in .whl (the device run carries at most 64 MiB)"
