@@ -126,7 +126,8 @@ def run(sizes: list[str], repeats: int) -> str:
                           else float("nan"))
                 rows.append((label, s, t, ours, best, theirs, zero))
                 cells.append(mt._matrix.Cell(s, t, nbytes, ours, zero))
-                print(f"{label:>6} {s:>13} -> {t:<13} memtype {_fmt(ours):>10}  direct {_fmt(best):>10}"
+                print(f"{label:>6} {s:>13} -> {t:<13} memtype {_fmt(ours):>10}  "
+                      f"direct {_fmt(best):>10}"
                       f"  arraybridge {_fmt(theirs):>10}  zero-copy={zero}", file=sys.stderr)
     OUT.mkdir(exist_ok=True)
     heatmap(cells, types, [parse_size(s) for s in sizes], str(OUT / "convert_heatmap.png"))
@@ -143,7 +144,8 @@ def _summary(rows: list[tuple[Any, ...]]) -> list[str]:
         ratio = sorted(r[3] / r[5] for r in sized if r[5] == r[5] and r[5] > 0)
         if not over or not ratio:
             continue
-        lines.append(f"| {label} | {len(over)} | {over[len(over) // 2]:+.1f} µs / {over[-1]:+.1f} µs | "
+        lines.append(f"| {label} | {len(over)} | "
+                     f"{over[len(over) // 2]:+.1f} µs / {over[-1]:+.1f} µs | "
                      f"{ratio[len(ratio) // 2]:.2f}x / {ratio[-1]:.2f}x |")
     return lines + [""]
 
@@ -155,7 +157,8 @@ def _report(rows: list[tuple[Any, ...]], types: list[str]) -> str:
         f"date {datetime.date.today().isoformat()}.",
         "",
         *_summary(rows),
-        "| size | from | to | memtype | best direct | arraybridge | memtype - direct | memtype / arraybridge | zero-copy |",
+        "| size | from | to | memtype | best direct | arraybridge | memtype - direct "
+        "| memtype / arraybridge | zero-copy |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for label, s, t, ours, best, theirs, zero in rows:

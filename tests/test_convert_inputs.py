@@ -143,7 +143,8 @@ def test_tensorflow_variable(target: str) -> None:
     np.testing.assert_array_equal(host(mt.convert(v, target)), np.arange(6).reshape(2, 3))
 
 
-@pytest.mark.parametrize("target", [t for t in ("numpy", "torch", "cupy") if t in available_types()])
+@pytest.mark.parametrize("target",
+                         [t for t in ("numpy", "torch", "cupy") if t in available_types()])
 def test_writes_to_a_converted_tf_variable_never_reach_the_variable(target: str) -> None:
     # every way to read a Variable shares its buffer, and TensorFlow only copies on its own
     # writes: a zero-copy export would let the target write into the variable

@@ -31,7 +31,8 @@ def test_pair_converts_values(source: str, target: str, values: np.ndarray) -> N
 
 
 @pytest.mark.parametrize("source,target", PAIRS, ids=[f"{s}->{t}" for s, t in PAIRS])
-def test_pair_zero_copy_where_frameworks_allow(source: str, target: str, values: np.ndarray) -> None:
+def test_pair_zero_copy_where_frameworks_allow(source: str, target: str,
+                                               values: np.ndarray) -> None:
     x = mt.convert(values, source)
     y = mt.convert(x, target)
     expected = source in HOST_SHARING and target in HOST_SHARING

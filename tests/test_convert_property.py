@@ -20,8 +20,8 @@ DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, 
 def arrays(draw: st.DrawFn) -> np.ndarray:
     dtype = draw(st.sampled_from(DTYPES))
     shape = draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5))
-    base = draw(hnp.arrays(dtype, shape, elements={"allow_nan": False} if np.dtype(dtype).kind == "f"
-                           else None))
+    elements = {"allow_nan": False} if np.dtype(dtype).kind == "f" else None
+    base = draw(hnp.arrays(dtype, shape, elements=elements))
     view = draw(st.sampled_from(["plain", "reversed", "transposed", "strided", "big_endian"]))
     if view == "reversed" and base.ndim:
         return base[::-1]

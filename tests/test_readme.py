@@ -14,7 +14,8 @@ def test_quick_tour_runs(tmp_path: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert blocks, "README has no python block"
     script = tmp_path / "tour.py"
-    script.write_text(blocks[0] + "\nprint(type(invert(np.ones((2, 8, 8), np.float32))).__name__)\n")
+    call = "invert(np.ones((2, 8, 8), np.float32))"
+    script.write_text(blocks[0] + f"\nprint(type({call}).__name__)\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]

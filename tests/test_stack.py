@@ -32,7 +32,8 @@ def test_unstack(source: str, target: str) -> None:
 
 
 def test_stack_unstack_round_trip_uint16() -> None:
-    slices = [np.random.default_rng(i).integers(0, 65535, (8, 8)).astype(np.uint16) for i in range(4)]
+    slices = [np.random.default_rng(i).integers(0, 65535, (8, 8)).astype(np.uint16)
+              for i in range(4)]
     for t in available_types():
         again = mt.unstack_slices(mt.stack_slices(slices, t), "numpy")
         for a, b in zip(slices, again):

@@ -28,8 +28,8 @@ def test_unknown_name_lists_the_valid_ones() -> None:
     with pytest.raises(mt.UnknownMemoryTypeError) as info:
         get_framework("pytorch")
     assert isinstance(info.value, ValueError)
-    assert str(info.value) == ("Unknown memory type 'pytorch'. Expected one of: numpy, cupy, torch, "
-                               "tensorflow, jax, pyclesperanto.")
+    assert str(info.value) == ("Unknown memory type 'pytorch'. Expected one of: numpy, cupy, "
+                               "torch, tensorflow, jax, pyclesperanto.")
 
 
 def test_unknown_enum_value_is_value_error() -> None:

@@ -64,7 +64,8 @@ def info_report() -> str:
     from memtype import __version__
 
     found, missing = framework_rows()
-    lines = [f"memtype {__version__} on Python {platform.python_version()} ({platform.machine()})", ""]
+    python = f"Python {platform.python_version()} ({platform.machine()})"
+    lines = [f"memtype {__version__} on {python}", ""]
     lines.append(_table(("framework", "version", "dlpack", "devices"), found))
     lines.append("")
     lines += _gpu_lines()

@@ -16,7 +16,8 @@ from memtype.errors import MemtypeError
 __all__ = ["Cell", "parse_size", "median_seconds", "source_array", "usable_types", "measure",
            "run_matrix", "heatmap"]
 
-_UNITS = {"": 1, "B": 1, "KIB": 2**10, "KB": 10**3, "MIB": 2**20, "MB": 10**6, "GIB": 2**30, "GB": 10**9}
+_UNITS = {"": 1, "B": 1, "KIB": 2**10, "KB": 10**3, "MIB": 2**20, "MB": 10**6,
+          "GIB": 2**30, "GB": 10**9}
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,8 @@ def heatmap(cells: Sequence[Cell], types: Sequence[str], sizes: Sequence[int], p
     fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 4), squeeze=False)
     lookup = {(c.source, c.target, c.nbytes): c for c in cells}
     for ax, nbytes in zip(axes[0], sizes):
-        grid = np.array([[np.log10(lookup[(s, t, nbytes)].seconds * 1e6) for t in types] for s in types])
+        grid = np.array([[np.log10(lookup[(s, t, nbytes)].seconds * 1e6) for t in types]
+                         for s in types])
         im = ax.imshow(grid, cmap="viridis")
         ax.set_xticks(range(len(types)), types, rotation=45, ha="right")
         ax.set_yticks(range(len(types)), types)

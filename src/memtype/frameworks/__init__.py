@@ -86,7 +86,8 @@ _BUILTIN: tuple[Framework, ...] = (
     Framework("numpy", "numpy", ("numpy:ndarray",), "memtype.frameworks.numpy_adapter",
               ("cpu",), True, False, "pip install numpy"),
     Framework("cupy", "cupy", ("cupy:ndarray",), "memtype.frameworks.cupy_adapter",
-              ("cuda",), True, False, "pip install 'memtype[cupy]'  (cupy-cuda12x; needs a CUDA GPU)"),
+              ("cuda",), True, False,
+              "pip install 'memtype[cupy]'  (cupy-cuda12x; needs a CUDA GPU)"),
     Framework("torch", "torch", ("torch:Tensor",), "memtype.frameworks.torch_adapter",
               ("cpu", "cuda"), True, False, "pip install 'memtype[torch]'  (torch==2.13.0)"),
     Framework("tensorflow", "tensorflow", ("tensorflow:Tensor", "tensorflow:Variable"),
@@ -97,7 +98,8 @@ _BUILTIN: tuple[Framework, ...] = (
               ("cpu", "cuda"), True, True, "pip install 'memtype[jax]'  (jax[cuda12] on GPU)"),
     Framework("pyclesperanto", "pyclesperanto", ("pyclesperanto:Array",),
               "memtype.frameworks.pyclesperanto_adapter", ("opencl",), False, False,
-              "pip install 'memtype[cle]'  (plus an OpenCL runtime, e.g. apt install pocl-opencl-icd)",
+              "pip install 'memtype[cle]'  "
+              "(plus an OpenCL runtime, e.g. apt install pocl-opencl-icd)",
               # With the pocl OpenCL runtime, importing pyclesperanto after tensorflow segfaults.
               crashes_after=("tensorflow",)),
 )
@@ -163,7 +165,8 @@ def register_framework(framework: Framework, *, replace: bool = False) -> None:
         )
     if framework.name in _table and not replace:
         raise UnknownMemoryTypeError(
-            f"Memory type {framework.name!r} is already registered; pass replace=True to replace it."
+            f"Memory type {framework.name!r} is already registered; "
+            "pass replace=True to replace it."
         )
     _table[framework.name] = framework
     _forget(framework.name)

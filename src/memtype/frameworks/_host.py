@@ -19,7 +19,10 @@ def is_aligned(a: np.ndarray[Any, Any], align: int = ALIGN) -> bool:
 
 
 def shareable(a: np.ndarray[Any, Any], *, contiguous: bool, align: int = 1) -> bool:
-    """Whether a framework may share ``a``'s buffer: writable, native order, non-negative strides."""
+    """Whether a framework may share ``a``'s buffer.
+
+    It may when ``a`` is writable, in native byte order, with non-negative strides.
+    """
     flags = a.flags
     if not flags.writeable or not a.dtype.isnative:
         return False

@@ -15,7 +15,10 @@ __all__ = ["Adapter", "Device", "CPU"]
 
 @dataclass(frozen=True, order=True)
 class Device:
-    """Where an array lives: ``kind`` is ``"cpu"``, ``"cuda"`` or ``"opencl"``; ``index`` the ordinal."""
+    """Where an array lives.
+
+    ``kind`` is ``"cpu"``, ``"cuda"`` or ``"opencl"``; ``index`` the device's ordinal.
+    """
 
     kind: str
     index: int = 0
@@ -61,7 +64,8 @@ class Adapter(Protocol):
         """``x``'s shape as a tuple of ints."""
 
     def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
-        """A host view of ``x`` when it lives on the host (zero-copy where possible), else a copy."""
+        """A host view of ``x`` when it lives on the host (zero-copy where possible);
+        else a copy."""
 
     def from_numpy(self, a: np.ndarray[Any, Any], device: Device) -> Any:
         """An array on ``device`` holding ``a``'s values; shares ``a``'s memory where safe."""
