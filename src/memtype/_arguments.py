@@ -156,7 +156,7 @@ class _Converter:
         if first:
             self.seen = True
             self.dtype = _adapter(vfw).dtype_of(v)
-        out = self.isolate(v, self.convert(v, vfw))
+        out = self.isolate(v, self.convert(v, vfw), vfw)
         if first:
             self.first, self.first_at = out, where
             self.device = self.policy.adapter.device_of(out)
@@ -181,13 +181,29 @@ class _Converter:
             out = policy.adapter.to_device(out, CPU)
         return out
 
-    def isolate(self, v: Any, out: Any) -> Any:
+    def isolate(self, v: Any, out: Any, vfw: Framework) -> Any:
         """``out``, unless it is the caller's memory and the function could write to it."""
         policy = self.policy
         if policy.same_type is _unchanged or (
                 out is not v and (policy.framework.immutable or not shares_memory(v, out))):
             return out
-        return policy.same_type(out)
+        private = policy.same_type(out)
+        if vfw is not policy.framework and private is not out:
+            _copied_before_release(policy.adapter, private)
+        return private
+
+
+def _copied_before_release(adapter: Adapter, private: Any) -> None:
+    """Wait for the copy of another framework's GPU memory, made on this framework's stream.
+
+    The caller's framework knows nothing of that stream: once the caller drops its array,
+    its allocator may hand the memory out again (on its own stream) before the copy has
+    read it. Waiting here closes that window; it costs one synchronisation per call that
+    receives another framework's GPU array (host arrays need none).
+    """
+    device = adapter.device_of(private)
+    if device.kind == "cuda":
+        adapter.synchronize(device)
 
 
 def _fit_float(v: Any, vfw: Framework, target: Adapter) -> Any:
