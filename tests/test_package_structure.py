@@ -4,6 +4,7 @@ side effects. Walks whatever modules exist, so modules added later are checked t
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib.util
 import json
 import os
@@ -217,3 +218,33 @@ def test_subprocess_check_can_see_a_framework_import() -> None:
 def test_public_definitions_reads_all_and_ignores_imports() -> None:
     assert public_definitions("memtype.gpu.cache") == {"GPUTensorCache", "measure_nbytes"}
     assert "get_gpu_manager" not in public_definitions("memtype.gpu.memory")  # imported there
+
+
+_BUILTIN_ERRORS = {n for n in dir(builtins) if n.endswith(("Error", "Exception"))}
+
+
+def _builtin_raises(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """``raise ValueError(...)`` and the like (a builtin instead of a memtype error class)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) \
+                and isinstance(node.exc.func, ast.Name) and node.exc.func.id in _BUILTIN_ERRORS:
+            yield node.lineno, node.exc.func.id
+
+
+def test_every_error_memtype_raises_is_a_memtype_error() -> None:
+    # callers catch MemtypeError for anything memtype raises on purpose (or the builtin);
+    # AttributeError is what a module's __getattr__ must raise
+    found = [f"{name}:{line} raises {exc}" for name, tree in TREES.items()
+             for line, exc in _builtin_raises(tree) if exc != "AttributeError"]
+    assert found == []
+
+
+def test_the_builtin_raise_finder_finds_one() -> None:
+    tree = ast.parse("def f():\n    raise ValueError('x')\n")
+    assert list(_builtin_raises(tree)) == [(2, "ValueError")]
+
+
+def test_docs_list_every_error_class() -> None:
+    text = (ROOT.parent.parent / "docs" / "errors.md").read_text(encoding="utf-8")
+    missing = [name for name in memtype.errors.__all__ if f"| `{name}` |" not in text]
+    assert missing == []

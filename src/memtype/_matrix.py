@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import MemtypeError
+from memtype.errors import InvalidArgumentError, MemtypeError
 
 __all__ = ["Cell", "parse_size", "median_seconds", "source_array", "usable_types", "measure",
            "run_matrix", "heatmap"]
@@ -37,7 +37,8 @@ def parse_size(text: str) -> int:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).upper() if match else "?"
     if match is None or unit not in _UNITS:
-        raise MemtypeError(f"Cannot read size {text!r}; expected e.g. 1KiB, 1MiB, 64MiB, 2GB.")
+        raise InvalidArgumentError(
+            f"Cannot read size {text!r}; expected e.g. 1KiB, 1MiB, 64MiB, 2GB.")
     return int(float(match.group(1)) * _UNITS[unit])
 
 

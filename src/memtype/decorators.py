@@ -33,7 +33,7 @@ from memtype._calls import (
 from memtype._slicing import can_slice, run_by_slice
 from memtype.convert import convert
 from memtype.dtypes import cast, holds_dtype, nearest_held_dtype, result_dtype
-from memtype.errors import CallOptionError, ContractError
+from memtype.errors import ArgumentTypeError, CallOptionError, ContractError
 from memtype.frameworks import (
     Framework,
     get_framework,
@@ -84,7 +84,7 @@ class MemoryTypeFunction:
                  contract: Contract = None, oom_recovery: bool = True,
                  copy_inputs: bool = True, allow_cpu_roundtrip: bool = False) -> None:
         if not callable(func):
-            raise TypeError(f"A memory type decorator needs a callable; received {func!r}.")
+            raise ArgumentTypeError(f"A memory type decorator needs a callable; received {func!r}.")
         functools.update_wrapper(self, func)
         self.__qualname__ = str(getattr(func, "__qualname__", func)).removesuffix(_THROUGH)
         self.input_memory_type = MemoryType(input_type.name)

@@ -30,6 +30,11 @@ __all__ = [
     "DtypePolicyError",
     "CallOptionError",
     "StoreUsageError",
+    "InvalidArgumentError",
+    "ArgumentTypeError",
+    "FieldError",
+    "PipelineFileError",
+    "StoreFullError",
 ]
 
 
@@ -38,7 +43,7 @@ class MemtypeError(Exception):
 
 
 class UnsupportedArrayError(MemtypeError, TypeError):
-    """The object is not an array of any known (and loaded) framework."""
+    """Not an array of any known (and loaded) framework, or one that cannot leave it."""
 
 
 class UnknownMemoryTypeError(MemtypeError, ValueError):
@@ -140,3 +145,26 @@ class CallOptionError(MemtypeError, ValueError):
 
 class StoreUsageError(MemtypeError, ValueError):
     """A store used wrongly: a negative budget, a release without a matching acquire."""
+
+
+class InvalidArgumentError(MemtypeError, ValueError):
+    """An argument of the right type with a value memtype cannot use (a size, a name...)."""
+
+
+class ArgumentTypeError(MemtypeError, TypeError):
+    """An argument of a type memtype cannot use where it was passed."""
+
+
+class FieldError(MemtypeError, KeyError):
+    """A filename-pattern or grouping field that is missing or unknown."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else ""
+
+
+class PipelineFileError(MemtypeError, ImportError):
+    """A pipeline file that cannot be imported as a Python module."""
+
+
+class StoreFullError(MemtypeError, OSError):
+    """A write stopped because the device is full (``errno.ENOSPC``); nothing was replaced."""

@@ -8,7 +8,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from memtype.detect import detect_framework
-from memtype.errors import StoreKeyError, UnsupportedArrayError
+from memtype.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    StoreKeyError,
+    UnsupportedArrayError,
+)
 from memtype.frameworks import load_adapter
 
 __all__ = ["GPUTensorCache", "measure_nbytes"]
@@ -50,7 +55,7 @@ def _measure_other(value: Any) -> int:
         return sum(measure_nbytes(v) for v in value)
     if isinstance(value, Mapping):
         return sum(measure_nbytes(v) for v in value.values())
-    raise TypeError(
+    raise ArgumentTypeError(
         f"Cannot measure the size of a {type(value).__module__}.{type(value).__qualname__}; "
         "cache arrays (or lists, tuples, dicts of them), or pass sizeof= to GPUTensorCache."
     )
@@ -90,7 +95,8 @@ class GPUTensorCache:
         for label, bound in (("max_bytes", max_bytes), ("max_items", max_items)):
             if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)
                                       or bound < 1):
-                raise ValueError(f"{label} must be a positive int or None; received {bound!r}.")
+                raise InvalidArgumentError(
+                    f"{label} must be a positive int or None; received {bound!r}.")
         self.max_bytes = max_bytes
         self.max_items = max_items
         self._sizeof = sizeof or measure_nbytes
@@ -135,7 +141,7 @@ class GPUTensorCache:
             If ``key`` is not a str, or the value's size cannot be measured.
         """
         if not isinstance(key, str):
-            raise TypeError(f"Cache keys are str; received {type(key).__name__} {key!r}.")
+            raise ArgumentTypeError(f"Cache keys are str; received {type(key).__name__} {key!r}.")
         size = int(self._sizeof(value))
         with self._lock:
             old = self._data.pop(key, None)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memtype.errors import DeviceError
+from memtype.errors import DeviceError, InvalidArgumentError
 from memtype.frameworks import loaded_frameworks
 
 __all__ = ["GPUInfo", "GPUManager", "assign", "get_gpu_manager", "select_device", "visible_devices"]
@@ -343,7 +343,8 @@ class GPUManager:
             If ``worker_index`` is not a non-negative int.
         """
         if isinstance(worker_index, bool) or not isinstance(worker_index, int) or worker_index < 0:
-            raise ValueError(f"worker_index must be a non-negative int; received {worker_index!r}.")
+            raise InvalidArgumentError(
+                f"worker_index must be a non-negative int; received {worker_index!r}.")
         count = self.count
         return worker_index % count if count else None
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from memtype.errors import DeviceError
+from memtype.errors import ArgumentTypeError, DeviceError, InvalidArgumentError
 from memtype.frameworks import get_framework, load_adapter, loaded_frameworks
 from memtype.gpu.devices import get_gpu_manager
 
@@ -182,21 +182,21 @@ def memory_usage(gpu_id: int | None = None) -> dict[str, DeviceMemory]:
 def _as_bytes(size: object) -> int:
     """A size in bytes from an int (bytes) or a float (GiB)."""
     if isinstance(size, bool):
-        raise TypeError("size must be an int (bytes) or a float (GiB); received a bool.")
+        raise ArgumentTypeError("size must be an int (bytes) or a float (GiB); received a bool.")
     if isinstance(size, numbers.Integral):
         value = int(size)
     elif isinstance(size, numbers.Real):
         as_float = float(size)
         if not math.isfinite(as_float):
-            raise ValueError(f"size must be finite; received {size!r}.")
+            raise InvalidArgumentError(f"size must be finite; received {size!r}.")
         value = math.ceil(as_float * GIB)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"size must be an int (bytes) or a float (GiB); received {type(size).__name__} "
             f"{size!r}."
         )
     if value < 0:
-        raise ValueError(f"size must not be negative; received {size!r}.")
+        raise InvalidArgumentError(f"size must not be negative; received {size!r}.")
     return value
 
 

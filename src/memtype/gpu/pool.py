@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 
 from memtype.convert import convert, target_device
-from memtype.errors import DeviceError, MemoryBudgetError, StoreKeyError
+from memtype.errors import (
+    ArgumentTypeError,
+    DeviceError,
+    InvalidArgumentError,
+    MemoryBudgetError,
+    StoreKeyError,
+)
 from memtype.frameworks import get_framework, load_adapter, loaded_frameworks
 from memtype.frameworks._protocol import CPU, Device
 from memtype.gpu.cache import measure_nbytes
@@ -44,7 +50,7 @@ class _Allocation:
 def _as_dtype(dtype: Any) -> np.dtype[Any]:
     """A NumPy dtype from a NumPy dtype-like, a TensorFlow DType or a ``torch.float32``-like."""
     if dtype is None:
-        raise TypeError("dtype must be given (e.g. 'float32'); received None.")
+        raise ArgumentTypeError("dtype must be given (e.g. 'float32'); received None.")
     try:
         result: np.dtype[Any] = np.dtype(dtype)
         return result
@@ -55,14 +61,14 @@ def _as_dtype(dtype: Any) -> np.dtype[Any]:
     try:
         return np.dtype(name)
     except TypeError as exc:
-        raise TypeError(f"dtype {dtype!r} is not a dtype memtype understands.") from exc
+        raise ArgumentTypeError(f"dtype {dtype!r} is not a dtype memtype understands.") from exc
 
 
 def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     """A shape tuple of non-negative ints."""
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
-        raise ValueError(f"shape must hold non-negative ints; received {shape!r}.")
+        raise InvalidArgumentError(f"shape must hold non-negative ints; received {shape!r}.")
     return dims
 
 
@@ -109,7 +115,7 @@ class GPUMemoryManager:
         if limit_bytes is not None:
             _check_limit(limit_bytes)
         if max_memory_fraction is not None and not 0.0 < max_memory_fraction <= 1.0:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"max_memory_fraction must be in (0, 1]; received {max_memory_fraction!r}."
             )
         self.limit_bytes = limit_bytes
@@ -325,7 +331,7 @@ def _empty_caches() -> None:
 def _check_limit(limit_bytes: object) -> None:
     """Raise unless ``limit_bytes`` is a positive int."""
     if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes <= 0:
-        raise ValueError(f"limit_bytes must be a positive int; received {limit_bytes!r}.")
+        raise InvalidArgumentError(f"limit_bytes must be a positive int; received {limit_bytes!r}.")
 
 
 class GPUMemoryPool(GPUMemoryManager):

@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from types import TracebackType
 from typing import Any, TypeVar
 
+from memtype.errors import InvalidArgumentError
+
 __all__ = [
     "Executor",
     "InlineExecutor",
@@ -227,7 +229,7 @@ def make_executor(kind: str | Executor = "inline", workers: int | None = None,
     if isinstance(kind, Executor):
         return kind
     if workers is not None and workers < 1:
-        raise ValueError(f"workers must be >= 1; received {workers}.")
+        raise InvalidArgumentError(f"workers must be >= 1; received {workers}.")
     if client is not None or scheduler is not None:
         kind = "dask"
     if kind == "inline":
@@ -236,4 +238,5 @@ def make_executor(kind: str | Executor = "inline", workers: int | None = None,
         return ThreadExecutor(workers)
     if kind == "dask":
         return DaskExecutor(client, workers, scheduler, gpus)
-    raise ValueError(f"Unknown executor {kind!r}. Expected one of: {', '.join(EXECUTORS)}.")
+    raise InvalidArgumentError(
+        f"Unknown executor {kind!r}. Expected one of: {', '.join(EXECUTORS)}.")

@@ -18,6 +18,8 @@ import tempfile
 import threading
 from types import ModuleType
 
+from memtype.errors import PipelineFileError
+
 __all__ = ["import_pipeline_file", "shipped_modules", "ensure_modules", "ModuleSpec"]
 
 ModuleSpec = tuple[str, str, str]
@@ -38,7 +40,8 @@ def _import(name: str, path: str) -> ModuleType:
     """Import the file at ``path`` as module ``name`` (registered in ``sys.modules``)."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"{path!r} cannot be imported as a Python module; expected a .py file.")
+        raise PipelineFileError(
+            f"{path!r} cannot be imported as a Python module; expected a .py file.")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -63,7 +66,7 @@ def import_pipeline_file(path: str | os.PathLike[str]) -> ModuleType:
     with open(full, encoding="utf-8") as fh:
         source = fh.read()
     if not full.endswith(".py"):
-        raise ImportError(f"{os.fspath(path)!r} is not a .py file.")
+        raise PipelineFileError(f"{os.fspath(path)!r} is not a .py file.")
     name = _module_name(full, source)
     with _lock:
         module = sys.modules.get(name)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import StoreExistsError
+from memtype.errors import InvalidArgumentError, StoreExistsError
 from memtype.pipeline.patterns import FilenamePattern, Key, field_sort_key, key_label, split_well
 from memtype.pipeline.tables import parse_table, rows_to_table
 
@@ -180,12 +180,12 @@ def zarr_roles(fields: Sequence[str]) -> dict[str, str]:
         else:
             axis = next((a for a, names in _AXES.items() if name in names), None)
             if axis is None:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"The pattern field {name!r} has no place in an OME-Zarr plate (fields "
                     "there: well, site, channel, z, t); use output_format='tiff'.")
             roles[name] = axis
     if "well" not in roles:
-        raise ValueError("An OME-Zarr plate output needs a {well} field in the pattern; "
+        raise InvalidArgumentError("An OME-Zarr plate output needs a {well} field in the pattern; "
                          "use output_format='tiff'.")
     return roles
 

@@ -15,7 +15,7 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from memtype.errors import ShapeError
+from memtype.errors import FieldError, InvalidArgumentError, ShapeError
 from memtype.storage.base import natural_key
 
 __all__ = [
@@ -74,12 +74,12 @@ def _parse_template(template: str) -> tuple[list[str], list[_Field]]:
         if name is None:
             continue
         if not name.isidentifier() or conversion:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Pattern field {{{name}}} in {template!r} is not a plain name; expected "
                 "{name} or {name:spec}, e.g. {well}_s{site}_w{channel}_z{z:03d}.tif."
             )
         if any(f.name == name for f in fields):
-            raise ValueError(f"Pattern {template!r} names the field {name!r} twice.")
+            raise InvalidArgumentError(f"Pattern {template!r} names the field {name!r} twice.")
         fields.append(_Field(name, spec or ""))
     return literals, fields
 
@@ -115,7 +115,7 @@ class FilenamePattern:
     def __post_init__(self) -> None:
         literals, fields = _parse_template(self.template)
         if not fields:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Pattern {self.template!r} has no {{field}}; expected e.g. "
                 "{well}_s{site}_w{channel}_z{z:03d}.tif."
             )
@@ -153,7 +153,7 @@ class FilenamePattern:
         """
         missing = [f for f in self.fields if f not in values]
         if missing:
-            raise KeyError(f"Pattern {self.template!r} needs values for {missing}.")
+            raise FieldError(f"Pattern {self.template!r} needs values for {missing}.")
         return self.template.format(**values)
 
 
@@ -209,7 +209,7 @@ def _check_names(records: Sequence[ImageRecord], names: Sequence[str], what: str
     have = [k for k, _ in records[0].key]
     unknown = [n for n in names if n not in have]
     if unknown:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{what} {unknown} are not fields of the filename pattern; the fields are {have}."
         )
 
@@ -270,5 +270,6 @@ def split_well(well: str) -> tuple[str, int]:
     """
     m = re.fullmatch(r"([A-Za-z]+)(\d+)", well)
     if m is None:
-        raise ValueError(f"Well name {well!r} is not a row letter and column number like 'B03'.")
+        raise InvalidArgumentError(
+            f"Well name {well!r} is not a row letter and column number like 'B03'.")
     return m[1].upper(), int(m[2])

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memtype.errors import NoImagesError, StoreNotFoundError
+from memtype.errors import InvalidArgumentError, NoImagesError, StoreNotFoundError
 from memtype.frameworks import get_framework
 from memtype.pipeline.executors import Executor, make_executor
 from memtype.pipeline.outputs import OutputSpec, zarr_roles
@@ -77,7 +77,7 @@ def _output_inside_input(store: Any, output: str) -> str | None:
         return None
     out = os.path.abspath(output)
     if _inside(root, out):
-        raise ValueError(f"The output {output!r} is, or contains, the input directory "
+        raise InvalidArgumentError(f"The output {output!r} is, or contains, the input directory "
                          f"{root!r}; write the results somewhere else.")
     return os.path.relpath(out, root).replace(os.sep, "/") if _inside(out, root) else None
 
@@ -126,9 +126,10 @@ class Pipeline:
                  pattern: str = DEFAULT_PATTERN, task_by: Sequence[str] = ("well",),
                  output_format: str = "zarr", name: str = "pipeline") -> None:
         if not steps:
-            raise ValueError("A pipeline needs at least one step.")
+            raise InvalidArgumentError("A pipeline needs at least one step.")
         if output_format not in ("zarr", "tiff"):
-            raise ValueError(f"output_format must be 'zarr' or 'tiff'; received {output_format!r}.")
+            raise InvalidArgumentError(
+                f"output_format must be 'zarr' or 'tiff'; received {output_format!r}.")
         self.steps: list[FunctionStep] = [_as_step(s) for s in steps]
         _unique_names(self.steps)
         self.pattern = FilenamePattern(pattern)
@@ -258,7 +259,7 @@ class Pipeline:
         roles = zarr_roles(pattern.fields)
         split = [f for f in self.task_by if roles.get(f) in ("t", "c", "z")]
         if split:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"task_by={self.task_by} splits plate images along {split}; each OME-Zarr "
                 "field is written whole by one group, so group by well (and site) only, "
                 "or use output_format='tiff'.")

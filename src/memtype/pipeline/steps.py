@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memtype.errors import ArgumentTypeError, FieldError, InvalidArgumentError
 from memtype.frameworks import get_framework
 from memtype.pipeline.patterns import FieldValue, Key
 
@@ -45,15 +46,17 @@ def _one_call(spec: Any, where: str) -> StepCall:
     """A :class:`StepCall` from a function or a ``(function, kwargs)`` pair."""
     if isinstance(spec, tuple):
         if len(spec) != 2 or not callable(spec[0]) or not isinstance(spec[1], Mapping):
-            raise TypeError(f"{where}: a tuple must be (function, kwargs); received {spec!r}.")
+            raise ArgumentTypeError(
+                f"{where}: a tuple must be (function, kwargs); received {spec!r}.")
         func, kwargs = spec[0], dict(spec[1])
     elif callable(spec):
         func, kwargs = spec, {}
     else:
-        raise TypeError(f"{where}: expected a decorated function; received {type(spec).__name__}.")
+        raise ArgumentTypeError(
+            f"{where}: expected a decorated function; received {type(spec).__name__}.")
     if not hasattr(func, "input_memory_type") or not hasattr(func, "output_memory_type"):
         name = getattr(func, "__qualname__", repr(func))
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{where}: {name} has no memory type; decorate it with a memtype decorator "
             "(@mt.numpy, @mt.torch, @mt.jax, @mt.memory_types(...)) so the step knows how to "
             "stack its input."
@@ -65,7 +68,7 @@ def _chain(spec: Any, where: str) -> tuple[StepCall, ...]:
     """A chain of calls from a function, a pair, or a list of those."""
     if isinstance(spec, list):
         if not spec:
-            raise ValueError(f"{where}: an empty list of functions.")
+            raise InvalidArgumentError(f"{where}: an empty list of functions.")
         return tuple(_one_call(s, f"{where}[{i}]") for i, s in enumerate(spec))
     return (_one_call(spec, where),)
 
@@ -135,13 +138,14 @@ class FunctionStep:
     def _set_routes(self, func: Mapping[FieldValue, FuncSpec]) -> None:
         """Check and store a dict of per-value chains."""
         if self.group_by is None:
-            raise ValueError("FunctionStep: a dict of functions needs group_by= (the field "
-                             "whose value picks the function, e.g. group_by='channel').")
+            raise InvalidArgumentError(
+                "FunctionStep: a dict of functions needs group_by= (the field whose value "
+                "picks the function, e.g. group_by='channel').")
         if self.group_by in self.variable_components:
-            raise ValueError(f"FunctionStep: group_by={self.group_by!r} cannot also be a "
+            raise InvalidArgumentError(f"FunctionStep: group_by={self.group_by!r} cannot also be a "
                              f"variable component {self.variable_components}.")
         if not func:
-            raise ValueError("FunctionStep: an empty dict of functions.")
+            raise InvalidArgumentError("FunctionStep: an empty dict of functions.")
         self.routes = {k: _chain(v, f"FunctionStep[{k!r}]") for k, v in func.items()}
 
     def _default_name(self) -> str:
@@ -166,13 +170,13 @@ class FunctionStep:
         assert self.group_by is not None
         values = dict(key)
         if self.group_by not in values:
-            raise KeyError(f"step {self.name!r}: group_by={self.group_by!r} is not a field of "
+            raise FieldError(f"step {self.name!r}: group_by={self.group_by!r} is not a field of "
                            f"the stack {values}.")
         value = values[self.group_by]
         for candidate in (value, str(value)):
             if candidate in self.routes:
                 return self.routes[candidate]
-        raise KeyError(f"step {self.name!r} has no function for {self.group_by}={value!r}; "
+        raise FieldError(f"step {self.name!r} has no function for {self.group_by}={value!r}; "
                        f"it has {sorted(map(str, self.routes))}.")
 
     def all_calls(self) -> list[StepCall]:

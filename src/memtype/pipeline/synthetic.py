@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from memtype.errors import InvalidArgumentError
 from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern
 
 __all__ = ["SyntheticPlate", "write_synthetic_plate"]
@@ -77,9 +78,9 @@ class SyntheticPlate:
 
     def __post_init__(self) -> None:
         if not 1 <= self.channels <= 2:
-            raise ValueError(f"channels must be 1 or 2; received {self.channels}.")
+            raise InvalidArgumentError(f"channels must be 1 or 2; received {self.channels}.")
         if min(self.wells, self.sites, self.z_planes) < 1 or self.size < 32:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "wells, sites and z_planes must be >= 1 and size >= 32; received "
                 f"{self.wells}, {self.sites}, {self.z_planes}, {self.size}."
             )

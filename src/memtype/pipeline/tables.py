@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from memtype.detect import detect_memory_type
-from memtype.errors import UnsupportedArrayError
+from memtype.errors import ArgumentTypeError, UnsupportedArrayError
 from memtype.pipeline.patterns import Key
 
 __all__ = ["side_output_rows", "rows_to_table", "parse_table"]
@@ -51,7 +51,7 @@ def _array_rows(a: np.ndarray[Any, Any]) -> list[Row]:
     if a.ndim == 2:
         return [{"index": i, **{f"c{j}": _plain(v) for j, v in enumerate(row)}}
                 for i, row in enumerate(a)]
-    raise TypeError(f"A side-output array must be 0D, 1D or 2D to become a table; "
+    raise ArgumentTypeError(f"A side-output array must be 0D, 1D or 2D to become a table; "
                     f"received shape {a.shape}.")
 
 
@@ -70,7 +70,7 @@ def _value_rows(value: Any) -> list[Row]:
         return _array_rows(array)
     if isinstance(value, Sequence) and all(isinstance(v, Mapping) for v in value):
         return [{str(k): _plain(v) for k, v in row.items()} for row in value]
-    raise TypeError(
+    raise ArgumentTypeError(
         f"Cannot turn a side output of type {type(value).__name__} into table rows; expected "
         "a number, a dict, a list of dicts, a 1D/2D array or a pandas DataFrame.")
 

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from memtype.errors import StoreFormatError, UnsupportedArrayError
+from memtype.errors import ArgumentTypeError, StoreFormatError, UnsupportedArrayError
 
 __all__ = ["FileFormat", "format_for", "supported_extensions"]
 
@@ -300,7 +300,7 @@ def check_options(fmt: FileFormat, options: dict[str, Any], allowed: frozenset[s
     """TypeError naming options the format does not take."""
     unknown = sorted(set(options) - allowed)
     if unknown:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{action} of {fmt.name} files got unexpected option(s) {', '.join(unknown)}; "
             f"it accepts: {', '.join(sorted(allowed)) or 'none'}."
         )

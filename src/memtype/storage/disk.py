@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from memtype.errors import StoreExistsError, StoreNotFoundError, StorePathError
+from memtype.errors import StoreExistsError, StoreFullError, StoreNotFoundError, StorePathError
 from memtype.storage._atomic import (
     atomic_write,
     copy_into,
@@ -164,7 +164,7 @@ class DiskStore(Store):
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise
-            raise OSError(
+            raise StoreFullError(
                 errno.ENOSPC, f"No space left on the device while writing {full!r}; the "
                 "previous file (if any) is unchanged and the partial write was removed", full,
             ) from exc

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from memtype.errors import StoreKeyError
+from memtype.errors import ArgumentTypeError, StoreKeyError
 from memtype.storage.base import PathLike, Store, StoreStat
 
 __all__ = ["FileManager"]
@@ -46,7 +46,7 @@ class FileManager:
         stores: dict[str, Store] = {}
         for name, store in registry.items():
             if not isinstance(store, Store):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"FileManager backend {name!r} must be a memtype Store; received "
                     f"{type(store).__name__}."
                 )
