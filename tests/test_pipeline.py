@@ -15,7 +15,7 @@ import memtype as mt
 from memtype.errors import NoImagesError, PipelineError
 from memtype.pipeline import FunctionStep, Pipeline, make_executor
 from memtype.pipeline.executors import InlineExecutor, ThreadExecutor, current_worker_index
-from memtype.pipeline.progress import Progress, RichProgress, make_progress
+from memtype.pipeline.progress import LineProgress, Progress, RichProgress, make_progress
 from memtype.pipeline.report import GroupResult, RunReport, StepStats
 from memtype.pipeline.tables import rows_to_table, side_output_rows
 from tests.pipeline_support import SMALL, load_field, read_csv, stacks, write_plate
@@ -349,15 +349,37 @@ def test_executors_map_with_shared_context() -> None:
         make_executor("threads", workers=0)
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def test_progress_is_quiet_off_a_terminal_and_a_bar_on_one() -> None:
     assert type(make_progress(None, io.StringIO())) is Progress
-    stream = io.StringIO()
-    bar = make_progress(True, stream)
+    assert type(make_progress(False, _Terminal())) is Progress
+    bar = make_progress(None, _Terminal())
     assert isinstance(bar, RichProgress)
     bar.start(2, "demo")
     bar.step("well=A01", "normalize")
     bar.group_done(GroupResult((("well", "A01"),), "done"))
     bar.close()
+
+
+def test_forced_progress_off_a_terminal_prints_a_line_per_group() -> None:
+    stream = io.StringIO()
+    lines = make_progress(True, stream)
+    assert isinstance(lines, LineProgress)
+    lines.start(12, "demo")
+    lines.step("well=A01", "normalize")  # steps are not printed: one line per group
+    lines.group_done(GroupResult((("well", "A01"),), "done", seconds=1.25))
+    lines.group_done(GroupResult((("well", "B03"),), "failed", "step blur failed\ndetails",
+                                 seconds=0.5))
+    lines.close()
+    assert stream.getvalue().splitlines() == [
+        "demo: 12 groups",
+        "[ 1/12] well=A01 done in 1.2 s",
+        "[ 2/12] well=B03 failed in 0.5 s: step blur failed",
+    ]
 
 
 def test_report_merges_step_figures() -> None:

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from memtype.pipeline.report import GroupResult, StepStats
 
-__all__ = ["measure", "Progress", "RichProgress", "make_progress"]
+__all__ = ["measure", "Progress", "RichProgress", "LineProgress", "make_progress"]
 
 
 def _rss() -> int:
@@ -98,16 +98,52 @@ class RichProgress(Progress):
         self._bar.stop()
 
 
+class LineProgress(Progress):
+    """One line per finished group, for logs and terminals without rich.
+
+    ``[ 12/96] B03 done in 1.4 s`` (failed groups add their error's first line).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self._total = 0
+        self._done = 0
+
+    def start(self, total: int, description: str) -> None:
+        """Print what is starting."""
+        self._total = total
+        self._write(f"{description}: {total} group{'s' if total != 1 else ''}")
+
+    def group_done(self, result: GroupResult) -> None:
+        """Print the group's outcome."""
+        with self._lock:
+            self._done += 1
+            width = len(str(self._total))
+            line = (f"[{self._done:>{width}}/{self._total}] {result.label} {result.status}"
+                    f" in {result.seconds:.1f} s")
+            if result.error:
+                line += f": {result.error.splitlines()[0]}"
+            self._write(line)
+
+    def _write(self, line: str) -> None:
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
+
 def make_progress(enabled: bool | None = None, stream: TextIO | None = None) -> Progress:
-    """A rich bar when ``enabled`` (by default: when ``stream``, stderr, is a terminal and rich
-    is installed), else the quiet :class:`Progress`."""
+    """How a run reports progress on ``stream`` (stderr by default).
+
+    ``None`` (the default): a rich bar on a terminal where rich is installed, else quiet.
+    ``True``: the rich bar on a terminal with rich, else a line per finished group
+    (:class:`LineProgress`, for logs and batch jobs). ``False``: quiet.
+    """
     stream = stream or sys.stderr
-    if enabled is None:
-        enabled = bool(getattr(stream, "isatty", lambda: False)())
-    if not enabled:
+    terminal = bool(getattr(stream, "isatty", lambda: False)())
+    if enabled is False or (enabled is None and not terminal):
         return Progress()
     import importlib.util
 
-    if importlib.util.find_spec("rich") is None:
-        return Progress()
-    return RichProgress(stream)
+    if terminal and importlib.util.find_spec("rich") is not None:
+        return RichProgress(stream)
+    return LineProgress(stream) if enabled else Progress()
