@@ -145,6 +145,8 @@ def _gpu_to_gpu(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapt
 
 def _plan(x: Any, route: _Route, gpu_id: int | None, allow_cpu_roundtrip: bool) -> Any:
     sfw, dfw = route.sfw, route.dfw
+    if sfw is dfw and gpu_id is None:
+        return x  # same type, no device asked for (also devices memtype does not move to)
     src = load_adapter(sfw.name)
     sdev = src.device_of(x)
     ddev = target_device(dfw, sdev, gpu_id)
