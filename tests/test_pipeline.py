@@ -144,6 +144,27 @@ def test_mixed_pipeline_matches_numpy(plate_dir: Path, tmp_path: Path, reference
         np.testing.assert_array_equal(field[channel - 1, 0], expected)
 
 
+def test_plate_fields_get_pyramids_and_channel_names(plate_dir: Path, tmp_path: Path,
+                                                     reference: Any) -> None:
+    import json
+
+    from memtype.storage import ZarrStore
+
+    report = Pipeline([np_project], pyramid_levels=3).run(plate_dir, tmp_path / "out")
+    assert report.ok
+    well, site, _ = next(iter(reference))
+    plate = ZarrStore(report.outputs["images"])
+    path = plate.field_path(well[0], str(int(well[1:])), str(site))
+    assert plate.load(path, resolution=2).shape == (2, 1, 16, 16)
+    doc = json.loads((Path(plate.root) / path / "zarr.json").read_text())["attributes"]["ome"]
+    assert [c["label"] for c in doc["omero"]["channels"]] == ["channel 1", "channel 2"]
+
+
+def test_pyramid_levels_must_be_a_positive_int() -> None:
+    with pytest.raises(mt.InvalidArgumentError, match="pyramid_levels"):
+        Pipeline([np_project], pyramid_levels=0)
+
+
 def test_tiff_output_keeps_the_pattern_names(plate_dir: Path, tmp_path: Path,
                                              reference: Any) -> None:
     report = _run(plate_dir, tmp_path / "out", [np_project], output_format="tiff")

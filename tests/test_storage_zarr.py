@@ -268,3 +268,72 @@ def test_torch_tensor_saved_through_numpy(plate: ZarrStore) -> None:
     t = torch.arange(2 * 8 * 8, dtype=torch.float32).reshape(2, 8, 8)
     plate.save(t, plate.field_path("D", 4, 1), parents=True)
     np.testing.assert_array_equal(plate.load("D/4/1"), t.numpy())
+
+
+# -- multiscale pyramids and channel names ------------------------------------------------------
+def test_pyramid_levels_halve_y_and_x_with_block_means(plate: ZarrStore) -> None:
+    image = czyx(4, (2, 3, 16, 21))
+    plate.save(image, "A/1/0", parents=True, pyramid_levels=3, scale=(1, 2.0, 0.5, 0.5))
+    level1 = plate.load("A/1/0", resolution=1)
+    level2 = plate.load("A/1/0", resolution=2)
+    assert level1.shape == (2, 3, 8, 11) and level2.shape == (2, 3, 4, 6)
+    assert level1.dtype == image.dtype
+    padded = np.pad(image.astype(np.float64), [(0, 0)] * 2 + [(0, 0), (0, 1)], mode="edge")
+    expected = np.rint(padded.reshape(2, 3, 8, 2, 11, 2).mean(axis=(3, 5))).astype(image.dtype)
+    np.testing.assert_array_equal(level1, expected)
+    np.testing.assert_array_equal(plate.load("A/1/0"), image)  # level 0 is the image itself
+    datasets = ome(Path(plate.root) / "A/1/0")["multiscales"][0]["datasets"]
+    assert [d["path"] for d in datasets] == ["0", "1", "2"]
+    assert [d["coordinateTransformations"][0]["scale"] for d in datasets] == [
+        [1, 2.0, 0.5, 0.5], [1, 2.0, 1.0, 1.0], [1, 2.0, 2.0, 2.0]]
+
+
+def test_nearest_pyramid_keeps_label_values(plate: ZarrStore) -> None:
+    labels = np.random.default_rng(5).integers(0, 4, (2, 9, 9)).astype(np.uint32)
+    plate.save(labels, "A/1/0", parents=True, pyramid_levels=2, downsample="nearest")
+    np.testing.assert_array_equal(plate.load("A/1/0", resolution=1), labels[:, ::2, ::2])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "bool"])
+def test_block_mean_stays_in_the_dtype(plate: ZarrStore, dtype: str) -> None:
+    image = np.array([[255, 254], [255, 255]]).astype(dtype)
+    if dtype == "int16":
+        image = -image
+    plate.save(image, "A/1/0", parents=True, pyramid_levels=2)
+    [[value]] = plate.load("A/1/0", resolution=1)
+    assert plate.load("A/1/0", resolution=1).dtype == np.dtype(dtype)
+    expected = {"uint8": 255, "int16": -255, "float32": 254.75, "bool": True}[dtype]
+    assert value == expected
+
+
+def test_ome_zarr_reader_sees_every_level_and_the_channel_names(plate: ZarrStore) -> None:
+    reader_mod = pytest.importorskip("ome_zarr.reader")
+    from ome_zarr.io import parse_url
+
+    image = czyx(6, (2, 1, 32, 32))
+    plate.save(image, "B/3/0", parents=True, pyramid_levels=3, channel_names=["DAPI", "GFP"])
+    node = list(reader_mod.Reader(parse_url(os.path.join(plate.root, "B/3/0")))())[0]
+    assert [np.asarray(level).shape[-1] for level in node.data] == [32, 16, 8]
+    assert node.metadata["channel_names"] == ["DAPI", "GFP"]
+    assert node.metadata["colormap"][1] == [[0, 0, 0], [0.0, 1.0, 0.0]]  # GFP is green
+
+
+@pytest.mark.parametrize("options", [
+    {"pyramid_levels": 0}, {"pyramid_levels": 7}, {"pyramid_levels": 2.0},
+    {"downsample": "max"}, {"channel_names": ["only one"]}, {"channel_names": "DAPI"},
+], ids=str)
+def test_invalid_pyramid_and_channel_options(plate: ZarrStore, options: dict[str, Any]) -> None:
+    with pytest.raises(StoreFormatError):
+        plate.save(czyx(7, (2, 1, 16, 20)), "A/1/0", parents=True, **options)
+    assert not plate.exists("A/1/0")
+
+
+def test_channel_names_need_a_channel_axis(plate: ZarrStore) -> None:
+    with pytest.raises(StoreFormatError, match="no 'c' axis"):
+        plate.save(np.zeros((3, 8, 8), np.uint8), "A/1/0", parents=True, channel_names=["a"])
+
+
+def test_a_resolution_that_was_not_written(plate: ZarrStore) -> None:
+    plate.save(np.zeros((8, 8), np.uint8), "A/1/0", parents=True, pyramid_levels=2)
+    with pytest.raises(StoreFormatError, match="levels 0 to 1"):
+        plate.load("A/1/0", resolution=2)

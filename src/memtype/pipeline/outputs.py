@@ -51,6 +51,7 @@ class OutputSpec:
     pattern: str
     rows: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
+    pyramid_levels: int = 1
 
     def _disk(self) -> Any:
         """A DiskStore on the output directory."""
@@ -116,7 +117,8 @@ class OutputSpec:
         location = self.image_location(step, final)
         if self.image_format == "zarr":
             _write_zarr(os.path.join(self.root, location), self.rows, self.columns,
-                        FilenamePattern(self.pattern).fields, items)
+                        FilenamePattern(self.pattern).fields, items,
+                        self.pyramid_levels if final else 1)
         else:
             _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items)
 
@@ -201,8 +203,10 @@ def _value(values: dict[str, Any], name: str | None) -> Any:
 
 
 def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
-                 roles: dict[str, str]) -> tuple[np.ndarray[Any, Any], str]:
-    """One field's planes as a ``[T] C Z Y X`` array (missing planes are zero) and its axes."""
+                 roles: dict[str, str]) -> tuple[np.ndarray[Any, Any], str, list[str] | None]:
+    """One field's planes as a ``[T] C Z Y X`` array (missing planes are zero), its axes,
+    and its channel names (``"channel 2"``: the pattern field and its value) if it has
+    a channel field."""
     by_axis = {axis: next((f for f, r in roles.items() if r == axis), None) for axis in "tcz"}
     axes = ("t" if by_axis["t"] else "") + "czyx"
     ranks = {a: _rank([p[f] for p, _ in planes]) if f else {None: 0} for a, f in by_axis.items()}
@@ -211,12 +215,15 @@ def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
     for values, plane in planes:
         index = tuple(ranks[a][_value(values, by_axis[a])] for a in axes[:-2])
         out[index] = plane
-    return out, axes
+    channel = by_axis["c"]
+    names = None if channel is None else [f"{channel} {v}" for v in ranks["c"]]
+    return out, axes, names
 
 
 def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: Sequence[str],
-                items: Sequence[Item]) -> None:
-    """Write a group's stacks into an OME-Zarr plate, one complete image per field."""
+                items: Sequence[Item], pyramid_levels: int = 1) -> None:
+    """Write a group's stacks into an OME-Zarr plate, one complete image per field, with up
+    to ``pyramid_levels`` resolution levels (fewer where the image is too small)."""
     from memtype.storage import ZarrStore
 
     roles = zarr_roles(fields)
@@ -230,6 +237,7 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
     plate = ZarrStore(path, rows=rows, columns=columns)
     for (well, site), planes in by_field.items():
         row, column = split_well(well)
-        image, axes = _field_image(planes, roles)
+        image, axes, names = _field_image(planes, roles)
+        levels = min(pyramid_levels, int(min(image.shape[-2:])).bit_length())
         plate.save(image, plate.field_path(row, column, site), axes=axes, overwrite=True,
-                   parents=True)
+                   parents=True, pyramid_levels=max(levels, 1), channel_names=names)

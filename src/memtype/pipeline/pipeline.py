@@ -114,6 +114,10 @@ class Pipeline:
         pattern (``images/``). Materialized steps go beside them under their step name.
     name : str
         Shown in progress and summaries.
+    pyramid_levels : int
+        Resolution levels of each final OME-Zarr field (default 1): level k halves Y and X
+        k times (block means), capped where an image gets too small. Channel names come
+        from the pattern's channel field (``"channel 2"``).
 
     Examples
     --------
@@ -124,7 +128,8 @@ class Pipeline:
 
     def __init__(self, steps: Sequence[FunctionStep | Callable[..., Any]], *,
                  pattern: str = DEFAULT_PATTERN, task_by: Sequence[str] = ("well",),
-                 output_format: str = "zarr", name: str = "pipeline") -> None:
+                 output_format: str = "zarr", name: str = "pipeline",
+                 pyramid_levels: int = 1) -> None:
         if not steps:
             raise InvalidArgumentError("A pipeline needs at least one step.")
         if output_format not in ("zarr", "tiff"):
@@ -136,6 +141,11 @@ class Pipeline:
         self.task_by = tuple(task_by)
         self.output_format = output_format
         self.name = name
+        if isinstance(pyramid_levels, bool) or not isinstance(pyramid_levels, int) \
+                or pyramid_levels < 1:
+            raise InvalidArgumentError(
+                f"pyramid_levels must be an int >= 1; received {pyramid_levels!r}.")
+        self.pyramid_levels = pyramid_levels
 
     def __repr__(self) -> str:
         names = ", ".join(s.name for s in self.steps)
@@ -267,7 +277,8 @@ class Pipeline:
         parts = [split_well(w) for w in wells]
         rows = sorted({r for r, _ in parts}, key=lambda r: (len(r), r))
         columns = [str(c) for c in sorted({c for _, c in parts})]
-        return OutputSpec(output, "zarr", pattern.template, tuple(rows), tuple(columns))
+        return OutputSpec(output, "zarr", pattern.template, tuple(rows), tuple(columns),
+                          self.pyramid_levels)
 
     def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
                  bar: Progress) -> list[GroupResult]:

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 from memtype.errors import StoreExistsError, StoreFormatError, StorePathError
 from memtype.storage._atomic import atomic_write, file_lock, temp_name
 from memtype.storage._formats import as_numpy
+from memtype.storage._pyramid import datasets
 from memtype.storage.base import natural_sorted
 
 NGFF_VERSION = "0.5"
@@ -132,8 +133,8 @@ def check_axes(axes: str | None, ndim: int, key: str) -> str:
 
 
 def image_doc(axes: str, scale: Sequence[float] | None, unit: str | None,
-              key: str) -> dict[str, Any]:
-    """Metadata of a field group: one multiscale with level 0 at path ``0``."""
+              key: str, levels: int = 1, omero: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Metadata of a field group: one multiscale, level k at path ``k``; channel names."""
     scale = [1.0] * len(axes) if scale is None else [float(s) for s in scale]
     if len(scale) != len(axes) or any(not s > 0 for s in scale):
         raise StoreFormatError(
@@ -146,8 +147,8 @@ def image_doc(axes: str, scale: Sequence[float] | None, unit: str | None,
         if unit is not None and AXIS_TYPES[a] == "space":
             axis["unit"] = unit
         axis_list.append(axis)
-    dataset = {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": scale}]}
-    return group_doc({"multiscales": [{"name": key, "axes": axis_list, "datasets": [dataset]}]})
+    multiscale = {"name": key, "axes": axis_list, "datasets": datasets(scale, levels)}
+    return group_doc({"multiscales": [multiscale], **({"omero": omero} if omero else {})})
 
 
 def read_json(path: str) -> dict[str, Any]:
@@ -269,20 +270,23 @@ def _plate_with_wells(plate: dict[str, Any], wells: set[str]) -> dict[str, Any]:
             "columns": [{"name": c} for c in columns], "wells": entries}
 
 
-def write_image(directory: str, a: Any, axes: str, doc: dict[str, Any],
+def write_image(directory: str, levels: Sequence[Any], axes: str, doc: dict[str, Any],
                 chunks: tuple[int, ...], compressors: Any) -> None:
-    """Write a complete field group (level-0 array, then its metadata) into ``directory``."""
+    """Write a complete field group (its arrays, level 0 first, then its metadata)."""
     import zarr
     from zarr.storage import LocalStore
 
     os.makedirs(directory)
-    arr = zarr.create_array(
-        store=LocalStore(directory), name="0", shape=a.shape, dtype=a.dtype, chunks=chunks,
-        compressors=compressors, fill_value=0, dimension_names=tuple(axes),
-        chunk_key_encoding={"name": "default", "separator": "/"}, zarr_format=3,
-        config={"write_empty_chunks": True},
-    )
-    arr[...] = a
+    store = LocalStore(directory)
+    for k, a in enumerate(levels):
+        arr = zarr.create_array(
+            store=store, name=str(k), shape=a.shape, dtype=a.dtype,
+            chunks=tuple(min(c, max(s, 1)) for c, s in zip(chunks, a.shape)),
+            compressors=compressors, fill_value=0, dimension_names=tuple(axes),
+            chunk_key_encoding={"name": "default", "separator": "/"}, zarr_format=3,
+            config={"write_empty_chunks": True},
+        )
+        arr[...] = a
     write_json(os.path.join(directory, "zarr.json"), doc, overwrite=True, fsync=False)
 
 

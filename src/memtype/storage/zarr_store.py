@@ -36,8 +36,8 @@ import shutil
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memtype.errors import StoreExistsError, StoreNotFoundError, StorePathError
-from memtype.storage import _ome
+from memtype.errors import StoreExistsError, StoreFormatError, StoreNotFoundError, StorePathError
+from memtype.storage import _ome, _pyramid
 from memtype.storage._atomic import ignore_temporaries, temp_name
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
 
@@ -172,7 +172,8 @@ class ZarrStore(Store):
              parents: bool = False, axes: str | None = None,
              scale: Sequence[float] | None = None, unit: str | None = None,
              codec: str | None = None, level: int | None = None,
-             chunks: str | Sequence[int] | None = None) -> None:
+             chunks: str | Sequence[int] | None = None, pyramid_levels: int = 1,
+             downsample: str = "mean", channel_names: Sequence[str] | None = None) -> None:
         """Write one image to the field ``row/column/field``.
 
         Parameters
@@ -190,13 +191,23 @@ class ZarrStore(Store):
         unit : str, optional
             Unit of the space axes (``"micrometer"``).
         codec, level, chunks : optional
-            Override the store's defaults for this field.
+            Override the store's defaults for this field (``level``: the codec's).
+        pyramid_levels : int
+            Resolution levels to write: level k halves Y and X k times (default 1: the image
+            alone). Viewers such as napari show a whole plate from the coarse levels.
+        downsample : {"mean", "nearest"}
+            How a level is halved: 2 x 2 block means rounded to the dtype (intensities), or
+            every other pixel (labels and masks: no new values).
+        channel_names : sequence of str, optional
+            One name per channel (needs a ``c`` axis); written as OME ``omero`` metadata.
         """
         self._require_writable("save", path)
         key = self._field(path)
         a = _ome.as_image(data, key)
         ax = _ome.check_axes(axes, a.ndim, key)
-        doc = _ome.image_doc(ax, scale, unit, key)
+        levels = _pyramid.check_levels(pyramid_levels, downsample, a.shape, key)
+        names = None if channel_names is None else _pyramid.omero(channel_names, a, ax, key)
+        doc = _ome.image_doc(ax, scale, unit, key, levels, names)
         shape = _ome.chunk_shape(self.chunks if chunks is None else chunks, a.shape, key)
         compressors = _ome.compressors(codec or self.codec, self.level if level is None else level)
         parts = key.split("/")
@@ -205,13 +216,14 @@ class ZarrStore(Store):
             raise StoreExistsError(f"{key!r} already exists; pass overwrite=True to replace it.")
         tmp = temp_name(self._full("/".join(parts[:2])), parts[2])
         try:
-            _ome.write_image(tmp, a, ax, doc, shape, compressors)
+            _ome.write_image(tmp, _pyramid.pyramid(a, levels, downsample), ax, doc, shape,
+                             compressors)
             _ome.commit_field(self.root, tmp, key, overwrite, self.fsync)
         finally:
             if os.path.lexists(tmp):
                 shutil.rmtree(tmp)
 
-    def load(self, path: PathLike, *, index: Any = None) -> Any:
+    def load(self, path: PathLike, *, index: Any = None, resolution: int = 0) -> Any:
         """Read a field, or part of it.
 
         Parameters
@@ -221,6 +233,8 @@ class ZarrStore(Store):
         index : int, slice or tuple, optional
             NumPy-style index into the image (``(c, z)`` for one plane of a CZYX image);
             only the chunks it touches are read.
+        resolution : int
+            The pyramid level to read (0, the default: full resolution).
 
         Returns
         -------
@@ -233,9 +247,21 @@ class ZarrStore(Store):
         with _ome.well_read_lock(self.root, key.rsplit("/", 1)[0]):
             if not self._node_exists(key):
                 raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
-            arr = zarr.open_array(store=LocalStore(self._full(key), read_only=True), path="0",
-                                  mode="r", zarr_format=3)
+            level = self._resolution(key, resolution)
+            arr = zarr.open_array(store=LocalStore(self._full(key), read_only=True),
+                                  path=level, mode="r", zarr_format=3)
             return arr[...] if index is None else arr[index]
+
+    def _resolution(self, key: str, resolution: object) -> str:
+        """The path of pyramid level ``resolution`` of field ``key``; an error if absent."""
+        doc = _ome.ome_attrs(_ome.read_json(posixpath.join(self._full(key), "zarr.json")))
+        paths = [d["path"] for d in doc["multiscales"][0]["datasets"]]
+        if isinstance(resolution, bool) or not isinstance(resolution, int) \
+                or not 0 <= resolution < len(paths):
+            raise StoreFormatError(
+                f"Invalid resolution {resolution!r} for {key!r}: it has levels 0 to "
+                f"{len(paths) - 1}.")
+        return str(paths[resolution])
 
     # -- queries -----------------------------------------------------------------------
     def exists(self, path: PathLike) -> bool:
