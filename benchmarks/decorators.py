@@ -21,7 +21,6 @@ import datetime
 import os
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ except ImportError:
     pass
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _decorator_cases import Case, identity  # noqa: E402  (beside this script)
 
 import memtype as mt  # noqa: E402
 from memtype._matrix import median_seconds  # noqa: E402
@@ -42,24 +42,11 @@ OUT = Path(__file__).resolve().parent / "results"
 TARGET_US = 2.0
 
 
-@dataclass(frozen=True)
-class Case:
-    """One benchmark row: the plain call, memtype's decorated call, arraybridge's (or None)."""
-
-    label: str
-    plain: Callable[[], Any]
-    memtype: Callable[[], Any]
-    arraybridge: Callable[[], Any] | None
-
 
 def per_call(fn: Callable[[], Any], number: int, repeats: int) -> float:
     """Median over ``repeats`` batches of the mean seconds per call of ``fn``."""
     return median_seconds(fn, repeats, number)
 
-
-def identity(image: Any) -> Any:
-    """No work: the decorator's overhead alone."""
-    return image
 
 
 def brighten(image: Any) -> Any:

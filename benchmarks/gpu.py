@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gpu_report import GPU_TYPES, DecoratorRow, Row, fmt, report  # beside this script
+from _decorator_cases import Case, identity  # beside this script
+from gpu_report import GPU_TYPES, DecoratorRow, Row, fmt, report
 
 import memtype as mt
 from memtype._matrix import median_seconds, parse_size
@@ -251,19 +252,6 @@ def _row(label: str, nbytes: int, s: str, t: str, make: Callable[[], Any],
 # -- decorators -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Case:
-    """One decorator row: the plain call, memtype's, arraybridge's (or None)."""
-
-    label: str
-    plain: Callable[[], Any]
-    memtype: Callable[[], Any]
-    arraybridge: Callable[[], Any] | None
-
-
-def identity(image: Any) -> Any:
-    """No work: the decorator's overhead alone."""
-    return image
 
 
 def decorator_cases(types: list[str]) -> list[Case]:

@@ -92,11 +92,15 @@ class ContractError(MemtypeError, ValueError):
     """A decorated function returned something its output contract forbids."""
 
 
-class StoreKeyError(MemtypeError, KeyError):
-    """A key is missing from a key-value store (cache, registry)."""
+class _ReadableKeyError(MemtypeError, KeyError):
+    """A KeyError whose message prints as written (KeyError itself quotes its argument)."""
 
-    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+    def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class StoreKeyError(_ReadableKeyError):
+    """A key is missing from a key-value store (cache, registry)."""
 
 
 class StoreNotFoundError(MemtypeError, FileNotFoundError):
@@ -155,11 +159,8 @@ class ArgumentTypeError(MemtypeError, TypeError):
     """An argument of a type memtype cannot use where it was passed."""
 
 
-class FieldError(MemtypeError, KeyError):
+class FieldError(_ReadableKeyError):
     """A filename-pattern or grouping field that is missing or unknown."""
-
-    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
-        return str(self.args[0]) if self.args else ""
 
 
 class PipelineFileError(MemtypeError, ImportError):
