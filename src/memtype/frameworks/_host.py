@@ -28,9 +28,14 @@ def shareable(a: np.ndarray[Any, Any], *, contiguous: bool, align: int = 1) -> b
         return False
     if contiguous and not flags.c_contiguous:
         return False
-    if a.strides and min(a.strides) < 0:  # also in "contiguous" arrays with length-1 axes
+    if negative_strides(a):
         return False
     return align <= 1 or a.size == 0 or is_aligned(a, align)
+
+
+def negative_strides(a: np.ndarray[Any, Any]) -> bool:
+    """Whether any stride of ``a`` is negative (also "contiguous" arrays with length-1 axes)."""
+    return bool(a.strides) and min(a.strides) < 0
 
 
 def aligned_copy(a: np.ndarray[Any, Any], align: int = ALIGN) -> np.ndarray[Any, Any]:

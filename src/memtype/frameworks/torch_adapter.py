@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from memtype.frameworks._host import native_copy, shareable
+from memtype.frameworks._host import native_copy, negative_strides, shareable
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = False
@@ -110,7 +110,7 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
     tdt = _ML_NUMPY.get(a.dtype) if a.dtype.itemsize <= 2 and a.dtype.kind in "Vf" else None
-    if device.kind == "cuda" and tdt is None and a.dtype.isnative and not _negative_strides(a):
+    if device.kind == "cuda" and tdt is None and a.dtype.isnative and not negative_strides(a):
         # one host -> device transfer, read-only arrays included (torch.from_numpy would
         # want a writable host copy of those first)
         return torch.tensor(a, device=_torch_device(device))
@@ -123,10 +123,6 @@ def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
     if device.kind == "cuda":
         t = t.to(_torch_device(device), non_blocking=False)
     return t
-
-
-def _negative_strides(a: np.ndarray[Any, Any]) -> bool:
-    return bool(a.strides) and min(a.strides) < 0
 
 
 def from_dlpack(x: Any, device: Device) -> Any:
