@@ -9,9 +9,18 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+from memtype.errors import FrameworkNotInstalledError  # noqa: E402
+from memtype.frameworks import load_adapter  # noqa: E402
+
+# Through memtype, so pyclesperanto gets the OpenCL runtime memtype chooses (a pip-installed
+# pocl where no OpenCL platform offers a device). A framework that fails to import is
+# reported by tests.frameworks.unusable_reason, as a skip reason, never at collection.
 for _name in ("torch", "pyclesperanto", "jax", "tensorflow"):  # order is the workaround
     if importlib.util.find_spec(_name) is not None:
-        importlib.import_module(_name)
+        try:
+            load_adapter(_name)
+        except FrameworkNotInstalledError:
+            continue  # its tests skip with this error as the reason (tests.frameworks)
 
 from collections.abc import Iterator  # noqa: E402
 
@@ -25,7 +34,7 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 from memtype.frameworks import Framework, register_framework, unregister_framework  # noqa: E402
-from tests.frameworks import available_types, has_gpu  # noqa: E402
+from tests.frameworks import builtin_names, has_gpu, unusable_reason  # noqa: E402
 
 TOY = Framework(
     name="toy", module="tests.toyarrays", array_types=("tests.toyarrays:ToyArray",),
@@ -43,9 +52,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(params=available_types(), ids=str)
+@pytest.fixture(params=builtin_names(), ids=str)
 def memory_type(request: pytest.FixtureRequest) -> str:
-    """Each memory type usable on this machine (installed, with a device)."""
+    """Each built-in memory type; skipped, with the reason, where it cannot run here."""
+    reason = unusable_reason(str(request.param))
+    if reason:
+        pytest.skip(reason)
     return str(request.param)
 
 

@@ -5,17 +5,30 @@ from __future__ import annotations
 import functools
 import importlib.util
 
+from memtype.errors import FrameworkNotInstalledError
 from memtype.frameworks import iter_frameworks, load_adapter
 
 
 @functools.cache
-def usable(name: str) -> bool:
-    """Installed, importable, and with a device to put arrays on."""
+def unusable_reason(name: str) -> str:
+    """Why a memory type cannot run here ("" when it is installed, importable and has a
+    device to put arrays on)."""
     fw = next(f for f in iter_frameworks() if f.name == name)
     if importlib.util.find_spec(fw.module) is None:
-        return False
-    adapter = load_adapter(name)
-    return "cpu" in fw.device_kinds or adapter.gpu_count() > 0
+        return f"{name} is not installed ({fw.install_hint})"
+    try:
+        adapter = load_adapter(name)
+    except FrameworkNotInstalledError as exc:
+        return str(exc)
+    if "cpu" in fw.device_kinds or adapter.gpu_count() > 0:
+        return ""
+    explain = getattr(adapter, "no_device_reason", None)
+    return explain() if explain is not None else f"{name} sees no {fw.device_kinds[0]} device"
+
+
+def usable(name: str) -> bool:
+    """Installed, importable, and with a device to put arrays on."""
+    return not unusable_reason(name)
 
 
 @functools.cache

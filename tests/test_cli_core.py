@@ -13,7 +13,7 @@ def test_info_lists_frameworks_devices_and_missing(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     for name in available_types():
         assert name in out
-    assert "GPUs:" in out and "OpenCL devices:" in out
+    assert "GPUs:" in out and "pyclesperanto: OpenCL runtime:" in out
     assert "dlpack" in out
 
 

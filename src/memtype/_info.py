@@ -7,9 +7,9 @@ import platform
 from collections.abc import Sequence
 
 from memtype.errors import FrameworkNotInstalledError
-from memtype.frameworks import Framework, iter_frameworks, load_adapter
+from memtype.frameworks import Framework, iter_frameworks, load_adapter, loaded_frameworks
 
-__all__ = ["info_report", "framework_rows"]
+__all__ = ["info_report", "framework_rows", "runtime_lines"]
 
 
 def _row(fw: Framework) -> tuple[str, str, str, str]:
@@ -19,6 +19,21 @@ def _row(fw: Framework) -> tuple[str, str, str, str]:
     if not devices:
         devices = [f"none (needs a {'/'.join(fw.device_kinds)} device)"]
     return fw.name, adapter.version(), adapter.dlpack_version() or "-", "; ".join(devices)
+
+
+def runtime_lines() -> list[str]:
+    """What loaded adapters say about their runtime (``runtime_info``) and missing devices."""
+    lines: list[str] = []
+    for fw in loaded_frameworks():
+        adapter = load_adapter(fw.name)
+        describe = getattr(adapter, "runtime_info", None)
+        if describe is not None:
+            lines.append(f"{fw.name}: {describe()}")
+        missing = getattr(adapter, "no_device_reason", None)
+        reason = missing() if missing is not None else ""
+        if reason:
+            lines.append(f"{fw.name}: {reason}")
+    return lines
 
 
 def framework_rows() -> tuple[list[tuple[str, str, str, str]], list[tuple[str, str]]]:
@@ -69,8 +84,7 @@ def info_report() -> str:
     lines.append(_table(("framework", "version", "dlpack", "devices"), found))
     lines.append("")
     lines += _gpu_lines()
-    opencl = [r[3] for r in found if r[0] == "pyclesperanto"]
-    lines.append(f"OpenCL devices: {opencl[0] if opencl else 'none (pyclesperanto not installed)'}")
+    lines += runtime_lines()
     if missing:
         lines += ["", "Missing:"] + [f"  {name}: {hint}" for name, hint in missing]
     return "\n".join(lines)

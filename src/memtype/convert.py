@@ -77,7 +77,9 @@ def _require_device(fw: Framework, adapter: Adapter, kind: str, index: int) -> D
     count = adapter.gpu_count()
     if index >= count:
         have = f"only devices 0..{count - 1} exist" if count else f"no {kind} device is available"
-        raise DeviceError(f"{fw.name} on {kind} device {index} was requested, but {have}.")
+        explain = getattr(adapter, "no_device_reason", None)
+        why = f" {explain()}" if explain is not None and not count else ""
+        raise DeviceError(f"{fw.name} on {kind} device {index} was requested, but {have}.{why}")
     return Device(kind, index)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
@@ -63,6 +64,12 @@ class Framework:
     crashes_after : tuple of str
         Modules that, once imported, make importing this framework crash the interpreter;
         memtype refuses that import with :class:`ImportOrderError` instead.
+    prepare : str
+        ``"module:function"`` memtype calls (no arguments) right before it first imports
+        the framework, e.g. to choose its runtime; ``""`` for none.
+    quiet_import : tuple of str
+        Regular expressions of warnings the framework's import emits about a state memtype
+        reports itself (with a better hint); silenced during the import memtype makes.
     """
 
     name: str
@@ -75,6 +82,8 @@ class Framework:
     install_hint: str
     import_before: tuple[str, ...] = field(default=())
     crashes_after: tuple[str, ...] = field(default=())
+    prepare: str = ""
+    quiet_import: tuple[str, ...] = field(default=())
 
     @property
     def gpu_only(self) -> bool:
@@ -98,10 +107,12 @@ _BUILTIN: tuple[Framework, ...] = (
               ("cpu", "cuda"), True, True, "pip install 'memtype[jax]'  (jax[cuda12] on GPU)"),
     Framework("pyclesperanto", "pyclesperanto", ("pyclesperanto:Array",),
               "memtype.frameworks.pyclesperanto_adapter", ("opencl",), False, False,
-              "pip install 'memtype[cle]'  "
-              "(plus an OpenCL runtime, e.g. apt install pocl-opencl-icd)",
+              "pip install 'memtype[cle]'  (with pocl, a CPU OpenCL runtime, on Linux x86-64)",
               # With the pocl OpenCL runtime, importing pyclesperanto after tensorflow segfaults.
-              crashes_after=("tensorflow",)),
+              crashes_after=("tensorflow",), prepare="memtype.frameworks._opencl:prepare",
+              # its hint (install a backend) is wrong when the backend lacks an OpenCL runtime;
+              # memtype says what is missing (no_device_reason, memtype info)
+              quiet_import=("No pyclesperanto backend installed",)),
 )
 
 _table: dict[str, Framework] = {fw.name: fw for fw in _BUILTIN}
@@ -204,17 +215,46 @@ def _check_import_order(framework: Framework) -> None:
         )
 
 
+def _row_of_module(module: str) -> Framework | None:
+    return next((fw for fw in _table.values() if fw.module == module), None)
+
+
+def _run_prepare(framework: Framework) -> None:
+    """Call the row's ``prepare`` hook (before the framework's first import)."""
+    if not framework.prepare:
+        return
+    module_name, _, attr = framework.prepare.partition(":")
+    hook = getattr(importlib.import_module(module_name), attr)
+    hook()
+
+
 def _import_framework_module(framework: Framework) -> ModuleType:
     _check_import_order(framework)
     for first in framework.import_before:  # crash workarounds: see Framework.import_before
         if first not in sys.modules and importlib.util.find_spec(first) is not None:
-            importlib.import_module(first)
+            row = _row_of_module(first)
+            if row is None:
+                importlib.import_module(first)
+            else:
+                _import_framework_module(row)
+    if framework.module in sys.modules:
+        return sys.modules[framework.module]
+    _run_prepare(framework)
     try:
-        return importlib.import_module(framework.module)
+        with warnings.catch_warnings():
+            for pattern in framework.quiet_import:
+                warnings.filterwarnings("ignore", message=pattern)
+            return importlib.import_module(framework.module)
     except ImportError as exc:
         raise FrameworkNotInstalledError(
             f"Memory type {framework.name!r} needs the {framework.module!r} package, which "
             f"cannot be imported ({exc}). Install it with: {framework.install_hint}"
+        ) from exc
+    except Exception as exc:  # installed, but its runtime fails while importing
+        raise FrameworkNotInstalledError(
+            f"Memory type {framework.name!r}: the {framework.module!r} package is installed "
+            f"but fails to import ({type(exc).__name__}: {exc}). Reinstall it with: "
+            f"{framework.install_hint}"
         ) from exc
 
 

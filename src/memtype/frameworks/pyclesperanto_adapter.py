@@ -19,6 +19,7 @@ import numpy as np
 import pyclesperanto as cle
 
 from memtype.errors import DeviceError, MemoryConversionError
+from memtype.frameworks import _opencl
 from memtype.frameworks._host import narrow_lossless, native_copy
 from memtype.frameworks._protocol import Device
 
@@ -37,9 +38,40 @@ def version() -> str:
 
 
 @functools.cache
+def _probe() -> tuple[tuple[str, ...], str]:
+    """OpenCL device names, and why there are none (asked once: the list does not change).
+
+    pyclesperanto imports without a usable OpenCL platform but then lacks its device
+    functions (0.25: no ``list_available_devices``); that is "installed, no device".
+    """
+    lister = getattr(cle, "list_available_devices", None)
+    if lister is None:
+        return (), "pyclesperanto found no OpenCL backend (no OpenCL runtime)"
+    try:
+        names = tuple(str(n) for n in lister())
+    except RuntimeError as exc:  # the backend loaded but the runtime refuses to enumerate
+        return (), f"the OpenCL runtime failed to list devices ({exc})"
+    return names, "" if names else "the OpenCL runtime lists no device"
+
+
 def _device_names() -> tuple[str, ...]:
-    """OpenCL device names (asked once: the runtime's device list does not change)."""
-    return tuple(cle.list_available_devices())
+    return _probe()[0]
+
+
+def no_device_reason() -> str:
+    """Why pyclesperanto has no device, with the way out ("" when it has one)."""
+    names, why = _probe()
+    if names:
+        return ""
+    return f"no OpenCL device ({why}). Fix: {_opencl.FIX}."
+
+
+def runtime_info() -> str:
+    """Which OpenCL runtime pyclesperanto uses, and from where (for ``memtype info``)."""
+    chosen = _opencl.runtime()
+    where = f" ({chosen.library})" if chosen.library else ""
+    state = f"{len(_device_names())} device(s)" if _device_names() else "no device"
+    return f"OpenCL runtime: {chosen.source}{where} — {chosen.detail}; {state}"
 
 
 @functools.cache
@@ -98,9 +130,12 @@ def _fit(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 def _select(device: Device) -> Any:
     names = _device_names()
+    if not names:
+        raise DeviceError(f"pyclesperanto cannot hold arrays here: {no_device_reason()} "
+                          f"OpenCL runtime: {_opencl.runtime().detail}.")
     if device.index >= len(names):
         raise DeviceError(
-            f"OpenCL device {device.index} requested; available: {list(names) or 'none'}."
+            f"OpenCL device {device.index} requested; available: {list(names)}."
         )
     current = cle.get_device()
     if _index_of(current.name) != device.index:
@@ -157,7 +192,8 @@ def namespace() -> ModuleType | None:
 
 
 def synchronize(device: Device) -> None:
-    cle.wait_for_kernel_to_finish(True)
+    if _device_names():  # without a device no kernel can be queued
+        cle.wait_for_kernel_to_finish(True)
 
 
 def stream(device: Device) -> AbstractContextManager[Any]:

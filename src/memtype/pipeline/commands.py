@@ -92,7 +92,7 @@ def _check_workers(args: argparse.Namespace) -> None:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """``memtype demo``."""
-    from memtype.pipeline.demo import DEMO_MARKER, run_demo
+    from memtype.pipeline.demo import DEMO_MARKER, opencl_missing, run_demo
     from memtype.pipeline.synthetic import SyntheticPlate
 
     _check_workers(args)
@@ -108,8 +108,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                                size=args.size)
     except ValueError as exc:
         raise _command_error(str(exc)) from None
+    missing = "" if args.no_opencl else opencl_missing()
+    if missing:
+        print(f"memtype: the denoise step runs on scipy, not pyclesperanto: {missing}",
+              file=sys.stderr)
     result = run_demo(out, plate, executor=args.executor, workers=args.workers,
-                      use_opencl=False if args.no_opencl else None, progress=args.progress)
+                      use_opencl=False if args.no_opencl else not missing,
+                      progress=args.progress)
     print(result.report.summary())
     print()
     print(f"plate    {result.plate}")

@@ -41,6 +41,7 @@ __all__ = [
     "denoise_numpy",
     "count_blobs",
     "opencl_available",
+    "opencl_missing",
     "demo_pipeline",
     "run_demo",
     "DemoResult",
@@ -171,13 +172,22 @@ def count_blobs(stack: np.ndarray[Any, Any], threshold: float = 0.2,
     return stack, {"count": int(kept.size), "mean_area": round(mean_area, 3)}
 
 
+def opencl_missing() -> str:
+    """Why the demo cannot use pyclesperanto here ("" when it can)."""
+    from memtype.frameworks import get_framework, load_adapter
+
+    if importlib.util.find_spec("pyclesperanto") is None:
+        return f"pyclesperanto is not installed ({get_framework('pyclesperanto').install_hint})"
+    adapter = load_adapter("pyclesperanto")
+    if adapter.gpu_count() > 0:
+        return ""
+    explain = getattr(adapter, "no_device_reason", None)
+    return explain() if explain is not None else "pyclesperanto sees no OpenCL device"
+
+
 def opencl_available() -> bool:
     """Whether pyclesperanto is installed and sees an OpenCL device."""
-    if importlib.util.find_spec("pyclesperanto") is None:
-        return False
-    from memtype.frameworks import load_adapter
-
-    return load_adapter("pyclesperanto").gpu_count() > 0
+    return not opencl_missing()
 
 
 def demo_pipeline(use_opencl: bool | None = None) -> Pipeline:
