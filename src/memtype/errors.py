@@ -35,6 +35,8 @@ __all__ = [
     "FieldError",
     "PipelineFileError",
     "StoreFullError",
+    "CommandError",
+    "SideOutputError",
 ]
 
 
@@ -169,3 +171,11 @@ class PipelineFileError(MemtypeError, ImportError):
 
 class StoreFullError(MemtypeError, OSError):
     """A write stopped because the device is full (``errno.ENOSPC``); nothing was replaced."""
+
+
+class CommandError(MemtypeError):
+    """A user error on the ``memtype`` command line: printed as one line, exit code 2."""
+
+
+class SideOutputError(MemtypeError, ValueError):
+    """A step's side output whose table columns would overwrite the pattern's field columns."""
