@@ -65,6 +65,8 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
     tuple
         Comparable parts; numbers compare as numbers, text case-insensitively, and
         strings with equal keys keep a deterministic order through the original text.
+        A string whose parts begin another's sorts first, as with GNU ``sort -V``,
+        ``ls -v`` and natsort: ``run1`` before ``run1b``, ``scan`` before ``scan2``.
     """
     parts: list[tuple[int, int | str]] = []
     for i, piece in enumerate(_DIGITS.split(text)):
@@ -72,7 +74,7 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
             parts.append((0, int(piece)))
         elif piece:
             parts.append((1, piece.casefold()))
-    parts.append((2, text))
+    parts.append((-1, text))  # the tie-breaker ranks below any real part: prefixes first
     return tuple(parts)
 
 
