@@ -37,6 +37,7 @@ __all__ = [
     "StoreFullError",
     "CommandError",
     "SideOutputError",
+    "InputWriteError",
 ]
 
 
@@ -179,3 +180,7 @@ class CommandError(MemtypeError):
 
 class SideOutputError(MemtypeError, ValueError):
     """A step's side output whose table columns would overwrite the pattern's field columns."""
+
+
+class InputWriteError(MemtypeError, RuntimeError):
+    """A decorated function wrote to an input it had to leave unchanged."""
