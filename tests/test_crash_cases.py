@@ -54,7 +54,8 @@ def test_pyclesperanto_to_torch() -> None:  # torch.from_dlpack on a cle array s
     if not usable("pyclesperanto"):
         pytest.skip("no OpenCL device")
     out = _ok("""
-        import numpy as np, pyclesperanto, torch, memtype as mt
+        import numpy as np, memtype as mt  # memtype imports pyclesperanto (OpenCL runtime)
+        import torch
         c = mt.convert(np.arange(6, dtype=np.float32).reshape(2, 3), "pyclesperanto")
         t = mt.convert(c, "torch")
         assert (t.numpy() == np.arange(6).reshape(2, 3)).all()

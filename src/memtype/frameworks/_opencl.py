@@ -23,11 +23,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OpenCLRuntime", "prepare", "runtime", "FALLBACK_VARIABLE", "FIX"]
+__all__ = ["OpenCLRuntime", "prepare", "runtime", "fix", "FALLBACK_VARIABLE"]
 
 FALLBACK_VARIABLE = "MEMTYPE_OPENCL_FALLBACK"
-FIX = ("pip install 'memtype[cle]' (installs pocl-binary-distribution, a CPU OpenCL runtime "
-       "memtype uses automatically), or install your GPU vendor's OpenCL driver")
+_INSTALL = ("pip install 'memtype[cle]' (installs pocl-binary-distribution, a CPU OpenCL "
+            "runtime memtype uses automatically), or install your GPU vendor's OpenCL driver")
 _DEFAULT_VENDORS = "/etc/OpenCL/vendors"
 _PROBE_TIMEOUT_S = 60.0
 
@@ -140,6 +140,22 @@ def prepare() -> OpenCLRuntime:
             os.environ["OCL_ICD_FILENAMES"] = decision.library
         _decision = decision
     return _decision
+
+
+def fix() -> str:
+    """The way out of "no OpenCL device", for the situation :func:`runtime` describes."""
+    pocl = _pip_pocl()
+    chosen = runtime()
+    if chosen.source == "preloaded" and pocl is not None:
+        return (f"let memtype import pyclesperanto (import memtype before pyclesperanto, or "
+                f"call memtype.frameworks.load_adapter('pyclesperanto') first), or "
+                f"export OCL_ICD_FILENAMES={pocl} before starting Python")
+    if chosen.source == "user":
+        return (f"OCL_ICD_FILENAMES={chosen.library} offers no device: point it at a working "
+                f"OpenCL library, or unset it")
+    if chosen.source == "none" and pocl is not None:
+        return f"unset {FALLBACK_VARIABLE} to use the pip-installed pocl ({pocl})"
+    return _INSTALL
 
 
 def runtime() -> OpenCLRuntime:

@@ -63,7 +63,7 @@ def no_device_reason() -> str:
     names, why = _probe()
     if names:
         return ""
-    return f"no OpenCL device ({why}). Fix: {_opencl.FIX}."
+    return f"no OpenCL device ({why}). Fix: {_opencl.fix()}."
 
 
 def runtime_info() -> str:
