@@ -108,7 +108,7 @@ def test_signature_shows_call_time_options() -> None:
 
     params = inspect.signature(mt.numpy(blur)).parameters
     assert list(params) == ["image", "sigma", "dtype_conversion", "scaling", "slice_by_slice",
-                            "gpu_id", "oom_fallback", "extra"]
+                            "gpu_id", "oom_fallback", "oom_recovery", "extra"]
     assert params["dtype_conversion"].default is mt.DtypeConversion.PRESERVE_INPUT
     assert params["scaling"].default == "clip" and params["slice_by_slice"].default is False
     assert params["gpu_id"].default is None and params["oom_fallback"].default is None
@@ -245,16 +245,16 @@ def test_call_without_arrays() -> None:
     assert out.dtype == np.uint16 and out.shape == (1, 2, 2)
 
 
-# -- isolation: the function never writes to the caller's array -------------------------
+# -- isolation (docs/decorators.md, "What the function gets") ---------------------------
 
 
 @pytest.mark.parametrize("memory_type", [t for t in MUTABLE_IN_PLACE if t in available_types()])
-def test_function_never_mutates_callers_array(memory_type: str) -> None:
+def test_copy_inputs_true_never_mutates_callers_array(memory_type: str) -> None:
     caller = mt.convert(IMAGE.copy(), memory_type)
     before = host(caller)
     mutate = MUTABLE_IN_PLACE[memory_type]
 
-    @decorator_for(memory_type)
+    @decorator_for(memory_type)(copy_inputs=True)
     def f(image: Any) -> Any:
         mutate(image)
         return image
@@ -265,6 +265,22 @@ def test_function_never_mutates_callers_array(memory_type: str) -> None:
     else:
         assert not np.array_equal(host(f(caller)), before)
     np.testing.assert_array_equal(host(caller), before)
+
+
+@pytest.mark.parametrize("memory_type", [t for t in MUTABLE_IN_PLACE
+                                         if t in available_types() and t != "numpy"])
+def test_mutable_same_type_input_passes_through_by_default(memory_type: str) -> None:
+    caller = mt.convert(IMAGE.copy(), memory_type)
+    mutate = MUTABLE_IN_PLACE[memory_type]
+    seen = []
+
+    @decorator_for(memory_type)
+    def f(image: Any) -> Any:
+        seen.append(image)
+        mutate(image)  # ordinary Python semantics: the caller's array changes
+        return image
+
+    assert f(caller) is caller and seen[0] is caller
 
 
 def test_numpy_same_type_input_is_a_readonly_view_not_a_copy() -> None:
@@ -281,23 +297,30 @@ def test_numpy_same_type_input_is_a_readonly_view_not_a_copy() -> None:
     assert caller.flags.writeable
 
 
-def test_numpy_caller_into_torch_function_is_isolated() -> None:
+def test_numpy_caller_into_torch_function_shares_unless_copy_inputs() -> None:
     caller = IMAGE.copy()
 
     @mt.torch(output_type="numpy")
     def f(image: Any) -> Any:
+        assert mt.shares_memory(image, caller)  # the zero-copy alias, not copied again
+        return image.add_(1)
+
+    @mt.torch(output_type="numpy", copy_inputs=True)
+    def g(image: Any) -> Any:
         assert not mt.shares_memory(image, caller)
         return image.add_(1)
 
-    np.testing.assert_array_equal(f(caller), IMAGE + 1)
+    np.testing.assert_array_equal(g(caller), IMAGE + 1)
     np.testing.assert_array_equal(caller, IMAGE)
+    np.testing.assert_array_equal(f(caller), IMAGE + 1)
+    np.testing.assert_array_equal(caller, IMAGE + 1)
 
 
 @pytest.mark.parametrize("source", ["jax", "tensorflow"])
 def test_immutable_callers_data_never_reaches_function_writable(source: str) -> None:
     caller = mt.convert(IMAGE.copy(), source)
 
-    @mt.torch
+    @mt.torch(copy_inputs=True)
     def f(image: Any) -> Any:
         assert not mt.shares_memory(image, caller)
         return image.mul_(0)
@@ -310,6 +333,24 @@ def test_immutable_callers_data_never_reaches_function_writable(source: str) -> 
     f(caller)
     g(caller)
     np.testing.assert_array_equal(host(caller), IMAGE)
+
+
+@pytest.mark.parametrize("source", ["jax", "tensorflow"])
+def test_write_to_immutable_callers_data_is_an_error(source: str) -> None:
+    caller = mt.convert(IMAGE.copy(), source)
+
+    @mt.torch
+    def f(image: Any) -> Any:
+        assert mt.shares_memory(image, caller)  # O(1): guarded, not copied
+        return image * 2
+
+    @mt.torch
+    def writes(image: Any) -> Any:
+        return image[0].mul_(0)[None]  # through a view: torch's count is shared
+
+    np.testing.assert_array_equal(host(f(caller)), IMAGE * 2)
+    with pytest.raises(mt.InputWriteError, match=f"{source} array.*copy_inputs=True"):
+        writes(caller)
 
 
 def test_tf_variable_reaches_a_tensorflow_function_as_its_value() -> None:

@@ -246,3 +246,97 @@ def test_gpu_oom_falls_back_to_cpu_only_when_asked() -> None:
         out = f(image, gpu_id=0, oom_fallback="cpu")
     assert isinstance(out, torch.Tensor) and out.device.type == "cpu"
     np.testing.assert_array_equal(host(out), image + 1)
+
+
+# -- every retry stage sees the caller's original values (issue 12 item 2) ----------------
+
+
+def _doubles_then_oom_once() -> tuple[list[int], Any]:
+    """A torch function that writes its input in place, then runs out of memory once."""
+    import torch
+
+    calls: list[int] = []
+
+    def f(image: Any) -> Any:
+        image.mul_(2)
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("first attempt")
+        return image
+
+    return calls, f
+
+
+def test_retry_after_a_write_to_the_callers_tensor_is_refused() -> None:
+    import torch
+
+    calls, f = _doubles_then_oom_once()
+    caller = torch.ones(2, 3, 4)
+    with pytest.raises(mt.InputWriteError, match="copy_inputs=True") as info:
+        mt.torch(f)(caller)
+    assert isinstance(info.value.__cause__, torch.OutOfMemoryError)
+    assert calls == [1]  # never retried on the modified values
+
+
+def test_retry_with_copy_inputs_sees_the_original_values() -> None:
+    import torch
+
+    calls, f = _doubles_then_oom_once()
+    caller = torch.ones(2, 3, 4)
+    out = mt.torch(copy_inputs=True)(f)(caller)
+    assert calls == [1, 1]
+    np.testing.assert_array_equal(host(out), np.full((2, 3, 4), 2.0, np.float32))
+    np.testing.assert_array_equal(host(caller), np.ones((2, 3, 4), np.float32))
+
+
+def test_retry_converts_the_callers_arguments_again() -> None:
+    calls, f = _doubles_then_oom_once()
+    caller = np.ones((2, 3, 4), np.float32)
+    caller.setflags(write=False)  # torch gets a fresh copy: written, then made again
+    out = mt.torch(output_type="numpy")(f)(caller)
+    assert calls == [1, 1]
+    np.testing.assert_array_equal(out, np.full((2, 3, 4), 2.0, np.float32))
+
+
+def test_retry_without_a_write_reuses_the_callers_tensor() -> None:
+    import torch
+
+    seen: list[Any] = []
+
+    @mt.torch
+    def f(image: Any) -> Any:
+        seen.append(image)
+        if len(seen) == 1:
+            raise torch.OutOfMemoryError("first attempt")
+        return image * 2
+
+    caller = torch.ones(2, 3, 4)
+    np.testing.assert_array_equal(host(f(caller)), np.full((2, 3, 4), 2.0, np.float32))
+    assert seen[0] is caller and seen[1] is caller  # no copy on any path
+
+
+def test_write_in_a_later_stage_is_refused_too() -> None:
+    import torch
+
+    calls: list[int] = []
+
+    @mt.torch
+    def f(image: Any) -> Any:
+        calls.append(image.ndim)
+        if len(calls) == 2:
+            image.add_(1)  # the plain retry writes, then fails: no slice-by-slice stage
+        raise torch.OutOfMemoryError(f"attempt {len(calls)}")
+
+    with pytest.raises(mt.InputWriteError, match="ran out of memory"):
+        f(torch.ones(2, 3, 4))
+    assert calls == [3, 3]
+
+
+def test_oom_recovery_as_a_call_time_option() -> None:
+    @mt.numpy
+    def f(image: np.ndarray) -> np.ndarray:
+        raise MemoryError("no")
+
+    with pytest.raises(MemoryError, match="no"):
+        f(IMAGE, oom_recovery=False)
+    assert mt.numpy(oom_recovery=False)(lambda x: x)(IMAGE).shape == IMAGE.shape

@@ -1,11 +1,21 @@
 """The array arguments of a decorated call: found, converted to the function's type, isolated.
 
-Isolation rule: the function never gets a writable alias of its caller's array. An argument
-that reaches the function as the caller's own memory (same type, or a zero-copy
-conversion) is passed as a read-only view where the framework has one (NumPy: O(1);
-TensorFlow: a ``tf.Variable``'s value), else as a private copy on the same device (torch,
-CuPy, pyclesperanto). JAX arrays and TensorFlow tensors cannot be written, so they are
-passed as they are.
+Arrays are found at the top level and inside the containers :mod:`memtype._walk` opens.
+Isolation rule (O(1) everywhere but one case): an argument that reaches the function as
+its caller's own memory (same type, or a zero-copy conversion)
+
+* is a read-only view where the function's framework has one (NumPy; a ``tf.Variable``
+  becomes its value);
+* is passed as it is when the function's framework is immutable (JAX, TensorFlow);
+* else (torch, CuPy, pyclesperanto) is passed as it is, ordinary Python semantics, when the
+  caller's data is mutable; with ``copy_inputs=True`` it is a private copy instead;
+* is guarded when the caller's data is immutable (a JAX array, a TensorFlow tensor, a
+  read-only NumPy array): where the framework counts writes (torch's version counter) the
+  count is checked after the call and a write raises :class:`InputWriteError`; where it
+  does not (CuPy), the function gets a private copy (the one O(n) case).
+
+Writable aliases with a write count are also watched, so that out-of-memory recovery never
+retries on an input the failed attempt modified (:func:`check_unwritten`).
 """
 
 from __future__ import annotations
@@ -16,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from memtype._walk import LEAVES, walk
 from memtype.convert import convert, shares_memory
 from memtype.dtypes import holds_dtype
-from memtype.errors import MemoryConversionError
+from memtype.errors import InputWriteError, MemoryConversionError
 from memtype.frameworks import (
     Framework,
     array_types,
@@ -29,7 +40,8 @@ from memtype.frameworks import (
 from memtype.frameworks._protocol import CPU, Adapter, Device
 from memtype.gpu.streams import call_device
 
-__all__ = ["Inputs", "Policy", "framework_of", "prepare", "arrays_in"]
+__all__ = ["Inputs", "Policy", "framework_of", "prepare", "arrays_in", "write_count",
+           "check_guarded", "check_unwritten"]
 
 _NOT_ARRAYS = frozenset({int, float, complex, str, bytes, bool, type(None), slice,
                          type(Ellipsis), dict, set, frozenset, range})
@@ -65,12 +77,35 @@ def _adapter(fw: Framework) -> Adapter:
 
 
 def arrays_in(value: Any) -> list[Any]:
-    """The arrays in a result (itself, or the items of a tuple or list)."""
-    if framework_of(value) is not None:
-        return [value]
-    if type(value) in (tuple, list):
-        return [v for v in value if framework_of(v) is not None]
-    return []
+    """The arrays in a result (itself, or inside the containers :func:`walk` opens)."""
+    found: list[Any] = []
+
+    def collect(v: Any) -> Any:
+        if framework_of(v) is not None:
+            found.append(v)
+        return v
+
+    walk(value, collect)
+    return found
+
+
+def write_count(x: Any) -> int | None:
+    """How many in-place writes ``x``'s memory has had, where its framework counts them.
+
+    torch keeps such a count (``Tensor._version``, shared by a tensor and its views, raised by
+    every in-place operation); ``None`` for arrays without one (inference tensors included).
+    """
+    try:
+        count = getattr(x, "_version", None)
+    except RuntimeError:  # torch inference tensors keep no count
+        return None
+    return count if type(count) is int else None
+
+
+def _read_only(x: Any) -> bool:
+    """Whether ``x`` is flagged read-only (a NumPy array with ``writeable=False``)."""
+    flags = getattr(x, "flags", None)
+    return flags is not None and getattr(flags, "writeable", True) is False
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +114,14 @@ class Policy:
 
     framework: Framework
     adapter: Adapter
-    copy_inputs: bool = True
+    copy_inputs: bool = False
     allow_cpu_roundtrip: bool = False
     same_type: Callable[[Any], Any] = field(init=False)
     """An argument already of the function's type, isolated (see the module notes)."""
+    readonly: Callable[[Any], Any] | None = field(init=False)
+    """The framework's read-only view, if it has one."""
+    passes_writable: bool = field(init=False)
+    """Whether a caller's array of the function's type reaches it writable (watched)."""
 
     def __post_init__(self) -> None:
         readonly = getattr(self.adapter, "readonly_view", None)
@@ -93,6 +132,9 @@ class Policy:
         else:
             isolate = self.adapter.copy
         object.__setattr__(self, "same_type", isolate)
+        object.__setattr__(self, "readonly", readonly)
+        object.__setattr__(self, "passes_writable", isolate is _unchanged
+                           and not self.framework.immutable)
 
 
 def _unchanged(v: Any) -> Any:
@@ -105,14 +147,19 @@ class Inputs:
 
     ``dtype`` is the caller's dtype of the first array (what ``PRESERVE_INPUT`` returns),
     ``first`` / ``first_at`` the converted first array and its position (an index or a
-    keyword; ``None`` when it sits inside a list or tuple), ``arrays`` all converted arrays.
+    keyword; ``None`` when it sits inside a container), ``arrays`` all converted arrays.
+    ``watched``: ``(array, write count)`` of the caller's mutable arrays passed writable;
+    ``guarded``: ``(array, write count, source)`` of aliases of immutable caller data.
     """
 
-    __slots__ = ("args", "kwargs", "device", "gpu_id", "dtype", "first", "first_at", "arrays")
+    __slots__ = ("args", "kwargs", "device", "gpu_id", "dtype", "first", "first_at", "arrays",
+                 "watched", "guarded")
 
     def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Device,
                  gpu_id: int | None, dtype: np.dtype[Any] | None, first: Any,
-                 first_at: int | str | None, arrays: Sequence[Any]) -> None:
+                 first_at: int | str | None, arrays: Sequence[Any],
+                 watched: Sequence[tuple[Any, int]] = (),
+                 guarded: Sequence[tuple[Any, int, str]] = ()) -> None:
         self.args = args
         self.kwargs = kwargs
         self.device = device
@@ -121,13 +168,41 @@ class Inputs:
         self.first = first
         self.first_at = first_at
         self.arrays = arrays
+        self.watched = watched
+        self.guarded = guarded
+
+
+def check_guarded(inputs: Inputs, name: str) -> None:
+    """Raise :class:`InputWriteError` if the function wrote to immutable caller data."""
+    for array, count, source in inputs.guarded:
+        if write_count(array) != count:
+            raise InputWriteError(
+                f"{name} wrote to an input that shares memory with its caller's {source} "
+                f"array; {source} arrays are immutable, and that array's values have now "
+                f"changed. Expected a function that does not write to its inputs; pass "
+                f"copy_inputs=True to give {name} a private copy."
+            )
+
+
+def check_unwritten(inputs: Inputs, error: BaseException, name: str) -> None:
+    """Before an out-of-memory retry: raise :class:`InputWriteError` (from ``error``) if the
+    failed attempt wrote to an input that is its caller's memory (the retry would see the
+    modified values)."""
+    check_guarded(inputs, name)
+    if any(write_count(array) != count for array, count in inputs.watched):
+        raise InputWriteError(
+            f"{name} ran out of memory ({type(error).__name__}) after writing to an input "
+            "that is its caller's array, so a retry would not see the caller's original "
+            f"values; memtype does not retry. Expected a function that leaves its inputs "
+            f"unchanged, or pass copy_inputs=True (each retry then gets a fresh copy)."
+        ) from error
 
 
 class _Converter:
     """Converts each array it is given; remembers the first one."""
 
     __slots__ = ("policy", "gpu_id", "host", "seen", "dtype", "first", "first_at", "device",
-                 "arrays")
+                 "arrays", "watched", "guarded")
 
     def __init__(self, policy: Policy, gpu_id: int | None, host: bool) -> None:
         self.policy = policy
@@ -139,16 +214,20 @@ class _Converter:
         self.first_at: int | str | None = None
         self.device: Device | None = None
         self.arrays: list[Any] = []
+        self.watched: list[tuple[Any, int]] = []
+        self.guarded: list[tuple[Any, int, str]] = []
 
     def value(self, v: Any, where: int | str | None) -> Any:
-        """``v`` with every array in it converted (lists and tuples are walked)."""
+        """``v`` with every array in it converted (containers: see :mod:`memtype._walk`)."""
         vfw = framework_of(v)
         if vfw is not None:
             return self.array(v, vfw, where)
-        kind = type(v)
-        if kind is list or kind is tuple:
-            return kind(self.value(item, None) for item in v)
-        return v
+        return walk(v, self.nested)
+
+    def nested(self, v: Any) -> Any:
+        """An item inside a container: converted if it is an array."""
+        vfw = framework_of(v)
+        return v if vfw is None else self.array(v, vfw, None)
 
     def array(self, v: Any, vfw: Framework, where: int | str | None) -> Any:
         """One array converted and isolated; the first one fixes the dtype and the device."""
@@ -182,15 +261,27 @@ class _Converter:
         return out
 
     def isolate(self, v: Any, out: Any, vfw: Framework) -> Any:
-        """``out``, unless it is the caller's memory and the function could write to it."""
+        """``out`` as the function may see it, when it is the caller's memory (module notes)."""
         policy = self.policy
-        if policy.same_type is _unchanged or (
-                out is not v and (policy.framework.immutable or not shares_memory(v, out))):
+        if out is not v and (policy.framework.immutable or not shares_memory(v, out)):
+            return out  # a fresh array, or one the function cannot write
+        if policy.readonly is not None:
+            return policy.readonly(out)
+        if policy.framework.immutable:
             return out
-        private = policy.same_type(out)
-        if vfw is not policy.framework and private is not out:
-            _copied_before_release(policy.adapter, private)
-        return private
+        locked = vfw.immutable or _read_only(v)
+        count = None if policy.copy_inputs else write_count(out)
+        if count is None and (locked or policy.copy_inputs):
+            private = policy.adapter.copy(out)
+            if vfw is not policy.framework and private is not out:
+                _copied_before_release(policy.adapter, private)
+            return private
+        if count is not None:
+            if locked:
+                self.guarded.append((out, count, vfw.name))
+            else:
+                self.watched.append((out, count))
+        return out
 
 
 def _copied_before_release(adapter: Adapter, private: Any) -> None:
@@ -234,20 +325,31 @@ def _fit_float(v: Any, vfw: Framework, target: Adapter) -> Any:
     return narrowed
 
 
+def _passed(v: Any, policy: Policy, watched: list[tuple[Any, int]]) -> Any:
+    """A caller's array of the function's type, as the function gets it (watched if writable)."""
+    image = policy.same_type(v)
+    if policy.passes_writable:
+        count = write_count(v)
+        if count is not None:
+            watched.append((v, count))
+    return image
+
+
 def _same_type(args: tuple[Any, ...], policy: Policy) -> Inputs | None:
     """The fast path: positional arguments only, every array already of the function's type."""
     fw = policy.framework
     new = list(args)
     first = -1
+    watched: list[tuple[Any, int]] = []
     for i, v in enumerate(args):
         vfw = _known.get(type(v))
         if vfw is None:
-            if type(v) in _NOT_ARRAYS:
+            if type(v) in LEAVES:
                 continue
             return None
         if vfw is not fw:
             return None
-        new[i] = policy.same_type(v)
+        new[i] = _passed(v, policy, watched)
         if first < 0:
             first = i
     if first < 0:
@@ -256,7 +358,7 @@ def _same_type(args: tuple[Any, ...], policy: Policy) -> Inputs | None:
     adapter = policy.adapter
     arrays = [new[i] for i, v in enumerate(args) if _known.get(type(v)) is fw]
     return Inputs(tuple(new), {}, adapter.device_of(image), None, adapter.dtype_of(args[first]),
-                  image, first, arrays)
+                  image, first, arrays, watched)
 
 
 def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
@@ -268,10 +370,11 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
     if gpu_id is None and not host and not kwargs:
         if len(args) == 1 and _known.get(type(args[0])) is policy.framework:
             v = args[0]
-            image = policy.same_type(v)
+            watched: list[tuple[Any, int]] = []
+            image = _passed(v, policy, watched)
             adapter = policy.adapter
             return Inputs((image,), kwargs, adapter.device_of(image), None, adapter.dtype_of(v),
-                          image, 0, (image,))
+                          image, 0, (image,), watched)
         fast = _same_type(args, policy)
         if fast is not None:
             return fast
@@ -282,4 +385,4 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
     if device is None:
         device = CPU if host else call_device(policy.framework, gpu_id)
     return Inputs(new_args, new_kwargs, device, None if host else gpu_id, conv.dtype, conv.first,
-                  conv.first_at, conv.arrays)
+                  conv.first_at, conv.arrays, conv.watched, conv.guarded)

@@ -1,4 +1,9 @@
-"""Call-time options of decorated functions: parsing, validation, and the signature."""
+"""Call-time options of decorated functions: parsing, validation, and the signature.
+
+Every option can also be given at decoration (``@mt.torch(slice_by_slice=True)``): those
+values become the function's defaults (:func:`decoration_defaults`), shown in its
+signature; a value passed at call time overrides them for that call.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from memtype.errors import CallOptionError, DeviceError
 from memtype.types import DtypeConversion
 
 __all__ = ["CallOptions", "DEFAULT_OPTIONS", "OPTION_NAMES", "read_options",
-           "signature_with_options", "declared_names"]
+           "decoration_defaults", "signature_with_options", "declared_names"]
 
 OomFallback = Literal["cpu"] | None
 
@@ -28,17 +33,24 @@ class CallOptions:
     slice_by_slice: bool = False
     gpu_id: int | None = None
     oom_fallback: OomFallback = None
+    oom_recovery: bool = True
+
+    @property
+    def keeps_dtype(self) -> bool:
+        """Whether a result of the input's dtype on the call's device is returned as it is."""
+        return self.dtype_conversion is DtypeConversion.PRESERVE_INPUT and self.gpu_id is None
 
 
 DEFAULT_OPTIONS = CallOptions()
 OPTION_NAMES: tuple[str, ...] = ("dtype_conversion", "scaling", "slice_by_slice", "gpu_id",
-                                 "oom_fallback")
+                                 "oom_fallback", "oom_recovery")
 _ANNOTATIONS: dict[str, Any] = {
     "dtype_conversion": DtypeConversion,
     "scaling": Scaling,
     "slice_by_slice": bool,
     "gpu_id": int | None,
     "oom_fallback": OomFallback,
+    "oom_recovery": bool,
 }
 
 
@@ -66,30 +78,50 @@ def _gpu_id(value: object) -> int | None:
     return value
 
 
-def _checked(found: dict[str, Any]) -> CallOptions:
-    """Validated options (a clear error naming the bad value)."""
-    slice_by_slice = found.get("slice_by_slice", False)
-    if not isinstance(slice_by_slice, (bool, np.bool_)):
-        raise CallOptionError(f"slice_by_slice must be a bool; received {slice_by_slice!r}.")
-    fallback = found.get("oom_fallback")
+def _flag(name: str, value: object) -> bool:
+    """A bool option (NumPy's bool accepted)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise CallOptionError(f"{name} must be a bool; received {value!r}.")
+    return bool(value)
+
+
+def _checked(found: dict[str, Any], base: CallOptions) -> CallOptions:
+    """``base`` with the ``found`` values, validated (a clear error naming the bad value)."""
+    fallback = found.get("oom_fallback", base.oom_fallback)
     if fallback not in (None, "cpu"):
         raise CallOptionError(f"oom_fallback must be None or 'cpu'; received {fallback!r}.")
     return CallOptions(
-        _dtype_conversion(found.get("dtype_conversion", DtypeConversion.PRESERVE_INPUT)),
-        check_scaling(found.get("scaling", "clip")),
-        bool(slice_by_slice),
-        _gpu_id(found.get("gpu_id")),
+        _dtype_conversion(found.get("dtype_conversion", base.dtype_conversion)),
+        check_scaling(found.get("scaling", base.scaling)),
+        _flag("slice_by_slice", found.get("slice_by_slice", base.slice_by_slice)),
+        _gpu_id(found.get("gpu_id", base.gpu_id)),
         fallback,
+        _flag("oom_recovery", found.get("oom_recovery", base.oom_recovery)),
     )
 
 
-def read_options(kwargs: dict[str, Any], forward: frozenset[str]) -> CallOptions:
-    """Take the options out of ``kwargs`` (leaving those in ``forward`` for the function)."""
+def decoration_defaults(**values: Any) -> CallOptions:
+    """The options given at decoration, validated there (unknown names are refused)."""
+    unknown = sorted(set(values) - set(OPTION_NAMES))
+    if unknown:
+        raise CallOptionError(
+            f"Unknown decorator option(s) {', '.join(unknown)}; expected any of "
+            f"{', '.join(OPTION_NAMES)}."
+        )
+    return _checked(values, DEFAULT_OPTIONS)
+
+
+def read_options(kwargs: dict[str, Any], forward: frozenset[str],
+                 defaults: CallOptions = DEFAULT_OPTIONS) -> CallOptions:
+    """Take the options out of ``kwargs`` (leaving those in ``forward`` for the function).
+
+    Options not passed keep their ``defaults`` (the decoration's values).
+    """
     found: dict[str, Any] = {}
     for name in OPTION_NAMES:
         if name in kwargs:
             found[name] = kwargs[name] if name in forward else kwargs.pop(name)
-    return _checked(found) if found else DEFAULT_OPTIONS
+    return _checked(found, defaults) if found else defaults
 
 
 def declared_names(func: Callable[..., Any]) -> frozenset[str]:
@@ -101,8 +133,10 @@ def declared_names(func: Callable[..., Any]) -> frozenset[str]:
     return frozenset(OPTION_NAMES) & frozenset(params)
 
 
-def signature_with_options(func: Callable[..., Any]) -> inspect.Signature:
-    """``func``'s signature plus the keyword-only call-time options (before ``**kwargs``)."""
+def signature_with_options(func: Callable[..., Any],
+                           defaults: CallOptions = DEFAULT_OPTIONS) -> inspect.Signature:
+    """``func``'s signature plus the keyword-only call-time options (before ``**kwargs``),
+    each with its default (the decoration's value)."""
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):  # builtins without a signature
@@ -114,7 +148,7 @@ def signature_with_options(func: Callable[..., Any]) -> inspect.Signature:
     at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
     added = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                          default=getattr(DEFAULT_OPTIONS, name), annotation=_ANNOTATIONS[name])
+                          default=getattr(defaults, name), annotation=_ANNOTATIONS[name])
         for name in OPTION_NAMES if name not in sig.parameters
     ]
     return sig.replace(parameters=params[:at] + added + params[at:])

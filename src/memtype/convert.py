@@ -20,7 +20,12 @@ from typing import Any
 
 from memtype._failures import conversion_failure, unsupported_reason
 from memtype.detect import detect_framework
-from memtype.errors import DeviceError, MemoryConversionError, UnsupportedArrayError
+from memtype.errors import (
+    DeviceError,
+    MemoryConversionError,
+    UnknownMemoryTypeError,
+    UnsupportedArrayError,
+)
 from memtype.frameworks import Framework, get_framework, load_adapter, on_table_change
 from memtype.frameworks._protocol import CPU, Adapter, Device
 from memtype.types import MemoryTypeLike
@@ -325,10 +330,15 @@ def convert_memory(data: Any, source_type: MemoryTypeLike, target_type: MemoryTy
     Same as :func:`convert`, but the caller states the source type; a statement that does
     not match the data is a :class:`MemoryConversionError` naming both.
     """
-    declared = get_framework(source_type)
+    names = {}
+    for parameter, value in (("source_type", source_type), ("target_type", target_type)):
+        try:
+            names[parameter] = get_framework(value)
+        except UnknownMemoryTypeError as exc:  # say which of the two names is wrong
+            raise UnknownMemoryTypeError(f"{parameter}: {exc}") from None
+    declared, target = names["source_type"], names["target_type"].name
     actual = detect_framework(data)
     if declared is not actual:
-        target = get_framework(target_type).name
         raise MemoryConversionError(
             f"source_type was given as {declared.name!r}, but the data is a {actual.name} "
             f"array ({type(data).__module__}.{type(data).__qualname__}).",

@@ -5,35 +5,50 @@ array arguments (also inside lists and tuples) are converted to the input type o
 call's device, the function runs (on this thread's CUDA stream for GPU calls), the result
 is checked against the contract (default: a 3D ``[Z, Y, X]`` image; for a tuple, its first
 element), brought to the requested dtype by the dtype policy (:mod:`memtype.dtypes`) and
-returned as the output type. The function never gets a writable alias of its caller's
-array (see :mod:`memtype._arguments`). Decorating imports no framework: that happens at
-the first call.
+returned as the output type. Inputs already of the function's type, or reaching it
+zero-copy, cost O(1): see :mod:`memtype._arguments` for what is passed, viewed read-only,
+guarded or copied. Decorating imports no framework: that happens at the first call.
 
 Call-time options, added to the function's signature as keyword-only parameters:
-``dtype_conversion``, ``scaling``, ``slice_by_slice``, ``gpu_id``, ``oom_fallback``.
-An option name the function declares itself is passed on to it as well.
+``dtype_conversion``, ``scaling``, ``slice_by_slice``, ``gpu_id``, ``oom_fallback``,
+``oom_recovery``; each can also be given at decoration, as the function's default. An
+option name the function declares itself is passed on to it as well.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import types
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-from memtype._arguments import Inputs, Policy, _known, arrays_in, framework_of, prepare
+from memtype._arguments import (
+    Inputs,
+    Policy,
+    arrays_in,
+    check_guarded,
+    check_unwritten,
+    prepare,
+)
 from memtype._calls import (
     DEFAULT_OPTIONS,
     CallOptions,
+    OomFallback,
     declared_names,
+    decoration_defaults,
     read_options,
     signature_with_options,
 )
+from memtype._results import Contract, Results, contract_ndims
 from memtype._slicing import can_slice, run_by_slice
-from memtype.convert import convert
-from memtype.dtypes import cast, holds_dtype, nearest_held_dtype, result_dtype
-from memtype.errors import ArgumentTypeError, CallOptionError, ContractError
+from memtype.dtypes import Scaling
+from memtype.errors import (
+    ArgumentTypeError,
+    CallOptionError,
+    UnknownMemoryTypeError,
+)
 from memtype.frameworks import (
     Framework,
     get_framework,
@@ -43,33 +58,11 @@ from memtype.frameworks import (
 )
 from memtype.gpu.oom import is_oom_error, recover
 from memtype.gpu.streams import thread_stream
-from memtype.types import MemoryType, MemoryTypeLike
+from memtype.types import DtypeConversion, MemoryType, MemoryTypeLike
 
 __all__ = ["memory_types", "MemoryTypeFunction", "Contract"]
 
-Contract = int | tuple[int, ...] | Literal["any"] | Callable[[Any], bool] | None
-"""``None``: a 3D image; an int or ints: allowed dimensions; ``"any"``: unchecked;
-a callable: ``contract(image) -> bool``."""
-
-
-def _contract_ndims(contract: Contract) -> tuple[int, ...] | None:
-    """The allowed dimensions, ``None`` when the contract is not about dimensions."""
-    if contract is None:
-        return (3,)
-    if isinstance(contract, int) and not isinstance(contract, bool):
-        return (contract,)
-    if isinstance(contract, tuple) and contract and all(
-            isinstance(n, int) and not isinstance(n, bool) for n in contract):
-        return contract
-    if contract == "any" or (callable(contract) and not isinstance(contract, bool)):
-        return None
-    raise CallOptionError(
-        "contract must be None (a 3D [Z, Y, X] image), an int or tuple of ints (allowed "
-        f"dimensions), 'any', or a callable returning a bool; received {contract!r}."
-    )
-
-
-class MemoryTypeFunction:
+class MemoryTypeFunction(Results):
     """A function wrapped by a memory type decorator (picklable, usable as a method).
 
     Attributes
@@ -81,21 +74,22 @@ class MemoryTypeFunction:
     """
 
     def __init__(self, func: Callable[..., Any], input_type: Framework, output_type: Framework,
-                 contract: Contract = None, oom_recovery: bool = True,
-                 copy_inputs: bool = True, allow_cpu_roundtrip: bool = False) -> None:
-        if not callable(func):
-            raise ArgumentTypeError(f"A memory type decorator needs a callable; received {func!r}.")
+                 contract: Contract = None, copy_inputs: bool = False,
+                 allow_cpu_roundtrip: bool = False,
+                 defaults: CallOptions = DEFAULT_OPTIONS) -> None:
+        func, self._binding = _unbound(func)
         functools.update_wrapper(self, func)
         self.__qualname__ = str(getattr(func, "__qualname__", func)).removesuffix(_THROUGH)
         self.input_memory_type = MemoryType(input_type.name)
         self.output_memory_type = MemoryType(output_type.name)
-        self.__signature__ = signature_with_options(func)
+        self.__signature__ = signature_with_options(func, defaults)
         self._func = func
         self._in, self._out = input_type, output_type
-        self._settings = (contract, oom_recovery, copy_inputs, allow_cpu_roundtrip)
+        self._settings = (contract, copy_inputs, allow_cpu_roundtrip, defaults, self._binding)
+        self._allow_roundtrip = allow_cpu_roundtrip
         self._contract = contract
-        self._ndims = _contract_ndims(contract)
-        self._oom_recovery = oom_recovery
+        self._ndims = contract_ndims(contract)
+        self._defaults = defaults
         self._forward = declared_names(func)
         self._name = self.__qualname__
         self._policy: Policy | None = None  # frameworks load at the first call
@@ -104,7 +98,7 @@ class MemoryTypeFunction:
     # -- the call -----------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        opts = read_options(kwargs, self._forward) if kwargs else DEFAULT_OPTIONS
+        opts = read_options(kwargs, self._forward, self._defaults) if kwargs else self._defaults
         policy = self._policy or self._load()
         inputs = prepare(args, kwargs, policy, opts.gpu_id)
         try:
@@ -113,20 +107,24 @@ class MemoryTypeFunction:
             else:
                 result = self._invoke(inputs, opts.slice_by_slice)
         except Exception as exc:  # only out-of-memory errors go on, outside this block
-            if not (self._oom_recovery and is_oom_error(exc)):
+            if not (opts.oom_recovery and is_oom_error(exc)):
                 raise
             error: BaseException = exc
         else:
+            if inputs.guarded:
+                check_guarded(inputs, self._name)
             if type(result) is tuple:
                 return self._finish(result, inputs, opts)
             return self._output(result, inputs, opts)
-        stages = self._recovery_stages(inputs, opts, args, kwargs)
+        check_unwritten(inputs, error, self._name)
+        stages = self._recovery_stages(args, kwargs, opts, inputs)
+        del inputs  # each stage converts the caller's arguments again (see _stage)
         used, result = recover(error, stages, self._name)
         return self._finish(result, used, opts)
 
     def _load(self) -> Policy:
         """Load the frameworks (first call)."""
-        copy_inputs, roundtrip = self._settings[2:]
+        copy_inputs, roundtrip = self._settings[1:3]
         self._out_adapter = load_adapter(self._out.name)
         self._policy = Policy(self._in, load_adapter(self._in.name), copy_inputs, roundtrip)
         return self._policy
@@ -146,16 +144,37 @@ class MemoryTypeFunction:
             handoff.release(arrays_in(result))
         return result
 
-    def _recovery_stages(self, inputs: Inputs, opts: CallOptions, args: tuple[Any, ...],
-                         kwargs: dict[str, Any]) -> list[tuple[str, Callable[[], Any]]]:
-        """Retry, slice by slice, then (if asked for) on the CPU."""
-        stages: list[tuple[str, Callable[[], Any]]] = [
-            ("retry", lambda: (inputs, self._invoke(inputs, opts.slice_by_slice)))]
-        if not opts.slice_by_slice and can_slice(inputs):
-            stages.append(("slice by slice", lambda: (inputs, self._invoke(inputs, True))))
-        if opts.oom_fallback == "cpu" and inputs.device.is_gpu:
+    def _recovery_stages(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                         opts: CallOptions, failed: Inputs
+                         ) -> list[tuple[str, Callable[[], tuple[Inputs, Any]]]]:
+        """Retry, slice by slice, then (if asked for) on the CPU (``failed``: the first try)."""
+        stages: list[tuple[str, Callable[[], tuple[Inputs, Any]]]] = [
+            ("retry", lambda: self._stage(args, kwargs, opts, opts.slice_by_slice))]
+        if not opts.slice_by_slice and can_slice(failed):
+            stages.append(("slice by slice", lambda: self._stage(args, kwargs, opts, True)))
+        if opts.oom_fallback == "cpu" and failed.device.is_gpu:
             stages.append(("on the CPU", lambda: self._on_cpu(args, kwargs, opts)))
         return stages
+
+    def _stage(self, args: tuple[Any, ...], kwargs: dict[str, Any], opts: CallOptions,
+               by_slice: bool, host: bool = False) -> tuple[Inputs, Any]:
+        """One recovery attempt on the caller's arguments, converted afresh.
+
+        Fresh conversions (uploads, ``copy_inputs=True`` copies) hold the caller's original
+        values again; an input passed as the caller's own array is retried only if the
+        failed attempt did not write to it (:func:`check_unwritten`).
+        """
+        assert self._policy is not None
+        inputs = prepare(args, kwargs, self._policy, None if host else opts.gpu_id, host=host)
+        try:
+            result = self._invoke(inputs, by_slice)
+        except Exception as exc:  # an out-of-memory error after a write is not retried
+            if is_oom_error(exc):
+                check_unwritten(inputs, exc, self._name)
+            raise
+        if inputs.guarded:
+            check_guarded(inputs, self._name)
+        return inputs, result
 
     def _on_cpu(self, args: tuple[Any, ...], kwargs: dict[str, Any],
                 opts: CallOptions) -> tuple[Inputs, Any]:
@@ -165,84 +184,15 @@ class MemoryTypeFunction:
                 f"oom_fallback='cpu': {self._name} runs in {self._in.name}, which has no host "
                 "arrays; expected a framework with a CPU device (numpy, torch, jax, tensorflow)."
             )
-        assert self._policy is not None
-        host = prepare(args, kwargs, self._policy, None, host=True)
-        return host, self._invoke(host, opts.slice_by_slice)
-
-    # -- the result ---------------------------------------------------------------------
-
-    def _finish(self, result: Any, inputs: Inputs, opts: CallOptions) -> Any:
-        """Contract, dtype policy and output type; tuple results: the first element."""
-        if type(result) is tuple:
-            if not result:
-                raise ContractError(
-                    f"{self._name} returned an empty tuple; expected the image first.")
-            return (self._output(result[0], inputs, opts), *result[1:])
-        return self._output(result, inputs, opts)
-
-    def _output(self, image: Any, inputs: Inputs, opts: CallOptions) -> Any:
-        """One image through the contract, the dtype policy and the output conversion."""
-        fw = _known.get(type(image)) or framework_of(image)
-        if fw is self._out and self._ndims is not None:  # the common case, kept short
-            if len(self._out_adapter.shape_of(image)) not in self._ndims:
-                self._check(image, fw)
-            if opts is DEFAULT_OPTIONS and self._out_adapter.dtype_of(image) == inputs.dtype:
-                return image
-        else:
-            self._check(image, fw)
-        if fw is None:
-            return image
-        target = result_dtype(opts.dtype_conversion, inputs.dtype)
-        if fw is self._out and opts.gpu_id is None:
-            if target is None or self._out_adapter.dtype_of(image) == target:
-                return image
-        return self._convert_out(image, fw, target, opts, inputs.gpu_id)
-
-    def _convert_out(self, image: Any, fw: Framework, target: Any, opts: CallOptions,
-                     gpu_id: int | None) -> Any:
-        """The dtype policy in the result's framework where it can hold the dtype, else after."""
-        adapter = load_adapter(fw.name)
-        done = target is None or adapter.dtype_of(image) == target
-        if not done and holds_dtype(adapter, target):
-            image, done = cast(image, target, scaling=opts.scaling), True
-        allow = self._settings[3]
-        image = convert(image, self._out.name, gpu_id=gpu_id, allow_cpu_roundtrip=allow)
-        if not done:
-            held = nearest_held_dtype(self._out_adapter, target)
-            image = cast(image, held, scaling=opts.scaling)
-        return image
-
-    def _check(self, image: Any, fw: Framework | None) -> None:
-        """The output contract (a clear error naming the function and the shape)."""
-        contract = self._contract
-        if self._ndims is None:
-            if contract != "any" and callable(contract) and not contract(image):
-                raise ContractError(
-                    f"{self._name} returned a result that its contract {contract!r} rejects: "
-                    f"{_describe(image, fw)}."
-                )
-            return
-        if fw is None:
-            raise ContractError(
-                f"{self._name} must return an array (its image) of {self._dims()}; it returned "
-                f"{_describe(image, fw)}. Declare contract='any' to return other objects."
-            )
-        shape = (self._out_adapter if fw is self._out else load_adapter(fw.name)).shape_of(image)
-        if len(shape) not in self._ndims:
-            raise ContractError(
-                f"{self._name} must return {self._dims()}; it returned shape {tuple(shape)}. "
-                "Return image[None] for a single 2D slice, or declare contract=2 (or 'any')."
-            )
-
-    def _dims(self) -> str:
-        """The contract's dimensions in words."""
-        if self._ndims == (3,):
-            return "a 3D [Z, Y, X] array"
-        return f"an array with {' or '.join(map(str, self._ndims or ()))} dimensions"
+        return self._stage(args, kwargs, opts, opts.slice_by_slice, host=True)
 
     # -- Python protocols ---------------------------------------------------------------
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if self._binding == "static":
+            return self
+        if self._binding == "class":
+            return types.MethodType(self, objtype if objtype is not None else type(obj))
         return self if obj is None else types.MethodType(self, obj)
 
     def __repr__(self) -> str:
@@ -264,24 +214,55 @@ class MemoryTypeFunction:
 _THROUGH = ".__wrapped__"
 
 
-def _describe(value: Any, fw: Framework | None) -> str:
-    """A short description of a result for error messages."""
-    if fw is None:
-        return f"an object of type {type(value).__module__}.{type(value).__qualname__}"
-    return f"a {fw.name} array of shape {tuple(load_adapter(fw.name).shape_of(value))}"
+def _unbound(func: Any) -> tuple[Callable[..., Any], str]:
+    """The function inside a ``staticmethod`` / ``classmethod``, and which one it was.
+
+    Generator and async functions are refused: what they yield or await would escape the
+    contract, the dtype policy, the output conversion and out-of-memory recovery.
+    """
+    binding = {staticmethod: "static", classmethod: "class"}.get(type(func), "")
+    if binding:
+        func = func.__func__
+    if not callable(func):
+        raise ArgumentTypeError(f"A memory type decorator needs a callable; received {func!r}.")
+    kind = ("an async generator function" if inspect.isasyncgenfunction(func) else
+            "a generator function" if inspect.isgeneratorfunction(func) else
+            "an async function" if inspect.iscoroutinefunction(func) else "")
+    if kind:
+        raise ArgumentTypeError(
+            f"A memory type decorator needs a function that returns its result; "
+            f"{getattr(func, '__qualname__', func)} is {kind}, whose results would bypass the "
+            "contract, the dtype policy, the output conversion and out-of-memory recovery. "
+            "Decorate the function that computes one result and call it from the generator "
+            "or coroutine."
+        )
+    return func, binding
 
 
 def _rebuild(func: Callable[..., Any], input_type: str, output_type: str, contract: Contract,
-             oom_recovery: bool, copy_inputs: bool, allow_cpu_roundtrip: bool
-             ) -> MemoryTypeFunction:
+             copy_inputs: bool, allow_cpu_roundtrip: bool, defaults: CallOptions,
+             binding: str) -> MemoryTypeFunction:
     """Unpickle a decorated function that is not reachable by its name."""
-    return MemoryTypeFunction(func, get_framework(input_type), get_framework(output_type),
-                              contract, oom_recovery, copy_inputs, allow_cpu_roundtrip)
+    wrapper = {"static": staticmethod, "class": classmethod}.get(binding)
+    return MemoryTypeFunction(func if wrapper is None else wrapper(func),
+                              get_framework(input_type), get_framework(output_type),
+                              contract, copy_inputs, allow_cpu_roundtrip, defaults)
+
+
+def _named_framework(parameter: str, value: MemoryTypeLike) -> Framework:
+    """The table row for ``value``; an unknown name's error names the parameter."""
+    try:
+        return get_framework(value)
+    except UnknownMemoryTypeError as exc:
+        raise UnknownMemoryTypeError(f"{parameter}: {exc}") from None
 
 
 def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
                  contract: Contract = None, *, oom_recovery: bool = True,
-                 copy_inputs: bool = True, allow_cpu_roundtrip: bool = False
+                 copy_inputs: bool = False, allow_cpu_roundtrip: bool = False,
+                 dtype_conversion: DtypeConversion | str = DtypeConversion.PRESERVE_INPUT,
+                 scaling: Scaling = "clip", slice_by_slice: bool = False,
+                 gpu_id: int | None = None, oom_fallback: OomFallback = None,
                  ) -> Callable[[Callable[..., Any]], MemoryTypeFunction]:
     """Declare a function's input and output memory types.
 
@@ -297,12 +278,16 @@ def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
         On out-of-memory: free every loaded framework's cache and retry, then retry
         slice by slice (then on the CPU with ``oom_fallback="cpu"``).
     copy_inputs : bool
-        Give the function private copies of arrays it could otherwise write to in the
-        caller's memory (torch, CuPy, pyclesperanto). ``False`` promises that the function
-        does not write to its inputs and saves those copies; NumPy inputs are read-only
-        views either way.
+        ``False`` (the default): an input that is its caller's mutable array (torch, CuPy,
+        pyclesperanto; of the function's type or reaching it zero-copy) is passed as it is,
+        ordinary Python semantics, O(1). ``True``: such inputs are private copies (one
+        device copy each). NumPy inputs are read-only views and JAX / TensorFlow data is
+        never writable in another framework either way (see docs/decorators.md).
     allow_cpu_roundtrip : bool
         Allow GPU -> GPU conversions that go through host memory.
+    dtype_conversion, scaling, slice_by_slice, gpu_id, oom_fallback
+        The call-time options' defaults for this function (``oom_recovery`` too); a value
+        passed at call time overrides them. Invalid values fail here, at decoration.
 
     Returns
     -------
@@ -312,7 +297,11 @@ def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
     Raises
     ------
     UnknownMemoryTypeError
-        A type name that is not in the framework table.
+        A type name that is not in the framework table (the message names the parameter).
+    CallOptionError
+        An invalid option value.
+    ArgumentTypeError
+        (from the decorator) Not a callable, or a generator or async function.
 
     Examples
     --------
@@ -323,12 +312,16 @@ def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
     >>> double(np.ones((1, 2, 2), np.uint8)).tolist()
     [[[2, 2], [2, 2]]]
     """
-    in_fw, out_fw = get_framework(input_type), get_framework(output_type)
-    _contract_ndims(contract)
+    in_fw = _named_framework("input_type", input_type)
+    out_fw = _named_framework("output_type", output_type)
+    contract_ndims(contract)
+    defaults = decoration_defaults(
+        dtype_conversion=dtype_conversion, scaling=scaling, slice_by_slice=slice_by_slice,
+        gpu_id=gpu_id, oom_fallback=oom_fallback, oom_recovery=oom_recovery)
 
     def decorate(func: Callable[..., Any]) -> MemoryTypeFunction:
-        return MemoryTypeFunction(func, in_fw, out_fw, contract, oom_recovery, copy_inputs,
-                                  allow_cpu_roundtrip)
+        return MemoryTypeFunction(func, in_fw, out_fw, contract, copy_inputs,
+                                  allow_cpu_roundtrip, defaults)
 
     return decorate
 
@@ -337,19 +330,33 @@ def _type_decorator(name: str) -> Callable[..., Any]:
     """The decorator named after one memory type (``numpy``, ``torch``...)."""
 
     def decorator(func: Callable[..., Any] | None = None, *, input_type: MemoryTypeLike = name,
-                  output_type: MemoryTypeLike = name, oom_recovery: bool = True,
-                  contract: Contract = None, copy_inputs: bool = True,
-                  allow_cpu_roundtrip: bool = False) -> Any:
-        make = memory_types(input_type, output_type, contract, oom_recovery=oom_recovery,
-                            copy_inputs=copy_inputs, allow_cpu_roundtrip=allow_cpu_roundtrip)
+                  output_type: MemoryTypeLike = name, contract: Contract = None,
+                  **options: Any) -> Any:
+        unknown = sorted(set(options) - {p.name for p in params})
+        if unknown:
+            raise ArgumentTypeError(
+                f"mt.{name}() got unknown option(s) {', '.join(unknown)}; expected any of "
+                f"input_type, output_type, contract, {', '.join(p.name for p in params)}."
+            )
+        make = memory_types(input_type, output_type, contract, **options)
         return make if func is None else make(func)
 
+    params = [p for p in inspect.signature(memory_types).parameters.values()
+              if p.name not in ("input_type", "output_type", "contract")]
+    decorator.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+        inspect.Parameter("func", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+        inspect.Parameter("input_type", inspect.Parameter.KEYWORD_ONLY, default=name),
+        inspect.Parameter("output_type", inspect.Parameter.KEYWORD_ONLY, default=name),
+        inspect.Parameter("contract", inspect.Parameter.KEYWORD_ONLY, default=None),
+        *params,
+    ])
     decorator.__name__ = decorator.__qualname__ = name
     decorator.__module__ = __name__
     decorator.__doc__ = (
         f"Declare a {name} function: ``@{name}`` or ``@{name}(input_type=..., "
-        f"output_type=..., oom_recovery=True, contract=None)``.\n\n"
-        f"Both types default to ``{name!r}``; see :func:`memory_types` for the parameters."
+        f"output_type=..., contract=None, copy_inputs=False, slice_by_slice=..., ...)``.\n\n"
+        f"Both types default to ``{name!r}``; see :func:`memory_types` for the parameters "
+        "(the call-time options given here become the function's defaults)."
     )
     return decorator
 

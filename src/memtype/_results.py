@@ -1,0 +1,123 @@
+"""What a decorated function returns: the contract, the dtype policy, the output type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from memtype._arguments import Inputs, _known, framework_of
+from memtype._calls import CallOptions
+from memtype.convert import convert
+from memtype.dtypes import cast, holds_dtype, nearest_held_dtype, result_dtype
+from memtype.errors import CallOptionError, ContractError
+from memtype.frameworks import Framework, load_adapter
+
+__all__ = ["Contract", "contract_ndims", "Results"]
+
+Contract = int | tuple[int, ...] | Literal["any"] | Callable[[Any], bool] | None
+"""``None``: a 3D image; an int or ints: allowed dimensions; ``"any"``: unchecked;
+a callable: ``contract(image) -> bool``."""
+
+
+def contract_ndims(contract: Contract) -> tuple[int, ...] | None:
+    """The allowed dimensions, ``None`` when the contract is not about dimensions."""
+    if contract is None:
+        return (3,)
+    if isinstance(contract, int) and not isinstance(contract, bool):
+        return (contract,)
+    if isinstance(contract, tuple) and contract and all(
+            isinstance(n, int) and not isinstance(n, bool) for n in contract):
+        return contract
+    if contract == "any" or (callable(contract) and not isinstance(contract, bool)):
+        return None
+    raise CallOptionError(
+        "contract must be None (a 3D [Z, Y, X] image), an int or tuple of ints (allowed "
+        f"dimensions), 'any', or a callable returning a bool; received {contract!r}."
+    )
+
+
+class Results:
+    """The result half of a decorated function (mixed into ``MemoryTypeFunction``)."""
+
+    _name: str
+    _contract: Contract
+    _ndims: tuple[int, ...] | None
+    _out: Framework
+    _out_adapter: Any
+    _allow_roundtrip: bool
+
+    def _finish(self, result: Any, inputs: Inputs, opts: CallOptions) -> Any:
+        """Contract, dtype policy and output type; tuple results: the first element."""
+        if type(result) is tuple:
+            if not result:
+                raise ContractError(
+                    f"{self._name} returned an empty tuple; expected the image first.")
+            return (self._output(result[0], inputs, opts), *result[1:])
+        return self._output(result, inputs, opts)
+
+    def _output(self, image: Any, inputs: Inputs, opts: CallOptions) -> Any:
+        """One image through the contract, the dtype policy and the output conversion."""
+        fw = _known.get(type(image)) or framework_of(image)
+        if fw is self._out and self._ndims is not None:  # the common case, kept short
+            if len(self._out_adapter.shape_of(image)) not in self._ndims:
+                self._check(image, fw)
+            if opts.keeps_dtype and self._out_adapter.dtype_of(image) == inputs.dtype:
+                return image
+        else:
+            self._check(image, fw)
+        if fw is None:
+            return image
+        target = result_dtype(opts.dtype_conversion, inputs.dtype)
+        if fw is self._out and opts.gpu_id is None:
+            if target is None or self._out_adapter.dtype_of(image) == target:
+                return image
+        return self._convert_out(image, fw, target, opts, inputs.gpu_id)
+
+    def _convert_out(self, image: Any, fw: Framework, target: Any, opts: CallOptions,
+                     gpu_id: int | None) -> Any:
+        """The dtype policy in the result's framework where it can hold the dtype, else after."""
+        adapter = load_adapter(fw.name)
+        done = target is None or adapter.dtype_of(image) == target
+        if not done and holds_dtype(adapter, target):
+            image, done = cast(image, target, scaling=opts.scaling), True
+        allow = self._allow_roundtrip
+        image = convert(image, self._out.name, gpu_id=gpu_id, allow_cpu_roundtrip=allow)
+        if not done:
+            held = nearest_held_dtype(self._out_adapter, target)
+            image = cast(image, held, scaling=opts.scaling)
+        return image
+
+    def _check(self, image: Any, fw: Framework | None) -> None:
+        """The output contract (a clear error naming the function and the shape)."""
+        contract = self._contract
+        if self._ndims is None:
+            if contract != "any" and callable(contract) and not contract(image):
+                raise ContractError(
+                    f"{self._name} returned a result that its contract {contract!r} rejects: "
+                    f"{_describe(image, fw)}."
+                )
+            return
+        if fw is None:
+            raise ContractError(
+                f"{self._name} must return an array (its image) of {self._dims()}; it returned "
+                f"{_describe(image, fw)}. Declare contract='any' to return other objects."
+            )
+        shape = (self._out_adapter if fw is self._out else load_adapter(fw.name)).shape_of(image)
+        if len(shape) not in self._ndims:
+            raise ContractError(
+                f"{self._name} must return {self._dims()}; it returned shape {tuple(shape)}. "
+                "Return image[None] for a single 2D slice, or declare contract=2 (or 'any')."
+            )
+
+    def _dims(self) -> str:
+        """The contract's dimensions in words."""
+        if self._ndims == (3,):
+            return "a 3D [Z, Y, X] array"
+        return f"an array with {' or '.join(map(str, self._ndims or ()))} dimensions"
+
+
+def _describe(value: Any, fw: Framework | None) -> str:
+    """A short description of a result for error messages."""
+    if fw is None:
+        return f"an object of type {type(value).__module__}.{type(value).__qualname__}"
+    return f"a {fw.name} array of shape {tuple(load_adapter(fw.name).shape_of(value))}"
