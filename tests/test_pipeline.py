@@ -291,12 +291,27 @@ def test_a_failing_group_keeps_the_others_and_resume_finishes(plate_dir: Path, t
     assert len(final.skipped) == 2 and not final.done
 
 
-def test_overwrite_replaces_the_output(plate_dir: Path, tmp_path: Path) -> None:
+def test_overwrite_replaces_an_earlier_output(plate_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    out.mkdir()
+    assert _run(plate_dir, out, [np_project]).ok
     (out / "old.txt").write_text("old")
     report = _run(plate_dir, out, [np_project], overwrite=True)
     assert report.ok and not (out / "old.txt").exists()
+
+
+def test_overwrite_refuses_a_directory_memtype_did_not_write(plate_dir: Path,
+                                                             tmp_path: Path) -> None:
+    out = tmp_path / "thesis"
+    out.mkdir()
+    (out / "chapter1.tex").write_text("precious")
+    for mode in ({"overwrite": True}, {"resume": True}):
+        with pytest.raises(FileExistsError, match="memtype did not write") as info:
+            _run(plate_dir, out, [np_project], **mode)
+        assert isinstance(info.value, mt.StoreExistsError)
+        assert (out / "chapter1.tex").read_text() == "precious"
+        assert sorted(os.listdir(out)) == ["chapter1.tex"]
+    report = _run(plate_dir, out, [np_project], overwrite_foreign=True)
+    assert report.ok and not (out / "chapter1.tex").exists()
 
 
 def test_side_tables_survive_resume(plate_dir: Path, tmp_path: Path, reference: Any) -> None:

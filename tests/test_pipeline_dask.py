@@ -88,3 +88,17 @@ def test_a_failing_group_on_a_worker_is_reported_and_resumed(client: Any, plate_
     assert [g.label for g in again.done] == [f"well={bright}"]
     np.testing.assert_array_equal(load_field(out / "plate.zarr", bright, 2)[1, 0],
                                   stacks(SMALL)[(bright, 2, 2)].max(axis=0))
+
+
+def test_sys_exit_in_a_step_on_a_worker_fails_only_its_group(client: Any, plate_dir: Path,
+                                                             tmp_path: Path) -> None:
+    from tests.test_pipeline import _split_wells
+    from tests.test_pipeline_failures import np_exit_if_bright
+
+    dim, bright, limit = _split_wells(stacks(SMALL))
+    step = FunctionStep(np_exit_if_bright, name="check", limit=limit)
+    report = Pipeline([step]).run(plate_dir, tmp_path / "out", client=client)
+    assert [g.label for g in report.done] == [f"well={dim}"]
+    [bad] = report.failed
+    assert bad.label == f"well={bright}" and "SystemExit: 3" in (bad.error or "")
+    assert len(client.scheduler_info()["workers"]) == 2  # no worker was lost

@@ -137,7 +137,7 @@ def test_synthetic_plate_is_reproducible_and_named_by_the_pattern() -> None:
     plate = SyntheticPlate(wells=3, sites=2, channels=2, z_planes=3, size=64, cells=(3, 5))
     images = list(plate.images())
     assert len(images) == 3 * 2 * 2 * 3
-    assert images[0][0] == "A01_s1_w1_z001.tif" and images[-1][0] == "B01_s2_w2_z003.tif"
+    assert images[0][0] == "A01_s1_w1_z001.tif" and images[-1][0] == "A03_s2_w2_z003.tif"
     again = dict(SyntheticPlate(wells=3, sites=2, channels=2, z_planes=3, size=64,
                                 cells=(3, 5)).images())
     for name, image in images:

@@ -11,14 +11,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from memtype.errors import MemtypeError
+from memtype.errors import CommandError, MemtypeError
 
 __all__ = ["main", "CommandError"]
-
-
-class CommandError(MemtypeError):
-    """A user error on the command line: printed as one line, exit code 2."""
-
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -83,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memtype`` command; returns the exit code.
 
-    Errors memtype raises on purpose (and missing or existing files) print one line on stderr
-    and give exit code 2; anything else is a bug and keeps its traceback.
+    Errors memtype raises on purpose and operating-system errors (a missing or existing
+    file, a permission, a symlink loop, a full disk) print one line on stderr and give exit
+    code 2; anything else is a bug and keeps its traceback. Ctrl-C gives exit code 130.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the command's own process only
     parser = build_parser()
@@ -92,16 +88,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.func
     try:
         return handler(args)
-    except (MemtypeError, FileNotFoundError, FileExistsError, NotADirectoryError,
-            IsADirectoryError) as exc:
-        print(f"memtype {args.command}: error: {exc}", file=sys.stderr)
+    except (MemtypeError, OSError) as exc:
+        print(f"memtype {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"memtype {args.command}: interrupted", file=sys.stderr)
+        hint = getattr(args, "interrupt_hint", "")
+        print(f"memtype {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
 
 
-if __name__ == "__main__":  # ``python -m memtype.cli``: run the imported module's main, so
-    from memtype.cli import main as _main  # its CommandError is the one handlers raise
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line (a multi-line message would break the one-line rule)."""
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
-    sys.exit(_main())
+
+if __name__ == "__main__":  # ``python -m memtype.cli``
+    sys.exit(main())

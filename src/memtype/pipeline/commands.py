@@ -1,7 +1,7 @@
 """The ``memtype demo`` and ``memtype run`` sub-commands (registered by :mod:`memtype.cli`).
 
-User errors raise :class:`memtype.cli.CommandError` (or a ``FileNotFoundError`` /
-``FileExistsError``), which the CLI prints as one line with exit code 2. A run in which
+User errors raise :class:`memtype.errors.CommandError` (or another memtype error, or an
+``OSError``), which the CLI prints as one line with exit code 2. A run in which
 some group failed prints the failures and exits with 1.
 """
 
@@ -10,31 +10,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from memtype.errors import CommandError
 from memtype.pipeline.executors import EXECUTORS
+from memtype.pipeline.plates import PLATE_SIZES
 
 if TYPE_CHECKING:
     from memtype.pipeline.pipeline import Pipeline
     from memtype.pipeline.report import RunReport
 
 __all__ = ["register", "load_pipeline_file"]
-
-
-def _command_error(message: str) -> Exception:
-    """A CommandError of the CLI module that is running (imported here: it imports us).
-
-    Workaround: under ``python -m memtype.cli`` the running module is ``__main__``, a second
-    copy of ``memtype.cli`` whose ``main`` catches only its own ``CommandError`` class.
-    """
-    running: Any = sys.modules.get("__main__")
-    spec = getattr(running, "__spec__", None)
-    if spec is not None and spec.name == "memtype.cli":
-        error: type[Exception] = running.CommandError
-        return error(message)
-    from memtype.cli import CommandError
-
-    return CommandError(message)
 
 
 def _add_executor_options(p: argparse.ArgumentParser) -> None:
@@ -56,7 +42,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument("--out", default="memtype-demo", help="output directory "
                       "(default: ./memtype-demo; replaced if it holds an earlier demo)")
     _add_executor_options(demo)
-    demo.add_argument("--wells", type=int, default=4, help="wells (default 4)")
+    demo.add_argument("--wells", type=int, default=4,
+                      help="wells, 1 to 384, laid out as on a real plate: A01..H12 up to 96, "
+                           "A01..P24 up to 384 (default 4)")
+    demo.add_argument("--plate", type=int, choices=PLATE_SIZES, default=None,
+                      help="plate layout: 96 (8 x 12) or 384 (16 x 24) wells "
+                           "(default: the smallest that holds --wells)")
     demo.add_argument("--sites", type=int, default=4, help="sites per well (default 4)")
     demo.add_argument("--z-planes", type=int, default=8, help="z-planes (default 8)")
     demo.add_argument("--size", type=int, default=512, help="image size in pixels (default 512)")
@@ -80,41 +71,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true",
                       help="keep an existing output and skip the groups it already holds")
-    mode.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    mode.add_argument("--overwrite", action="store_true",
+                      help="replace an existing output of an earlier run")
+    mode.add_argument("--overwrite-foreign", action="store_true",
+                      help="replace --output even if memtype did not write it "
+                           "(deletes everything in it)")
     run.set_defaults(func=_cmd_run)
 
 
 def _check_workers(args: argparse.Namespace) -> None:
     """Refuse a worker count below 1."""
     if args.workers is not None and args.workers < 1:
-        raise _command_error(f"--workers must be at least 1; received {args.workers}.")
+        raise CommandError(f"--workers must be at least 1; received {args.workers}.")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """``memtype demo``."""
-    from memtype.pipeline.demo import DEMO_MARKER, opencl_missing, run_demo
+    from memtype.pipeline.demo import check_demo_output, opencl_missing, run_demo
     from memtype.pipeline.synthetic import SyntheticPlate
 
     _check_workers(args)
-    out = os.path.abspath(args.out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise _command_error(f"--out {args.out!r} is a file; expected a directory.")
-    if (os.path.isdir(out) and os.listdir(out) and not args.overwrite
-            and not os.path.exists(os.path.join(out, DEMO_MARKER))):
-        raise _command_error(f"--out {args.out!r} exists and does not hold an earlier demo; "
-                             "choose another directory or pass --overwrite.")
+    check_demo_output(args.out, overwrite=args.overwrite)
     try:
         plate = SyntheticPlate(wells=args.wells, sites=args.sites, z_planes=args.z_planes,
-                               size=args.size)
+                               size=args.size, plate=args.plate)
     except ValueError as exc:
-        raise _command_error(str(exc)) from None
+        raise CommandError(str(exc)) from None
     missing = "" if args.no_opencl else opencl_missing()
     if missing:
         print(f"memtype: the denoise step runs on scipy, not pyclesperanto: {missing}",
               file=sys.stderr)
-    result = run_demo(out, plate, executor=args.executor, workers=args.workers,
+    result = run_demo(args.out, plate, executor=args.executor, workers=args.workers,
                       use_opencl=False if args.no_opencl else not missing,
-                      progress=args.progress)
+                      progress=args.progress, overwrite=args.overwrite)
     print(result.report.summary())
     print()
     print(f"plate    {result.plate}")
@@ -142,23 +131,20 @@ def load_pipeline_file(path: str) -> Pipeline:
     Raises
     ------
     CommandError
-        The file is missing, is not Python, or has no module-level ``pipeline``.
+        The file is missing or has no module-level ``pipeline``.
+    PipelineFileError
+        It is not a ``.py`` file, or importing it failed.
     """
     from memtype.pipeline.modules import import_pipeline_file
     from memtype.pipeline.pipeline import Pipeline
 
     if not os.path.isfile(path):
-        raise _command_error(f"Pipeline file {path!r} does not exist.")
-    try:
-        module = import_pipeline_file(path)
-    except ImportError as exc:
-        if not path.endswith(".py"):
-            raise _command_error(str(exc)) from None
-        raise
+        raise CommandError(f"Pipeline file {path!r} does not exist.")
+    module = import_pipeline_file(path)
     pipeline = getattr(module, "pipeline", None)
     if not isinstance(pipeline, Pipeline):
         found = "no" if pipeline is None else f"a {type(pipeline).__name__} as"
-        raise _command_error(
+        raise CommandError(
             f"Pipeline file {path!r} has {found} module-level `pipeline`; expected "
             "`pipeline = Pipeline([...])` (from memtype.pipeline import Pipeline).")
     return pipeline
@@ -173,16 +159,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         try:
             FilenamePattern(args.pattern)
         except ValueError as exc:
-            raise _command_error(str(exc)) from None
+            raise CommandError(str(exc)) from None
     pipeline = load_pipeline_file(args.pipeline_file)
+    args.interrupt_hint = ("; the groups that finished are kept: run again with --resume "
+                           "to do the rest")
     executor = "dask" if args.scheduler else args.executor
     try:
         report = pipeline.run(args.input, args.output, executor=executor, workers=args.workers,
                               scheduler=args.scheduler, resume=args.resume,
                               overwrite=args.overwrite, pattern=args.pattern,
-                              progress=args.progress)
+                              progress=args.progress,
+                              overwrite_foreign=args.overwrite_foreign)
     except ValueError as exc:  # configuration: pattern fields, task_by, output format
-        raise _command_error(str(exc)) from None
+        raise CommandError(str(exc)) from None
     print(report.summary())
     for name, path in report.outputs.items():
         print(f"{name:<8} {path}")

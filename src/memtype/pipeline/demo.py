@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from memtype.decorators import memory_types
+from memtype.errors import StoreExistsError, StorePathError
 from memtype.pipeline.patterns import split_well
 from memtype.pipeline.pipeline import Pipeline
 from memtype.pipeline.report import RunReport
@@ -49,6 +50,7 @@ __all__ = [
     "gaussian_kernel",
     "write_montage",
     "DEMO_MARKER",
+    "check_demo_output",
 ]
 
 
@@ -239,17 +241,41 @@ def write_montage(plate_path: str, wells: list[str], sites: int, png_path: str,
     DiskStore(directory).save(np.concatenate(rows, axis=0), name, overwrite=True)
 
 
+def check_demo_output(out: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+    """Refuse a demo output that is a file, or a non-empty directory without an earlier demo.
+
+    Raises
+    ------
+    StorePathError
+        ``out`` is a file (a ``ValueError``).
+    StoreExistsError
+        ``out`` holds something other than an earlier demo and ``overwrite`` is false
+        (a ``FileExistsError``).
+    """
+    path = os.path.abspath(os.fspath(out))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise StorePathError(f"Demo output {os.fspath(out)!r} is a file; expected a directory.")
+    if (os.path.isdir(path) and os.listdir(path) and not overwrite
+            and not os.path.exists(os.path.join(path, DEMO_MARKER))):
+        raise StoreExistsError(f"Demo output {os.fspath(out)!r} exists and does not hold an "
+                               "earlier demo; choose another directory or pass --overwrite "
+                               "(overwrite=True), which deletes everything in it.")
+
+
 def run_demo(out: str | os.PathLike[str], plate: SyntheticPlate | None = None, *,
              executor: str = "inline", workers: int | None = None,
-             use_opencl: bool | None = None, progress: bool | None = None) -> DemoResult:
+             use_opencl: bool | None = None, progress: bool | None = None,
+             overwrite: bool = False) -> DemoResult:
     """Generate the synthetic plate under ``out/images``, run the demo pipeline into
     ``out/results`` (``plate.zarr``, ``counts.csv``) and write ``out/results/montage.png``.
 
-    ``out`` is replaced: it must not hold anything but an earlier demo (the caller checks).
+    ``out`` is replaced if it holds an earlier demo; a directory holding anything else is
+    refused (:func:`check_demo_output`) unless ``overwrite`` is true.
     """
     from memtype.pipeline.tables import parse_table
     from memtype.storage import DiskStore
 
+    check_demo_output(out, overwrite=overwrite)
     plate = plate or SyntheticPlate()
     root = DiskStore(os.fspath(out))
     root.delete_all("")

@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import threading
+import traceback
 from types import ModuleType
 
 from memtype.errors import PipelineFileError
@@ -46,10 +47,28 @@ def _import(name: str, path: str) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except BaseException:
+    except KeyboardInterrupt:
         del sys.modules[name]
         raise
+    except (Exception, SystemExit) as exc:  # any failure of the file's own code
+        del sys.modules[name]
+        raise PipelineFileError(_import_failure(path, exc)) from exc
     return module
+
+
+def _import_failure(path: str, exc: BaseException) -> str:
+    """One line: which file failed to import, where, and with what error."""
+    if isinstance(exc, SyntaxError):
+        where = f"line {exc.lineno}" if exc.lineno else "a syntax error"
+        what = f"SyntaxError: {exc.msg}"
+    else:
+        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__)
+                 if f.filename == path]
+        where = f"line {lines[-1]}" if lines else "import"
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = " ".join(what.split())
+    return (f"Pipeline file {path!r} failed to import ({where}): {text}; expected a Python "
+            "file that defines a module-level `pipeline` when imported.")
 
 
 def import_pipeline_file(path: str | os.PathLike[str]) -> ModuleType:
@@ -59,14 +78,21 @@ def import_pipeline_file(path: str | os.PathLike[str]) -> ModuleType:
     ------
     FileNotFoundError
         The file does not exist.
-    ImportError
-        It is not a ``.py`` file.
+    PipelineFileError
+        It is not a ``.py`` file, or importing it failed (a syntax error, a missing module,
+        an exception or ``sys.exit`` in its code); an ``ImportError``.
     """
     full = os.path.abspath(os.fspath(path))
-    with open(full, encoding="utf-8") as fh:
-        source = fh.read()
     if not full.endswith(".py"):
-        raise PipelineFileError(f"{os.fspath(path)!r} is not a .py file.")
+        raise PipelineFileError(f"{os.fspath(path)!r} is not a .py file; expected a Python "
+                                "file defining a module-level `pipeline`.")
+    try:
+        with open(full, encoding="utf-8") as fh:
+            source = fh.read()
+    except UnicodeDecodeError as exc:
+        raise PipelineFileError(f"Pipeline file {os.fspath(path)!r} is not UTF-8 text "
+                                f"({exc.reason} at byte {exc.start}); expected Python "
+                                "source.") from exc
     name = _module_name(full, source)
     with _lock:
         module = sys.modules.get(name)

@@ -65,25 +65,43 @@ class OutputSpec:
         return base + ".zarr" if self.image_format == "zarr" else base
 
     # -- driver side -----------------------------------------------------------------
-    def prepare(self, *, resume: bool, overwrite: bool) -> None:
+    def written_by_memtype(self) -> bool:
+        """Whether the output directory is one a pipeline run wrote (it has ``.memtype/done``)."""
+        return os.path.isdir(os.path.join(self.root, _STATE, "done"))
+
+    def prepare(self, *, resume: bool, overwrite: bool, overwrite_foreign: bool = False) -> None:
         """Apply the existing-output rule: refuse, keep (resume) or empty it (overwrite).
+
+        ``overwrite`` empties only an output memtype wrote; ``overwrite_foreign`` empties
+        any directory.
 
         Raises
         ------
         StoreExistsError
-            The output exists and is not empty, without ``resume`` or ``overwrite``
-            (a ``FileExistsError``).
+            The output exists and is not empty, without ``resume`` or ``overwrite``; or
+            it holds files memtype did not write, with ``resume`` or ``overwrite`` (a
+            ``FileExistsError``).
         """
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise StoreExistsError(f"Output {self.root!r} exists and is a file; expected a "
                                    "directory (or a path that does not exist yet).")
         if os.path.isdir(self.root) and os.listdir(self.root):
-            if overwrite:
+            if overwrite_foreign or (overwrite and self.written_by_memtype()):
                 self._disk().delete_all("")
+            elif overwrite:
+                raise StoreExistsError(
+                    f"Output {self.root!r} holds files memtype did not write (no "
+                    f"{_STATE}/done inside); overwrite=True (--overwrite) replaces only an "
+                    "earlier run's output. Choose another directory, or pass "
+                    "overwrite_foreign=True (--overwrite-foreign) to delete everything in it.")
             elif not resume:
                 raise StoreExistsError(
                     f"Output {self.root!r} already exists; pass resume=True (--resume) to "
                     "finish it, or overwrite=True (--overwrite) to replace it.")
+            elif not self.written_by_memtype():
+                raise StoreExistsError(
+                    f"Output {self.root!r} holds no earlier run to resume (no {_STATE}/done "
+                    "inside) and files memtype did not write; choose another directory.")
         self._disk().ensure_directory(f"{_STATE}/done")
 
     def is_done(self, key: Key) -> bool:

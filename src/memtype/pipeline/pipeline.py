@@ -19,11 +19,11 @@ from memtype.pipeline.patterns import (
     match_files,
     split_well,
 )
+from memtype.pipeline.plates import layout_of
 from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.runner import GroupTask, RunContext, execute_group
 from memtype.pipeline.steps import FunctionStep
-from memtype.storage.base import natural_key
 
 __all__ = ["Pipeline"]
 
@@ -187,7 +187,8 @@ class Pipeline:
             client: Any | None = None, scheduler: str | None = None, resume: bool = False,
             overwrite: bool = False, pattern: str | None = None,
             progress: bool | Progress | None = None,
-            intermediate_budget: int | None = None) -> RunReport:
+            intermediate_budget: int | None = None,
+            overwrite_foreign: bool = False) -> RunReport:
         """Run every step on every group and write the results.
 
         Parameters
@@ -206,13 +207,16 @@ class Pipeline:
         resume : bool
             Keep an existing output and skip the groups it already holds.
         overwrite : bool
-            Delete an existing output first.
+            Delete an existing output first, if an earlier run wrote it (it holds
+            ``.memtype/done``); a directory memtype did not write is refused.
         pattern : str, optional
             Overrides the pipeline's file-name pattern.
         progress : bool or Progress, optional
             Show a progress bar (default: when stderr is a terminal).
         intermediate_budget : int, optional
             Bytes of intermediates each group keeps on its device before spilling.
+        overwrite_foreign : bool
+            Delete an existing output first, whatever it holds (memtype's or not).
 
         Returns
         -------
@@ -225,7 +229,8 @@ class Pipeline:
         FileNotFoundError
             A missing input directory, or no image matching the pattern.
         FileExistsError
-            ``output`` exists and is not empty, without ``resume`` or ``overwrite``.
+            ``output`` exists and is not empty, without ``resume`` or ``overwrite``; or
+            memtype did not write it, without ``overwrite_foreign``.
         ValueError
             The output is (or contains) the input directory; a pattern without the
             ``task_by`` fields; a plate output the grouping cannot fill.
@@ -235,7 +240,8 @@ class Pipeline:
         compiled = FilenamePattern(pattern) if pattern else self.pattern
         tasks = self._tasks(store, compiled, _output_inside_input(store, os.fspath(output)))
         out = self._output_spec(os.fspath(output), compiled, tasks)
-        out.prepare(resume=resume, overwrite=overwrite)
+        out.prepare(resume=resume, overwrite=overwrite,
+                    overwrite_foreign=overwrite_foreign)
         todo = [t for t in tasks if not (resume and out.is_done(t.key))]
         done = {t.key for t in todo}
         skipped = [GroupResult(t.key, "skipped") for t in tasks if t.key not in done]
@@ -273,12 +279,8 @@ class Pipeline:
                 f"task_by={self.task_by} splits plate images along {split}; each OME-Zarr "
                 "field is written whole by one group, so group by well (and site) only, "
                 "or use output_format='tiff'.")
-        wells = sorted({str(r.get("well")) for t in tasks for r in t.records}, key=natural_key)
-        parts = [split_well(w) for w in wells]
-        rows = sorted({r for r, _ in parts}, key=lambda r: (len(r), r))
-        columns = [str(c) for c in sorted({c for _, c in parts})]
-        return OutputSpec(output, "zarr", pattern.template, tuple(rows), tuple(columns),
-                          self.pyramid_levels)
+        rows, columns = _plate_grid({str(r.get("well")) for t in tasks for r in t.records})
+        return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels)
 
     def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
                  bar: Progress) -> list[GroupResult]:
@@ -292,6 +294,17 @@ class Pipeline:
         finally:
             bar.close()
         return results
+
+
+def _plate_grid(wells: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The rows and columns an OME-Zarr plate declares for these wells: those of the smallest
+    standard plate (96, 384) that has them all, else just the rows and columns in use."""
+    layout = layout_of(wells)
+    if layout is not None:
+        return layout.rows, tuple(str(c) for c in layout.columns)
+    parts = [split_well(w) for w in wells]
+    rows = sorted({r for r, _ in parts}, key=lambda r: (len(r), r))
+    return tuple(rows), tuple(str(c) for c in sorted({c for _, c in parts}))
 
 
 def _gpu_count() -> int:

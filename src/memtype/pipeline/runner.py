@@ -221,7 +221,8 @@ def _run_step(ctx: RunContext, state: _GroupState, index: int, stacks: list[Stac
             out.append(Stack(stack.fixed, stack.variable, inner, state.tier.put(image)))
             for i, value in enumerate(side):
                 name = step.side_output_name(i, len(side))
-                state.tables.setdefault(name, []).extend(side_output_rows(stack.fixed, value))
+                rows = side_output_rows(stack.fixed, value, ctx.pattern.fields, name)
+                state.tables.setdefault(name, []).extend(rows)
             stats.stacks += 1
     return out
 
@@ -259,6 +260,8 @@ def _process(ctx: RunContext, state: _GroupState, gpu_id: int | None) -> None:
 def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
     """Process one group; a failure is recorded in the result, never raised.
 
+    Any exception a step raises fails its group only, ``SystemExit`` included; only
+    ``KeyboardInterrupt`` propagates (stopping the run, which ``resume`` finishes later).
     The error message names the group, the step and the function; the traceback is kept
     as text so that it survives the trip back from a dask worker.
     """
@@ -268,7 +271,11 @@ def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
     state = _GroupState(task, _Tier(ctx.intermediate_budget, spill))
     try:
         _process(ctx, state, _assigned_gpu(ctx))
-    except Exception as exc:  # recorded in the result: the other groups go on
+    except KeyboardInterrupt:  # the user stops the run (finished groups stay marked done)
+        raise
+    except BaseException as exc:  # recorded in the result: the other groups go on
+        # sys.exit() in a step (SystemExit), or any other BaseException a step raises,
+        # fails its group only; escaping, it would end the whole run (or a dask worker)
         message = (f"group {key_label(task.key)} failed in {state.where}: "
                    f"{type(exc).__name__}: {exc}")
         return GroupResult(task.key, "failed", message, "".join(traceback.format_exception(exc)),

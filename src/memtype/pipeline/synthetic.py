@@ -17,11 +17,10 @@ import numpy as np
 
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern
+from memtype.pipeline.plates import PlateLayout, plate_layout
 
 __all__ = ["SyntheticPlate", "write_synthetic_plate"]
 
-_ROWS = "ABCDEFGHIJKLMNOP"
-_COLUMNS_PER_ROW = 2
 _NUCLEUS_SIGMA = (3.0, 5.0)      # px, per cell
 _BODY_SCALE = 2.6                # cell body sigma / nucleus sigma
 _Z_SIGMA = 1.6                   # planes
@@ -48,7 +47,8 @@ class SyntheticPlate:
     Parameters
     ----------
     wells : int
-        Number of wells, laid out two per row: A01, A02, B01, B02...
+        Number of wells (1 to 384), laid out row by row on a standard plate:
+        A01 .. A12, B01 .. H12 on a 96-well plate, A01 .. P24 on a 384-well plate.
     sites, channels, z_planes : int
         Images per well: ``sites x channels x z_planes``; at most 2 channels.
     size : int
@@ -59,6 +59,13 @@ class SyntheticPlate:
         Everything is derived from it: the same seed gives the same plate.
     pattern : str
         File names, ImageXpress style by default: ``A01_s1_w1_z001.tif``.
+    plate : {96, 384}, optional
+        The plate layout; by default the smallest that holds ``wells``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A count out of range, or more wells than the plate holds (a ``ValueError``).
 
     Examples
     --------
@@ -75,6 +82,7 @@ class SyntheticPlate:
     cells: tuple[int, int] = (18, 36)
     seed: int = 2026
     pattern: str = DEFAULT_PATTERN
+    plate: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.channels <= 2:
@@ -84,12 +92,17 @@ class SyntheticPlate:
                 "wells, sites and z_planes must be >= 1 and size >= 32; received "
                 f"{self.wells}, {self.sites}, {self.z_planes}, {self.size}."
             )
+        plate_layout(self.wells, self.plate)  # a count the plate holds
+
+    @property
+    def layout(self) -> PlateLayout:
+        """The plate the wells are laid out on (96 or 384 wells)."""
+        return plate_layout(self.wells, self.plate)
 
     @property
     def well_names(self) -> list[str]:
-        """The wells, in plate order."""
-        return [f"{_ROWS[i // _COLUMNS_PER_ROW]}{i % _COLUMNS_PER_ROW + 1:02d}"
-                for i in range(self.wells)]
+        """The wells, in plate order (row by row)."""
+        return self.layout.well_names(self.wells)
 
     @cached_property
     def cell_counts(self) -> dict[tuple[str, int], int]:

@@ -3,7 +3,8 @@
 A side output may be a number (one row, column ``value``), a dict (one row, its keys as
 columns), a list of dicts (one row each), a 1D or 2D array of any framework (one row per
 element or per row: ``index``, ``value`` or ``c0, c1, ...``), or a pandas DataFrame. Every
-row starts with the stack's field values (``well, site, channel``).
+row starts with the stack's field values (``well, site, channel``); a column named like a
+pattern field is refused (:class:`~memtype.errors.SideOutputError`), never overwritten.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from memtype.detect import detect_memory_type
-from memtype.errors import ArgumentTypeError, UnsupportedArrayError
+from memtype.errors import ArgumentTypeError, SideOutputError, UnsupportedArrayError
 from memtype.pipeline.patterns import Key
 
 __all__ = ["side_output_rows", "rows_to_table", "parse_table"]
@@ -55,35 +56,86 @@ def _array_rows(a: np.ndarray[Any, Any]) -> list[Row]:
                     f"received shape {a.shape}.")
 
 
+def _mapping_row(mapping: Mapping[Any, Any]) -> Row:
+    """One row from a mapping, its keys as column names (text).
+
+    Raises
+    ------
+    SideOutputError
+        Two keys that are the same text (``1`` and ``"1"``): one value would be lost.
+    """
+    row = {str(k): _plain(v) for k, v in mapping.items()}
+    if len(row) != len(mapping):
+        keys = [k for k in mapping if sum(str(o) == str(k) for o in mapping) > 1]
+        raise SideOutputError(f"A side output has keys {keys!r} that name the same column; "
+                              "expected distinct column names (one value would be lost).")
+    return row
+
+
+def _frame_rows(frame: Any) -> list[Row]:
+    """The rows of a pandas DataFrame (refused when two columns share a name)."""
+    columns = [str(c) for c in frame.columns]
+    if len(set(columns)) != len(columns):
+        raise SideOutputError(f"A side-output DataFrame has repeated columns {columns}; "
+                              "expected distinct column names (one value would be lost).")
+    return [dict(zip(columns, map(_plain, r), strict=True))
+            for r in frame.itertuples(index=False, name=None)]
+
+
 def _value_rows(value: Any) -> list[Row]:
     """The rows of one side-output value, without the stack's fields."""
     if value is None:
         return []
     if isinstance(value, Mapping):
-        return [{str(k): _plain(v) for k, v in value.items()}]
+        return [_mapping_row(value)]
     if isinstance(value, (bool, int, float, str, np.generic)):
         return [{"value": _plain(value)}]
     if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a pandas DataFrame
-        return [dict(r) for r in value.to_dict("records")]
+        return _frame_rows(value)
     array = _as_array(value)
     if array is not None:
         return _array_rows(array)
     if isinstance(value, Sequence) and all(isinstance(v, Mapping) for v in value):
-        return [{str(k): _plain(v) for k, v in row.items()} for row in value]
+        return [_mapping_row(row) for row in value]
     raise ArgumentTypeError(
         f"Cannot turn a side output of type {type(value).__name__} into table rows; expected "
         "a number, a dict, a list of dicts, a 1D/2D array or a pandas DataFrame.")
 
 
-def side_output_rows(fixed: Key, value: Any) -> list[Row]:
+def side_output_rows(fixed: Key, value: Any, fields: Sequence[str] = (),
+                     table: str = "") -> list[Row]:
     """The CSV rows of one side output of one stack, each starting with the stack's fields.
+
+    Parameters
+    ----------
+    fixed : Key
+        The stack's field values; every row starts with them.
+    value : object
+        The side output (see the module docstring).
+    fields : sequence of str
+        The pattern's fields: no column of the value may be named like one (nor like a
+        field of ``fixed``), else that field's column would be overwritten in every row.
+    table : str
+        The table's name, for messages.
 
     Raises
     ------
     TypeError
         A value that cannot become rows (see the module docstring).
+    SideOutputError
+        A column named like a pattern field, or two columns with the same name
+        (a ``ValueError``).
     """
-    return [dict(fixed) | row for row in _value_rows(value)]
+    rows = _value_rows(value)
+    reserved = set(fields) | {k for k, _ in fixed}
+    clash = sorted({c for row in rows for c in row if c in reserved})
+    if clash:
+        where = f"Side output {table!r}" if table else "A side output"
+        raise SideOutputError(
+            f"{where} has column(s) {clash} named like pattern fields {sorted(reserved)}; "
+            "every row already starts with the stack's field values, which these would "
+            f"overwrite. Rename the key(s), e.g. {clash[0] + '_value'!r}.")
+    return [dict(fixed) | row for row in rows]
 
 
 def rows_to_table(rows: Iterable[Row]) -> list[list[Any]]:

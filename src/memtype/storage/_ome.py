@@ -30,7 +30,7 @@ from memtype.errors import StoreExistsError, StoreFormatError, StorePathError
 from memtype.storage._atomic import atomic_write, file_lock, temp_name
 from memtype.storage._formats import as_numpy
 from memtype.storage._pyramid import datasets
-from memtype.storage.base import natural_sorted
+from memtype.storage.base import natural_key, natural_sorted
 
 NGFF_VERSION = "0.5"
 AXIS_TYPES = {"t": "time", "c": "channel", "z": "space", "y": "space", "x": "space"}
@@ -99,8 +99,12 @@ def group_doc(ome: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def plate_doc(name: str, rows: Sequence[str], columns: Sequence[str]) -> dict[str, Any]:
-    """Metadata of an empty plate with declared rows and columns."""
-    plate = {"name": name, "rows": [{"name": r} for r in rows],
+    """Metadata of an empty plate with declared rows and columns.
+
+    ``ome.plate`` carries its own ``version`` too: the 0.5 specification requires it
+    there (ome-zarr-models warns without it), besides ``ome.version``.
+    """
+    plate = {"version": NGFF_VERSION, "name": name, "rows": [{"name": r} for r in rows],
              "columns": [{"name": c} for c in columns], "wells": []}
     return group_doc({"plate": plate})
 
@@ -252,13 +256,14 @@ def update_plate_wells(root: str, add: Iterable[str], remove: Iterable[str],
 
 
 def _plate_with_wells(plate: dict[str, Any], wells: set[str]) -> dict[str, Any]:
-    """``plate`` listing exactly ``wells``; rows and columns extended as needed."""
+    """``plate`` listing exactly ``wells``; rows and columns extended as needed (rows in
+    plate order: ``Z`` before ``AA``), ``version`` set."""
     rows = [r["name"] for r in plate.get("rows", [])]
     columns = [c["name"] for c in plate.get("columns", [])]
     for well in wells:
         row, column = well.split("/")
         if row not in rows:
-            rows = natural_sorted([*rows, row])
+            rows = sorted([*rows, row], key=lambda r: (len(r), natural_key(r)))
         if column not in columns:
             columns = natural_sorted([*columns, column])
     entries = []
@@ -266,7 +271,7 @@ def _plate_with_wells(plate: dict[str, Any], wells: set[str]) -> dict[str, Any]:
         row, column = well.split("/")
         entries.append({"path": well, "rowIndex": rows.index(row),
                         "columnIndex": columns.index(column)})
-    return {**plate, "rows": [{"name": r} for r in rows],
+    return {**plate, "version": NGFF_VERSION, "rows": [{"name": r} for r in rows],
             "columns": [{"name": c} for c in columns], "wells": entries}
 
 

@@ -1,0 +1,169 @@
+"""A group's failure stays that group's: sys.exit in a step, Ctrl-C, side-output columns."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import memtype as mt
+from memtype.errors import SideOutputError
+from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline.tables import side_output_rows
+from tests.pipeline_support import SMALL, load_field, read_csv, stacks, write_plate
+
+
+@pytest.fixture(scope="module")
+def plate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_plate(tmp_path_factory.mktemp("plate"))
+
+
+@pytest.fixture(scope="module")
+def split() -> tuple[str, str, float]:
+    """(dim well, bright well, a limit between their maxima): only the bright one fails."""
+    from tests.test_pipeline import _split_wells
+
+    return _split_wells(stacks(SMALL))
+
+
+# -- steps (module level: threads and dask workers import them) -------------------------
+@mt.numpy
+def np_exit_if_bright(stack: np.ndarray, limit: float = 1e9) -> np.ndarray:
+    if float(stack.max()) > limit:
+        sys.exit(3)
+    return stack.max(axis=0, keepdims=True)
+
+
+class _Stop(BaseException):
+    """A BaseException that is neither SystemExit nor KeyboardInterrupt."""
+
+
+@mt.numpy
+def np_base_exception_if_bright(stack: np.ndarray, limit: float = 1e9) -> np.ndarray:
+    if float(stack.max()) > limit:
+        raise _Stop("stopped")
+    return stack.max(axis=0, keepdims=True)
+
+
+@mt.numpy
+def np_interrupt_if_bright(stack: np.ndarray, limit: float = 1e9) -> np.ndarray:
+    if float(stack.max()) > limit:
+        raise KeyboardInterrupt
+    return stack.max(axis=0, keepdims=True)
+
+
+@mt.numpy
+def np_project(stack: np.ndarray) -> np.ndarray:
+    return stack.max(axis=0, keepdims=True)
+
+
+@mt.numpy
+def np_stats_named_like_a_field(stack: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    return stack, {"well": "ch2", "mean": float(stack.mean())}
+
+
+# -- sys.exit and other BaseExceptions in a step: that group fails, the others go on -----
+@pytest.mark.parametrize("executor", ["inline", "threads"])
+@pytest.mark.parametrize("func", [np_exit_if_bright, np_base_exception_if_bright])
+def test_sys_exit_in_a_step_fails_only_its_group(plate_dir: Path, tmp_path: Path,
+                                                 split: tuple[str, str, float], executor: str,
+                                                 func: Any) -> None:
+    dim, bright, limit = split
+    out = tmp_path / "out"
+    report = Pipeline([FunctionStep(func, name="check", limit=limit)]).run(
+        plate_dir, out, executor=executor, workers=2)
+    assert [g.label for g in report.done] == [f"well={dim}"]
+    [bad] = report.failed
+    expected = "SystemExit: 3" if func is np_exit_if_bright else "_Stop: stopped"
+    assert bad.label == f"well={bright}" and expected in (bad.error or "")
+    assert "'check'" in (bad.error or "")
+    assert load_field(out / "plate.zarr", dim, 1).shape == (2, 1, 64, 64)
+
+
+@pytest.mark.parametrize("executor", ["inline", "threads"])
+def test_ctrl_c_in_a_step_stops_the_run_and_resume_finishes_it(
+        plate_dir: Path, tmp_path: Path, split: tuple[str, str, float], executor: str) -> None:
+    dim, bright, limit = split
+    out = tmp_path / "out"
+    stopping = Pipeline([FunctionStep(np_interrupt_if_bright, name="p", limit=limit)])
+    with pytest.raises(KeyboardInterrupt):
+        stopping.run(plate_dir, out, executor=executor, workers=2)
+    assert not (out / ".memtype" / "done" / f"{bright}.json").exists()
+    assert not (out / ".memtype" / "spill").exists() or not os.listdir(out / ".memtype" / "spill")
+    again = Pipeline([FunctionStep(np_project, name="p")]).run(plate_dir, out, resume=True)
+    assert again.ok and f"well={bright}" in [g.label for g in again.done]
+    assert len(again.done) + len(again.skipped) == 2
+    for well in (dim, bright):
+        np.testing.assert_array_equal(load_field(out / "plate.zarr", well, 1)[0, 0],
+                                      stacks(SMALL)[(well, 1, 1)].max(axis=0))
+
+
+def test_inline_ctrl_c_keeps_the_groups_finished_before_it(plate_dir: Path, tmp_path: Path,
+                                                            split: tuple[str, str, float]) -> None:
+    dim, bright, limit = split
+    if bright < dim:  # inline runs wells in order: the dim one must come first
+        pytest.skip("the bright well comes first in this plate")
+    out = tmp_path / "out"
+    stopping = Pipeline([FunctionStep(np_interrupt_if_bright, name="p", limit=limit)])
+    with pytest.raises(KeyboardInterrupt):
+        stopping.run(plate_dir, out)
+    assert (out / ".memtype" / "done" / f"{dim}.json").is_file()
+    again = Pipeline([FunctionStep(np_project, name="p")]).run(plate_dir, out, resume=True)
+    assert [g.label for g in again.skipped] == [f"well={dim}"]
+    assert [g.label for g in again.done] == [f"well={bright}"]
+
+
+# -- side outputs never overwrite the pattern's field columns -----------------------------
+def test_a_side_output_column_named_like_a_field_is_refused(plate_dir: Path,
+                                                            tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    steps = [np_project, FunctionStep(np_stats_named_like_a_field, outputs=("stats",))]
+    report = Pipeline(steps).run(plate_dir, out)
+    assert len(report.failed) == 2 and not report.done
+    error = report.failed[0].error or ""
+    assert "SideOutputError" in error and "['well']" in error and "'stats'" in error
+    assert "stats" not in report.outputs  # no table whose well column reads ch2
+
+
+def test_side_output_rows_refuse_field_names_and_repeated_columns() -> None:
+    fixed = (("well", "A01"), ("site", 2), ("channel", 1))
+    fields = ("well", "site", "channel", "z")
+    with pytest.raises(SideOutputError, match=r"\['well'\]") as info:
+        side_output_rows(fixed, {"well": "ch2", "mean": 1.0}, fields, "stats")
+    assert isinstance(info.value, ValueError) and "'stats'" in str(info.value)
+    with pytest.raises(SideOutputError, match=r"\['z'\]"):  # a field that varies in the stack
+        side_output_rows(fixed, [{"z": 3}], fields)
+    with pytest.raises(SideOutputError, match="same column"):
+        side_output_rows(fixed, {1: "a", "1": "b"}, fields)
+    # the well column keeps the stack's value in every row of a real table
+    rows = side_output_rows(fixed, {"well_label": "ch2"}, fields)
+    assert rows == [{"well": "A01", "site": 2, "channel": 1, "well_label": "ch2"}]
+
+
+def test_side_output_data_frames_refuse_repeated_columns() -> None:
+    pd = pytest.importorskip("pandas", reason="pandas is an optional side-output type")
+    fixed = (("well", "A01"), ("site", 2), ("channel", 1))
+    fields = ("well", "site", "channel", "z")
+    frame = pd.DataFrame([[1, 2]], columns=["n", "n"])
+    with pytest.raises(SideOutputError, match="repeated columns"):
+        side_output_rows(fixed, frame, fields)
+    ok = pd.DataFrame({"n": [np.int64(1), np.int64(2)], "area": [0.5, 1.5]})
+    assert side_output_rows(fixed, ok, fields) == [
+        {"well": "A01", "site": 2, "channel": 1, "n": 1, "area": 0.5},
+        {"well": "A01", "site": 2, "channel": 1, "n": 2, "area": 1.5}]
+    with pytest.raises(SideOutputError, match=r"\['site'\]"):
+        side_output_rows(fixed, pd.DataFrame({"site": [1]}), fields)
+
+
+def test_tables_of_a_good_run_keep_the_well_column(plate_dir: Path, tmp_path: Path) -> None:
+    from tests.test_pipeline import np_sum_count
+
+    report = Pipeline([np_project, FunctionStep(np_sum_count, outputs=("totals", "n"))]).run(
+        plate_dir, tmp_path / "out")
+    assert report.ok
+    wells = {r["well"] for r in read_csv(report.outputs["totals"])}
+    assert wells == {"A01", "A02"}
