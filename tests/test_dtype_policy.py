@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.dtypes import cast, holds_dtype
+from memtype.dtypes import DtypePolicyWarning, OutputDtype, cast, holds_dtype, output_dtype
 from memtype.errors import DtypePolicyError
 from memtype.frameworks import load_adapter
 from tests.frameworks import available_types
@@ -187,3 +188,97 @@ def test_empty_arrays_cast(memory_type: str) -> None:
     for scaling in ("clip", "rescale", "unit"):
         out = cast(x, "uint8", scaling=scaling)  # type: ignore[arg-type]
         assert host(out).shape == (0, 3) and dtype_of(out) == np.uint8
+
+
+# -- the PRESERVE_INPUT decision (output_dtype) ---------------------------------------------
+
+PRESERVE = mt.DtypeConversion.PRESERVE_INPUT
+
+# (id, result dtype, result values, input dtype, expected dtype (None: kept native), scaling)
+DECISIONS: list[tuple[str, str, list[Any], str, str | None, str]] = [
+    ("unit-f64-u8", "float64", [0.0, 0.4, 1.0], "uint8", "uint8", "unit"),
+    ("unit-f32-u16", "float32", [0.1, 0.9], "uint16", "uint16", "unit"),
+    ("unit-signed-f32-i16", "float32", [-1.0, 0.5], "int16", "int16", "unit"),
+    ("rounded-f32-u8", "float32", [0.5, 2.0, 254.4], "uint8", "uint8", "clip"),
+    ("out-of-range-f32-u8", "float32", [0.0, 379.5], "uint8", None, "clip"),
+    ("negative-f32-u8", "float32", [-0.2, 0.5], "uint8", None, "clip"),
+    ("below-two-f32-u8", "float32", [0.0, 1.275], "uint8", None, "clip"),
+    ("nan-f32-u8", "float32", [0.5, NAN], "uint8", None, "clip"),
+    ("labels-fit-i32-u8", "int32", [0, 7, 255], "uint8", "uint8", "clip"),
+    ("labels-overflow-i32-u8", "int32", [0, 256], "uint8", None, "clip"),
+    ("labels-negative-i32-u16", "int32", [-1, 3], "uint16", None, "clip"),
+    ("wide-unsigned-fits-u32-u8", "uint32", [0, 255], "uint8", "uint8", "clip"),
+    ("wide-unsigned-over-u32-u8", "uint32", [0, 256], "uint8", None, "clip"),
+    ("narrow-int-i16-i32", "int16", [-5, 5], "int32", "int32", "clip"),
+    ("labels-i32-bool", "int32", [0, 1], "bool", None, "clip"),
+    ("float-f32-bool", "float32", [0.0, 0.2], "bool", None, "clip"),
+    ("mask-bool-u8", "bool", [True, False], "uint8", "uint8", "clip"),
+    ("labels-i32-f32", "int32", [0, 9], "float32", "float32", "clip"),
+    ("wider-float-f64-f32", "float64", [1e300, 0.5], "float32", "float32", "clip"),
+    ("narrow-float-fits-f32-f16", "float32", [1.0, INF, NAN], "float16", "float16", "clip"),
+    ("narrow-float-over-f32-f16", "float32", [7e4, 1.0], "float16", None, "clip"),
+]
+
+
+@pytest.mark.parametrize("row", DECISIONS, ids=[r[0] for r in DECISIONS])
+def test_preserve_input_decision(memory_type: str,
+                                 row: tuple[str, str, list[Any], str, str | None, str]) -> None:
+    _, src, values, din, expected, scaling = row
+    _skip_unless_held(memory_type, src, din)
+    x = mt.convert(np.array(values, dtype=src), memory_type)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = output_dtype(x, PRESERVE, np.dtype(din), name="f")
+    ours = [w for w in caught if issubclass(w.category, DtypePolicyWarning)]
+    assert got == OutputDtype(None if expected is None else np.dtype(expected), scaling)
+    assert len(ours) == (expected is None)
+    if ours:
+        assert "f returned" in str(ours[0].message) and "NATIVE_OUTPUT" in str(ours[0].message)
+        assert ours[0].filename == __file__  # points at the caller, not at memtype
+
+
+@pytest.mark.parametrize(("conversion", "scaling", "expected"), [
+    (mt.DtypeConversion.NATIVE_OUTPUT, "clip", OutputDtype(None, "clip")),
+    (mt.DtypeConversion.UINT8, "clip", OutputDtype(np.dtype("uint8"), "clip")),
+    (PRESERVE, "rescale", OutputDtype(np.dtype("uint8"), "rescale")),
+    (PRESERVE, "unit", OutputDtype(np.dtype("uint8"), "unit")),
+], ids=["native", "explicit-dtype", "explicit-rescale", "explicit-unit"])
+def test_explicit_options_are_done_as_asked(conversion: mt.DtypeConversion, scaling: str,
+                                           expected: OutputDtype) -> None:
+    result = np.array([-3.0, 379.5], np.float32)  # out of range: the default would warn
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DtypePolicyWarning)
+        assert output_dtype(result, conversion, np.dtype("uint8"), scaling) == expected  # type: ignore[arg-type]
+
+
+def test_no_array_input_leaves_the_result() -> None:
+    assert output_dtype(np.ones(2), PRESERVE, None) == OutputDtype(None, "clip")
+
+
+def test_same_dtype_needs_no_look_at_the_values() -> None:
+    assert output_dtype(np.array([NAN]), PRESERVE, np.dtype("float64")) == OutputDtype(
+        np.dtype("float64"), "clip")
+
+
+def test_complex_result_is_left_to_the_cast_which_refuses_it() -> None:
+    got = output_dtype(np.array([1j]), PRESERVE, np.dtype("float32"))
+    assert got == OutputDtype(np.dtype("float32"), "clip")
+    with pytest.raises(DtypePolicyError, match="NATIVE_OUTPUT"):
+        cast(np.array([1j]), got.dtype)  # type: ignore[arg-type]
+
+
+def test_empty_result_is_held(memory_type: str) -> None:
+    if memory_type == "pyclesperanto":
+        pytest.skip("pyclesperanto holds no empty arrays")
+    x = mt.convert(np.zeros((0, 3), np.float32), memory_type)
+    assert output_dtype(x, PRESERVE, np.dtype("uint8")) == OutputDtype(np.dtype("uint8"), "unit")
+
+
+@pytest.mark.parametrize("values", [[0.0, 0.25, 0.5, 1.0], [0.003, 0.997]], ids=["ends", "inner"])
+def test_unit_decision_inverts_img_as_float(values: list[float]) -> None:
+    skimage = pytest.importorskip("skimage")
+    u8 = skimage.img_as_ubyte(np.array(values))
+    as_float = skimage.img_as_float(u8)
+    got = output_dtype(as_float, PRESERVE, np.dtype("uint8"))
+    assert got.scaling == "unit"
+    np.testing.assert_array_equal(cast(as_float, "uint8", scaling=got.scaling), u8)

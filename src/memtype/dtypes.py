@@ -25,11 +25,18 @@ Arithmetic (rescale, unit) runs in float32 when the source and target fit 16 bit
 float64, in every framework, so every framework returns the same numbers. JAX without
 ``jax_enable_x64`` has no float64 and computes in float32 (exact at both ends of the range,
 within a few counts in between for 32-bit targets).
+
+The decorators' default, ``PRESERVE_INPUT``, is decided by :func:`output_dtype`: the input's
+dtype when it holds the result (rounded, or scaled back from scikit-image's float ``[0, 1]``),
+else the result as the function made it, with a :class:`DtypePolicyWarning`.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
+import warnings
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -41,7 +48,8 @@ from memtype.frameworks import load_adapter
 from memtype.frameworks._protocol import Adapter
 from memtype.types import DtypeConversion
 
-__all__ = ["Scaling", "SCALINGS", "cast", "result_dtype", "holds_dtype", "nearest_held_dtype"]
+__all__ = ["Scaling", "SCALINGS", "cast", "result_dtype", "output_dtype", "OutputDtype",
+           "DtypePolicyWarning", "holds_dtype", "nearest_held_dtype"]
 
 Scaling = Literal["clip", "rescale", "unit"]
 SCALINGS: tuple[str, ...] = get_args(Scaling)
@@ -71,6 +79,142 @@ def result_dtype(conversion: DtypeConversion, input_dtype: np.dtype[Any] | None
     if conversion is DtypeConversion.PRESERVE_INPUT:
         return input_dtype
     return conversion.numpy_dtype
+
+
+class DtypePolicyWarning(UserWarning):
+    """``PRESERVE_INPUT`` returned a result in its own dtype: the input's could not hold it."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputDtype:
+    """Where a result goes: ``dtype`` (``None``: leave it as it is) reached with ``scaling``."""
+
+    dtype: np.dtype[Any] | None
+    scaling: Scaling
+
+
+def output_dtype(result: Any, conversion: DtypeConversion, input_dtype: np.dtype[Any] | None,
+                 scaling: Scaling = "clip", *, name: str = "the function") -> OutputDtype:
+    """The dtype and scaling a decorated function's result is returned in.
+
+    An explicit dtype, ``NATIVE_OUTPUT``, or ``scaling="rescale"``/``"unit"`` is done as
+    asked. ``PRESERVE_INPUT`` with ``"clip"`` (the default) never collapses a result: the
+    input's dtype when it holds the result (integers exactly, floats rounded); a float
+    result in ``[0, 1]`` (``[-1, 1]`` for signed inputs) from an integer input is
+    scikit-image's ``img_as_float`` scale, scaled back (``"unit"``: ``x * 255`` for uint8);
+    anything else (a non-bool result from a bool input, values out of range or of magnitude
+    below 2, NaN) is left as made, with a :class:`DtypePolicyWarning` naming the options.
+
+    Parameters
+    ----------
+    result : array
+        The function's result, in any loaded framework.
+    conversion : DtypeConversion
+        The requested conversion.
+    input_dtype : numpy.dtype or None
+        The caller's dtype of the first array argument (``None``: there was none).
+    scaling : {"clip", "rescale", "unit"}
+        The requested scaling.
+    name : str
+        The function's name, for the warning.
+
+    Returns
+    -------
+    OutputDtype
+        ``dtype=None``: return the result unchanged; else cast it with ``scaling``.
+
+    Notes
+    -----
+    Free when the dtypes are equal or decide alone; else one minimum and one maximum of the
+    result, in its framework (``benchmarks/skimage_table.py --cost`` measures it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from memtype.dtypes import output_dtype
+    >>> from memtype.types import DtypeConversion
+    >>> output_dtype(np.array([0.2, 1.0]), DtypeConversion.PRESERVE_INPUT, np.dtype("uint8"))
+    OutputDtype(dtype=dtype('uint8'), scaling='unit')
+    """
+    target = result_dtype(conversion, input_dtype)
+    if conversion is not DtypeConversion.PRESERVE_INPUT or target is None or scaling != "clip":
+        return OutputDtype(target, scaling)
+    fw = detect_framework(result)
+    src = load_adapter(fw.name).dtype_of(result)
+    if src == target:
+        return OutputDtype(target, scaling)
+    why, how = _preserved(result, fw.name, src, target)
+    if not why:
+        return OutputDtype(target, how)
+    warnings.warn(
+        f"{name} returned {src} {why}; it is returned as {src}, not as the input's {target}. "
+        "Pass dtype_conversion=DtypeConversion.NATIVE_OUTPUT to keep the native dtype without "
+        "this warning, or a dtype (DtypeConversion.UINT8...) with scaling='rescale', 'unit' "
+        "or 'clip' to convert it.", DtypePolicyWarning, stacklevel=_outside_memtype())
+    return OutputDtype(None, scaling)
+
+
+def _preserved(x: Any, fw: str, src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[str, Scaling]:
+    """``("", scaling)`` when ``dst`` holds the result, else ``(why not, "clip")``."""
+    if "c" in (src.kind, dst.kind) or src.kind == "b":  # cast refuses complex -> real itself
+        return "", "clip"
+    if dst.kind == "b":
+        return "that a bool (a mask) cannot hold", "clip"
+    if dst.kind == "f":  # float64 beyond float32's 3.4e38 saturates (documented)
+        if src.kind != "f" or dst.itemsize >= 4 or _float_max(src) <= _float_max(dst):
+            return "", "clip"
+        y, ops = _on_ops(x, fw)
+        low, high = ops.finite_range(y)
+        return ("", "clip") if max(-low, high) <= _float_max(dst) else (
+            f"with values beyond {dst}'s range", "clip")
+    lo, hi = _int_range(dst)
+    out = f"with values outside {dst}'s range"
+    if src.kind != "f":
+        slo, shi = _int_range(src)
+        fits = slo >= lo and shi <= hi or _int_fits(x, fw, src, lo, hi)
+        return ("", "clip") if fits else (out, "clip")
+    low, high = _extremes(x, fw)
+    if low != low or high != high:
+        return "with NaN", "clip"
+    if (low >= 0 if lo == 0 else low >= -1) and high <= 1:
+        return "", "unit"  # scikit-image's float scale of an integer image
+    if max(-low, high) < 2:
+        return "with values of magnitude below 2 that rounding would collapse", "clip"
+    return ("", "clip") if low >= lo - 0.5 and high < hi + 0.5 else (out, "clip")
+
+
+def _on_ops(x: Any, fw: str) -> tuple[Any, _Ops]:
+    """``x`` and the policy's arithmetic for it (pyclesperanto's arrays: on the host)."""
+    adapter = load_adapter(fw)
+    if adapter.namespace() is not None:
+        return x, _ops(fw, adapter)
+    return np.asarray(adapter.to_numpy(x)), _ops("numpy", load_adapter("numpy"))
+
+
+def _extremes(x: Any, fw: str) -> tuple[float, float]:
+    """The smallest and the largest value (NaN if there is one; ``(0, 0)`` when empty)."""
+    y, ops = _on_ops(x, fw)
+    if not ops._size(y):
+        return 0.0, 0.0
+    return float(ops.xp.amin(y)), float(ops.xp.amax(y))
+
+
+def _int_fits(x: Any, fw: str, src: np.dtype[Any], lo: int, hi: int) -> bool:
+    """Whether integer ``x`` lies in ``[lo, hi]`` (``hi + 1`` a power of two)."""
+    if src.kind == "u" and src.itemsize > 1:  # torch has no min/max for uint16..64
+        y, ops = _on_ops(x, fw)
+        over = y & ops.const(_int_range(src)[1] & ~hi, src, y)
+        return not bool(ops.xp.any(over != 0))
+    low, high = _extremes(x, fw)
+    return low >= lo and high <= hi
+
+
+def _outside_memtype() -> int:
+    """The warnings stack level of the first caller outside memtype."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("memtype"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def holds_dtype(adapter: Adapter, dtype: np.dtype[Any]) -> bool:
