@@ -3,25 +3,32 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+# The exact tested set (pyproject.toml states only lower bounds).
+PINNED := $(PIP) install -c constraints.txt
 
-.PHONY: demo test bench info lint typecheck clean gpu-test gpu-wheels gpu-validate
+.PHONY: demo test bench info lint clean gpu-test gpu-wheels gpu-validate package-check package-matrix
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
 
-# torch stays pinned to 2.13.0 in pyproject (the local CPU build); an unpinned torch pulls CUDA.
-$(VENV)/.all: pyproject.toml | $(BIN)/python
-	$(PIP) install -e ".[all]"
+# torch stays pinned to 2.13.0 in constraints.txt (the local CPU build); an unpinned torch
+# pulls a multi-GB CUDA build.
+$(VENV)/.all: pyproject.toml constraints.txt | $(BIN)/python
+	$(PINNED) -e ".[all]"
 	touch $@
 
-$(VENV)/.test: pyproject.toml | $(BIN)/python
-	$(PIP) install -e ".[test]"
+$(VENV)/.test: pyproject.toml constraints.txt | $(BIN)/python
+	$(PINNED) -e ".[test]"
 	touch $@ $(VENV)/.all
 
-$(VENV)/.bench: pyproject.toml | $(BIN)/python
-	$(PIP) install -e ".[bench]"
+$(VENV)/.bench: pyproject.toml constraints.txt | $(BIN)/python
+	$(PINNED) -e ".[bench]"
 	touch $@ $(VENV)/.all
+
+$(VENV)/.lint: pyproject.toml constraints.txt | $(BIN)/python
+	$(PINNED) -e ".[test,lint]"
+	touch $@ $(VENV)/.test $(VENV)/.all
 
 demo: $(VENV)/.all
 	$(BIN)/memtype demo
@@ -50,9 +57,17 @@ gpu-wheels:
 gpu-validate:
 	scripts/gpu-validate.sh
 
-lint: $(VENV)/.test
+lint: $(VENV)/.lint
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy src
 
+# The built wheel in fresh virtual environments, alone and with one extra each
+# (scripts/extras_matrix.py). CI runs the reduced form: no extra, and [torch].
+package-check: $(VENV)/.test
+	$(BIN)/python scripts/extras_matrix.py --extras none,torch
+
+package-matrix: $(VENV)/.test
+	$(BIN)/python scripts/extras_matrix.py --extras none,torch,jax,tensorflow,cle,zarr,dask
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache

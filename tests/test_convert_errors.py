@@ -105,5 +105,6 @@ def test_missing_framework_gives_install_hint() -> None:
         unregister_framework("ghost")
 
 
+@pytest.mark.requires("torch", "jax", "tensorflow")
 def test_available_types_include_the_host_four() -> None:
     assert {"numpy", "torch", "jax", "tensorflow"} <= set(available_types())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -49,6 +48,7 @@ DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 
 def _dtype_values(name: str) -> np.ndarray:
     if name == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes", reason="bfloat16 needs ml_dtypes")
         return np.array([[0.5, -2.0, 3.0], [1.5, 0.0, 8.0]], dtype=ml_dtypes.bfloat16)
     if name == "bool":
         return np.array([[True, False, True], [False, False, True]])

@@ -22,6 +22,7 @@ def _ok(code: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.requires("torch", "jax")
 def test_negative_strides_to_torch() -> None:  # torch.from_dlpack aborts on these
     out = _ok("""
         import numpy as np, memtype as mt
@@ -35,6 +36,7 @@ def test_negative_strides_to_torch() -> None:  # torch.from_dlpack aborts on the
     assert out.strip() == "ok"
 
 
+@pytest.mark.requires("torch", "tensorflow")
 def test_unaligned_buffer_to_tensorflow() -> None:  # TensorFlow aborts on these
     out = _ok("""
         import numpy as np, torch, memtype as mt

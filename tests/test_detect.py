@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -21,9 +22,7 @@ def test_detects_each_type(name: str) -> None:
 
 
 def _not_arrays() -> list[tuple[str, Any]]:
-    import torch
-
-    return [
+    plain: list[tuple[str, Any]] = [
         ("np.dtype", np.dtype("f4")),
         ("np.float32 type", np.float32),
         ("numpy scalar", np.float32(1.0)),
@@ -36,6 +35,12 @@ def _not_arrays() -> list[tuple[str, Any]]:
         ("string", "array"),
         ("rng", np.random.default_rng(0)),
         ("numpy module", np),
+    ]
+    if importlib.util.find_spec("torch") is None:
+        return plain
+    import torch
+
+    return plain + [
         ("torch.float32", torch.float32),
         ("torch.device", torch.device("cpu")),
         ("torch.nn.Linear", torch.nn.Linear(2, 2)),

@@ -53,6 +53,7 @@ def test_configure_before_any_framework_is_imported() -> None:
     assert out["env"] == ["false", "true"] and out["loaded"] == []
 
 
+@pytest.mark.requires("jax")
 def test_jax_preallocate_after_jax_started_is_an_error() -> None:
     out = run_fresh("""
         import jax.numpy as jnp
@@ -70,6 +71,7 @@ def test_jax_preallocate_after_jax_started_is_an_error() -> None:
     assert out["same"] == {"jax_preallocate": "already in effect"}
 
 
+@pytest.mark.requires("jax")
 def test_jax_imported_but_not_started_can_still_be_configured() -> None:
     out = run_fresh("""
         import jax, jax.numpy as jnp
@@ -83,6 +85,7 @@ def test_jax_imported_but_not_started_can_still_be_configured() -> None:
     assert out["env"] == ["false", "0.5"]
 
 
+@pytest.mark.requires("jax")
 def test_jax_enable_x64_before_and_after_import() -> None:
     out = run_fresh("""
         mt.gpu.configure(jax_enable_x64=True, jax_preallocate=None, tensorflow_memory_growth=None)
@@ -95,6 +98,7 @@ def test_jax_enable_x64_before_and_after_import() -> None:
     assert out == {"before_import": "float64", "after": False}
 
 
+@pytest.mark.requires("torch", "pyclesperanto", "tensorflow")
 def test_tensorflow_memory_growth_before_and_after_start() -> None:
     out = run_fresh("""
         import torch, pyclesperanto  # the import order tensorflow needs beside them
@@ -109,6 +113,7 @@ def test_tensorflow_memory_growth_before_and_after_start() -> None:
     assert out["after"] == {"tensorflow_memory_growth": "already in effect"}
 
 
+@pytest.mark.requires("torch")
 def test_torch_allocator_before_cuda_starts() -> None:
     out = run_fresh("""
         import torch
