@@ -112,7 +112,8 @@ def test_pickles_by_names_and_parameters(fm: FileManager) -> None:
     assert clone.load("note.txt", "disk") == "hello"
     assert not clone.exists("big", "memory")  # memory contents are per process
     assert fm.spec()["disk"] == ("disk", {"root": fm.store("disk").root, "fsync": False,
-                                          "read_only": False})
+                                          "read_only": False,
+                                          "follow_symlinks_outside": False})
 
 
 def test_from_spec(tmp_path: Path) -> None:

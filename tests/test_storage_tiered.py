@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,10 @@ def spill(tmp_path: Path) -> Path:
 
 
 def spilled_files(spill: Path) -> list[str]:
-    return sorted(os.listdir(spill)) if spill.exists() else []
+    """Spill files in every store's private directory under ``spill``."""
+    if not spill.exists():
+        return []
+    return sorted(f.name for d in spill.iterdir() for f in d.iterdir())
 
 
 # -- budget and LRU ---------------------------------------------------------------------------
@@ -42,7 +44,7 @@ def test_over_budget_spills_least_recently_used(spill: Path) -> None:
     assert [store.tier_of(f"k{i}") for i in range(3)] == ["disk", "device", "device"]
     s = store.stats()
     assert (s.device_bytes, s.disk_bytes, s.spills_to_disk) == (2 * KB, KB, 1)
-    assert spilled_files(spill) == ["0.npy"]
+    assert spilled_files(spill) == ["0.raw"]
 
 
 def test_load_brings_back_and_refreshes_recency(spill: Path) -> None:
@@ -71,7 +73,7 @@ def test_delete_removes_the_spilled_copy(spill: Path) -> None:
     store = TieredStore(budget_bytes=0, spill_dir=spill)
     store.save(entry(1), "a")
     store.save(entry(2), "b")
-    assert store.tier_of("a") == "disk" and spilled_files(spill) == ["0.npy"]
+    assert store.tier_of("a") == "disk" and spilled_files(spill) == ["0.raw"]
     store.delete("a")
     store.delete_all("")
     assert spilled_files(spill) == [] and store.stats().disk_bytes == 0

@@ -115,11 +115,14 @@ class StoreExistsError(MemtypeError, FileExistsError):
 
 
 class StoreFormatError(MemtypeError, ValueError):
-    """Data that a storage format cannot hold, or an unsupported extension."""
+    """Data that a storage format cannot hold, an unsupported extension, or a stored file that
+    is not valid in its format (corrupt, truncated, tampered metadata)."""
 
 
 class StorePathError(MemtypeError, ValueError):
-    """A path that escapes the store root, or a file where a directory is expected."""
+    """A path that escapes the store root (``..`` or a symbolic link leading outside), a file
+    where a directory is expected, a symbolic link loop, or a name too long for the file
+    system."""
 
 
 class StoreReadOnlyError(MemtypeError, PermissionError):
@@ -184,3 +187,15 @@ class SideOutputError(MemtypeError, ValueError):
 
 class InputWriteError(MemtypeError, RuntimeError):
     """A decorated function wrote to an input it had to leave unchanged."""
+
+
+class StoreIndexError(MemtypeError, IndexError):
+    """An index outside a stored array: ``load(index=...)`` of a zarr field, a TIFF page."""
+
+
+class StoreAccessError(MemtypeError, PermissionError):
+    """The file system refused access to a store path (permissions); ``errno`` is kept."""
+
+
+class StoreIOError(MemtypeError, OSError):
+    """Any other operating-system error on a store path (an I/O error...); ``errno`` is kept."""

@@ -47,8 +47,9 @@ def _read_umask() -> int:
 
 
 def temp_name(directory: str, name: str) -> str:
-    """A fresh hidden temporary path next to ``directory/name``."""
-    return os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
+    """A fresh hidden temporary path next to ``directory/name`` (the name shortened, so a
+    temporary fits wherever the final name does)."""
+    return os.path.join(directory, f".{name[:100]}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
 
 
 def is_temporary(name: str) -> bool:
@@ -57,62 +58,94 @@ def is_temporary(name: str) -> bool:
 
 
 def atomic_write(path: str, write: Callable[[BinaryIO], None], *, overwrite: bool,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, dir_fd: int | None = None) -> None:
     """Write ``path`` through ``write(file)`` so that readers see all of it or none of it.
 
     Parameters
     ----------
     path : str
-        Absolute destination path; its directory must exist.
+        Absolute destination path whose directory exists; with ``dir_fd``, a name in the
+        directory open as ``dir_fd``.
     write : callable
         Writes the content to the open binary file it is given.
     overwrite : bool
         Replace an existing file; otherwise an existing one raises ``StoreExistsError``.
     fsync : bool
         fsync the file (and its directory) before returning: durable across power loss.
+    dir_fd : int, optional
+        An open directory that ``path`` is relative to (no symbolic link is followed).
 
     Raises
     ------
     StoreExistsError
         ``path`` exists and ``overwrite`` is false (nothing is changed).
     OSError
-        From the file system (disk full keeps ``errno.ENOSPC``); the old file is kept.
+        From the file system, always with its ``errno`` (a full disk is ``errno.ENOSPC``,
+        even where a library reports a short write without one); the old file is kept.
     """
     directory, name = os.path.split(path)
     tmp = temp_name(directory, name)
     try:
-        fh = open(tmp, "wb", opener=_exclusive)  # noqa: SIM115 (closed below)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_NOFOLLOW", 0), file_mode(), dir_fd=dir_fd)
     except FileNotFoundError as exc:
         raise StoreNotFoundError(
-            f"Cannot write {path!r}: its directory {directory!r} does not exist."
+            f"Cannot write {path!r}: its directory {directory or '.'!r} does not exist."
         ) from exc
     try:
-        with fh:
-            write(fh)
-            fh.flush()
+        with os.fdopen(fd, "wb") as fh:
+            fh.raw.name = tmp  # type: ignore[attr-defined]  # libraries read the name
+            _write_all(fh, write, tmp, dir_fd)
             if fsync:
                 os.fsync(fh.fileno())
-        _commit(tmp, path, overwrite)
+        _commit(tmp, path, overwrite, dir_fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
     if fsync:
-        fsync_directory(directory)
+        fsync_directory(directory, dir_fd)
 
 
-def _exclusive(path: str, flags: int) -> int:
-    """``open`` opener: create a new file only, with the umask's permissions."""
-    return os.open(path, flags | os.O_EXCL, file_mode())
+def _write_all(fh: BinaryIO, write: Callable[[BinaryIO], None], tmp: str,
+               dir_fd: int | None) -> None:
+    """Run ``write`` and flush; a short write reported without errno gets the real one."""
+    try:
+        write(fh)
+        fh.flush()
+    except OSError as exc:
+        if exc.errno is not None:
+            raise
+        code = _short_write_errno(tmp, dir_fd)
+        if code is None:
+            raise
+        raise OSError(code, os.strerror(code), tmp) from exc
 
 
-def _commit(tmp: str, path: str, overwrite: bool) -> None:
+def _short_write_errno(tmp: str, dir_fd: int | None) -> int | None:
+    """Why a write came up short (NumPy's ``tofile`` says "N requested and M written"
+    without errno): append one byte to the doomed temporary and report its errno."""
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_APPEND, dir_fd=dir_fd)
+    except OSError as exc:
+        return exc.errno
+    try:
+        os.write(fd, b"\0" * 4096)
+        os.fsync(fd)
+    except OSError as exc:
+        return exc.errno
+    finally:
+        os.close(fd)
+    return None
+
+
+def _commit(tmp: str, path: str, overwrite: bool, dir_fd: int | None) -> None:
     """Give the finished temporary file its final name."""
     if overwrite:
-        os.replace(tmp, path)
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         return
     try:
-        os.link(tmp, path)
+        os.link(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
     except FileExistsError:
         raise StoreExistsError(
             f"{path!r} already exists; pass overwrite=True to replace it."
@@ -120,23 +153,29 @@ def _commit(tmp: str, path: str, overwrite: bool) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
             raise
-        _commit_without_links(tmp, path)  # file systems without hard links (FAT, some NFS)
+        _commit_without_links(tmp, path, dir_fd)  # file systems without hard links (FAT, NFS)
         return
-    os.unlink(tmp)
+    os.unlink(tmp, dir_fd=dir_fd)
 
 
-def _commit_without_links(tmp: str, path: str) -> None:
+def _commit_without_links(tmp: str, path: str, dir_fd: int | None) -> None:
     """Best effort no-overwrite rename where hard links are unsupported (check, then rename)."""
-    if os.path.lexists(path):
-        raise StoreExistsError(f"{path!r} already exists; pass overwrite=True to replace it.")
-    os.replace(tmp, path)
+    try:
+        os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return
+    raise StoreExistsError(f"{path!r} already exists; pass overwrite=True to replace it.")
 
 
-def fsync_directory(directory: str) -> None:
-    """fsync a directory so that a rename in it survives a power loss (POSIX only)."""
+def fsync_directory(directory: str, dir_fd: int | None = None) -> None:
+    """fsync a directory (``dir_fd`` if given) so that a rename in it survives a power loss."""
     if not hasattr(os, "O_DIRECTORY"):
         return
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    if dir_fd is not None:
+        os.fsync(dir_fd)
+        return
+    fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:

@@ -34,8 +34,9 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from memtype.errors import ArgumentTypeError, StoreFormatError, UnsupportedArrayError
+from memtype.storage._readers import read_json, read_npy, read_png, read_text, read_tiff
 
-__all__ = ["FileFormat", "format_for", "supported_extensions"]
+__all__ = ["FileFormat", "format_for", "supported_extensions", "check_options", "as_numpy"]
 
 TIFF_CORE = ("uint8", "uint16", "float32")
 TIFF_EXTRA = ("int8", "int16", "int32", "uint32", "float64")
@@ -49,7 +50,7 @@ class FileFormat:
     name: str
     prepare: Callable[[Any, str, dict[str, Any]], Any]
     write: Callable[[Any, BinaryIO, dict[str, Any]], None]
-    read: Callable[[str, dict[str, Any]], Any]
+    read: Callable[[BinaryIO, dict[str, Any]], Any]
     save_options: frozenset[str]
     load_options: frozenset[str]
 
@@ -108,13 +109,6 @@ def _write_npy(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -
         fh.write(a.reshape(-1).view(np.uint8).data)
 
 
-def _read_npy(path: str, options: dict[str, Any]) -> Any:
-    """Read a .npy file (a read-only memory map with ``mmap``)."""
-    if options.get("mmap"):
-        return np.load(path, mmap_mode="r", allow_pickle=False)
-    return np.load(path, allow_pickle=False)
-
-
 # -- .tif / .tiff --------------------------------------------------------------------------
 def _prepare_tiff(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[Any, Any]:
     """Check shape, dtype and compression for a TIFF."""
@@ -156,13 +150,6 @@ def _write_tiff(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) 
     tifffile.imwrite(fh, a, photometric="minisblack", compression=compression)
 
 
-def _read_tiff(path: str, options: dict[str, Any]) -> Any:
-    """Read a TIFF (one page with ``key``)."""
-    import tifffile
-
-    return tifffile.imread(path, key=options.get("key"))
-
-
 # -- .png --------------------------------------------------------------------------------
 def _prepare_png(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[Any, Any]:
     """Check shape and dtype for a PNG."""
@@ -184,23 +171,12 @@ def _write_png(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -
     Image.fromarray(a).save(fh, format="PNG", compress_level=level)
 
 
-def _read_png(path: str, options: dict[str, Any]) -> Any:
-    """Read a PNG as uint8 or uint16."""
-    from PIL import Image
-
-    with Image.open(path) as image:
-        a = np.asarray(image)
-        if image.mode in ("I;16", "I;16B") or (image.mode == "I" and a.max(initial=0) < 65536):
-            return a.astype(np.uint16)
-        return a
-
-
 # -- text formats ---------------------------------------------------------------------------
 def _prepare_json(data: Any, path: str, options: dict[str, Any]) -> bytes:
     """Serialise JSON data to UTF-8 bytes."""
     try:
         text = json.dumps(data, indent=options.get("indent"), allow_nan=True)
-    except TypeError as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # not serialisable, circular, deep
         raise StoreFormatError(
             f"Cannot save {type(data).__name__} to {path!r}: .json files hold JSON-serialisable "
             f"data (dict, list, str, numbers, bool, None); {exc}."
@@ -245,30 +221,18 @@ def _write_bytes(payload: bytes, fh: BinaryIO, options: dict[str, Any]) -> None:
     fh.write(payload)
 
 
-def _read_text(path: str, options: dict[str, Any]) -> str:
-    """Read a UTF-8 text file as it is (newlines untouched)."""
-    with open(path, encoding="utf-8", newline="") as fh:
-        return fh.read()
-
-
-def _read_json(path: str, options: dict[str, Any]) -> Any:
-    """Read a JSON file."""
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
 _NONE: frozenset[str] = frozenset()
 
 def _table() -> dict[str, FileFormat]:
     """Extension -> format."""
-    npy = FileFormat("npy", _prepare_npy, _write_npy, _read_npy, _NONE, frozenset({"mmap"}))
-    tiff = FileFormat("tiff", _prepare_tiff, _write_tiff, _read_tiff,
+    npy = FileFormat("npy", _prepare_npy, _write_npy, read_npy, _NONE, frozenset({"mmap"}))
+    tiff = FileFormat("tiff", _prepare_tiff, _write_tiff, read_tiff,
                       frozenset({"compression"}), frozenset({"key"}))
-    png = FileFormat("png", _prepare_png, _write_png, _read_png,
+    png = FileFormat("png", _prepare_png, _write_png, read_png,
                      frozenset({"compress_level"}), _NONE)
-    jsn = FileFormat("json", _prepare_json, _write_bytes, _read_json, frozenset({"indent"}), _NONE)
-    csv_ = FileFormat("csv", _prepare_csv, _write_bytes, _read_text, _NONE, _NONE)
-    txt = FileFormat("txt", _prepare_txt, _write_bytes, _read_text, _NONE, _NONE)
+    jsn = FileFormat("json", _prepare_json, _write_bytes, read_json, frozenset({"indent"}), _NONE)
+    csv_ = FileFormat("csv", _prepare_csv, _write_bytes, read_text, _NONE, _NONE)
+    txt = FileFormat("txt", _prepare_txt, _write_bytes, read_text, _NONE, _NONE)
     return {".npy": npy, ".tif": tiff, ".tiff": tiff, ".png": png, ".json": jsn,
             ".csv": csv_, ".txt": txt}
 
@@ -304,25 +268,3 @@ def check_options(fmt: FileFormat, options: dict[str, Any], allowed: frozenset[s
             f"{action} of {fmt.name} files got unexpected option(s) {', '.join(unknown)}; "
             f"it accepts: {', '.join(sorted(allowed)) or 'none'}."
         )
-
-
-def array_header(full: str) -> tuple[tuple[int, ...] | None, str | None]:
-    """Shape and dtype of a .npy or TIFF file, read from its header only (else None, None)."""
-    lower = full.lower()
-    if lower.endswith(".npy"):
-        fmt = np.lib.format
-        with open(full, "rb") as fh:
-            version = fmt.read_magic(fh)
-            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(
-                version)
-            if read is None:
-                return None, None
-            shape, _, dtype = read(fh)
-        return tuple(shape), str(dtype)
-    if lower.endswith((".tif", ".tiff")):
-        import tifffile
-
-        with tifffile.TiffFile(full) as tif:
-            series = tif.series[0]
-            return tuple(series.shape), str(series.dtype)
-    return None, None

@@ -156,9 +156,17 @@ def image_doc(axes: str, scale: Sequence[float] | None, unit: str | None,
 
 
 def read_json(path: str) -> dict[str, Any]:
-    """A JSON document from disk."""
-    with open(path, encoding="utf-8") as fh:
-        doc: dict[str, Any] = json.load(fh)
+    """A JSON object from disk; StoreFormatError if the file is not one (tampered, torn)."""
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, depth
+        raise StoreFormatError(
+            f"Metadata {path!r} is not valid JSON (corrupt or tampered): {exc}.") from exc
+    if not isinstance(doc, dict):
+        raise StoreFormatError(
+            f"Metadata {path!r} holds a JSON {type(doc).__name__}; expected an object.")
     return doc
 
 
@@ -179,7 +187,12 @@ def write_json(path: str, doc: dict[str, Any], *, overwrite: bool, fsync: bool) 
 
 def ome_attrs(doc: dict[str, Any]) -> dict[str, Any]:
     """The ``ome`` attributes of a group document ({} when absent)."""
-    attrs: dict[str, Any] = doc.get("attributes", {}).get("ome", {})
+    attributes = doc.get("attributes", {})
+    attrs = attributes.get("ome", {}) if isinstance(attributes, dict) else None
+    if not isinstance(attrs, dict):
+        raise StoreFormatError(
+            "Metadata with 'attributes' or 'attributes.ome' that is not a JSON object "
+            "(tampered); expected objects.")
     return attrs
 
 

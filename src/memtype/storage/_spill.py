@@ -3,13 +3,20 @@ host memory and raw ``.npy`` bytes."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
 import time
+import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from memtype.errors import StoreFormatError
 from memtype.frameworks._protocol import Device
+from memtype.storage._atomic import atomic_write
 from memtype.storage.memory import nbytes_of
 
 
@@ -31,6 +38,9 @@ class TieredStats:
         The device tier budget.
     host_budget_bytes : int or None
         The host tier budget (None: unlimited).
+    spill_failures : int
+        Spills that could not be written (a full disk) by calls that do not raise for it
+        (``load``, ``release``, ``copy``); the entries stayed where they were.
     """
 
     device_bytes: int
@@ -45,13 +55,14 @@ class TieredStats:
     reloads: int
     budget_bytes: int
     host_budget_bytes: int | None
+    spill_failures: int = 0
 
 
 class Entry:
     """One array: where it is now, and what it was when saved."""
 
     __slots__ = ("uid", "tier", "value", "memory_type", "device", "nbytes", "refs", "mtime",
-                 "shape", "dtype")
+                 "shape", "dtype", "spilled", "disk_ok")
 
     def __init__(self, uid: int, value: Any, memory_type: str, device: Device,
                  shape: tuple[int, ...], dtype: str) -> None:
@@ -59,6 +70,8 @@ class Entry:
         self.shape, self.dtype = shape, dtype
         self.nbytes = nbytes_of(value)
         self.tier, self.refs, self.mtime = "device", 0, time.time()
+        self.spilled: Spilled | None = None  # set while the entry is in the disk tier
+        self.disk_ok = spillable(value)  # False: never written to disk (Python objects)
 
 
 def to_host(value: Any, memory_type: str, device: Device, pin: bool) -> Any:
@@ -77,6 +90,8 @@ def to_host(value: Any, memory_type: str, device: Device, pin: bool) -> Any:
 
 def reload(host: Any, memory_type: str, device: Device) -> Any:
     """A host copy brought back to ``device`` as a ``memory_type`` array."""
+    if isinstance(host, np.ndarray) and not device.is_gpu and memory_type == "numpy":
+        return host  # already what was saved (a masked array keeps its mask)
     if not isinstance(host, np.ndarray):  # a pinned torch tensor
         from memtype.frameworks import load_adapter
 
@@ -87,25 +102,87 @@ def reload(host: Any, memory_type: str, device: Device) -> Any:
     return memtype.convert(host, memory_type, gpu_id=gpu_id)
 
 
-def to_raw(host: Any) -> np.ndarray[Any, Any]:
-    """The bytes of a host array as a flat uint8 array (any dtype, bfloat16 included)."""
-    if not isinstance(host, np.ndarray):  # a pinned torch tensor
-        from memtype.frameworks import load_adapter
+@dataclass(frozen=True)
+class Spilled:
+    """Where a spilled array went and how to rebuild it: its file (and that file's identity
+    when written: device, inode, size, modification time), dtype, shape and mask."""
 
-        host = load_adapter("torch").to_numpy(host)
-    return np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+    name: str
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    masked: bool
+    fill_value: Any
+    identity: tuple[int, int, int, int]
 
 
-def from_raw(raw: np.ndarray[Any, Any], shape: tuple[int, ...], dtype: str) -> Any:
-    """The host array that :func:`to_raw` flattened."""
-    return raw.view(_dtype(dtype)).reshape(shape)
+def _parts(host: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
+    """The bytes to write for a host array: its data, then its mask if it has one."""
+    data = np.ascontiguousarray(np.ma.getdata(host)).reshape(-1).view(np.uint8)
+    if not isinstance(host, np.ma.MaskedArray):
+        return [data]
+    mask = np.ascontiguousarray(np.ma.getmaskarray(host)).reshape(-1).view(np.uint8)
+    return [data, mask]
 
 
-def _dtype(name: str) -> np.dtype[Any]:
-    """A NumPy dtype from its name, ml_dtypes (bfloat16) included."""
-    if name == "bfloat16":
-        import ml_dtypes
+def spillable(value: Any) -> bool:
+    """Whether a host array can be written as raw bytes (no Python objects inside)."""
+    return not (isinstance(value, np.ndarray) and value.dtype.hasobject)
 
-        bf16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
-        return bf16
-    return np.dtype(name)
+
+class SpillFiles:
+    """One store's spill files: a private directory made with ``mkdtemp`` under
+    ``spill_dir`` (unique across stores and processes), removed when the store is garbage
+    collected or the process exits. A file is read back only if it is still the very file
+    this store wrote (same inode, size and modification time)."""
+
+    def __init__(self, parent: str) -> None:
+        os.makedirs(parent, exist_ok=True)
+        self.directory = tempfile.mkdtemp(prefix=".memtype-spill-", dir=parent)
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.directory, True)
+
+    def write(self, uid: int, host: Any) -> Spilled:
+        """Write a host array (NumPy, masked, or a pinned torch tensor) to a new file."""
+        if not isinstance(host, np.ndarray):  # a pinned torch tensor
+            from memtype.frameworks import load_adapter
+
+            host = load_adapter("torch").to_numpy(host)
+        parts = _parts(host)
+        name = f"{uid}.raw"
+        path = os.path.join(self.directory, name)
+
+        def write(fh: BinaryIO) -> None:
+            """The array's bytes, then its mask's."""
+            for part in parts:
+                fh.write(part.data)
+
+        atomic_write(path, write, overwrite=True)
+        st = os.stat(path, follow_symlinks=False)
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        masked = isinstance(host, np.ma.MaskedArray)
+        fill = host.fill_value if masked else None
+        return Spilled(name, host.dtype, tuple(host.shape), masked, fill, identity)
+
+    def read(self, spilled: Spilled) -> Any:
+        """The array in a file this store wrote; StoreFormatError if it was replaced."""
+        path = os.path.join(self.directory, spilled.name)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != spilled.identity:
+                raise StoreFormatError(
+                    f"Spill file {path!r} is not the file this TieredStore wrote (replaced or "
+                    "changed by someone else); refusing to read it.")
+            raw = np.empty(st.st_size, np.uint8)
+            if fh.readinto(raw.data) != st.st_size:
+                raise StoreFormatError(f"Spill file {path!r} was truncated while reading.")
+        count = int(np.prod(spilled.shape)) * spilled.dtype.itemsize
+        data = raw[:count].view(spilled.dtype).reshape(spilled.shape)
+        if not spilled.masked:
+            return data
+        mask = raw[count:].view(np.bool_).reshape(spilled.shape)
+        return np.ma.MaskedArray(data, mask=mask, fill_value=spilled.fill_value)
+
+    def delete(self, spilled: Spilled) -> None:
+        """Remove a spill file (already gone is fine: nothing to free)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.directory, spilled.name))

@@ -63,38 +63,46 @@ class KeyTree(Generic[V]):
         raise StoreNotFoundError(f"No directory at {key!r} in the store.")
 
     def walk_files(self, key: str, recursive: bool) -> Iterator[str]:
-        """File keys under directory ``key`` (directly, or at any depth)."""
-        for name in tuple(self.children(key)):
-            child = posixpath.join(key, name) if key else name
-            if child in self.files:
-                yield child
-            elif recursive:
-                yield from self.walk_files(child, True)
+        """File keys under directory ``key`` (directly, or at any depth; no recursion)."""
+        pending = [key]
+        while pending:
+            current = pending.pop()
+            for name in tuple(self.children(current)):
+                child = posixpath.join(current, name) if current else name
+                if child in self.files:
+                    yield child
+                elif recursive:
+                    pending.append(child)
 
     def keys_under(self, key: str) -> list[str]:
-        """Every file and directory key strictly under directory ``key``."""
+        """Every file and directory key strictly under directory ``key`` (no recursion)."""
         out: list[str] = []
-        for name in tuple(self.children(key)):
-            child = posixpath.join(key, name) if key else name
-            out.append(child)
-            if child in self.dirs:
-                out.extend(self.keys_under(child))
+        pending = [key]
+        while pending:
+            current = pending.pop()
+            for name in tuple(self.children(current)):
+                child = posixpath.join(current, name) if current else name
+                out.append(child)
+                if child in self.dirs:
+                    pending.append(child)
         return out
 
     # -- updates ---------------------------------------------------------------------
     def make_dirs(self, key: str, parents: bool = True) -> None:
         """Create directory ``key`` (and, with ``parents``, its missing parents)."""
-        if key in self.dirs:
-            return
-        if key in self.files:
-            raise StorePathError(f"{key!r} is a file; expected a directory.")
-        parent, name = _split(key)
-        if parent not in self.dirs:
-            if not parents:
-                self.require_dir(parent)
-            self.make_dirs(parent, True)
-        self.dirs[key] = set()
-        self.dirs[parent].add(name)
+        missing: list[str] = []
+        current = key
+        while current not in self.dirs:
+            if current in self.files:
+                raise StorePathError(f"{current!r} is a file; expected a directory.")
+            missing.append(current)
+            current, _ = _split(current)
+            if not parents and current not in self.dirs:
+                self.require_dir(current)
+        for child in reversed(missing):
+            parent, name = _split(child)
+            self.dirs[child] = set()
+            self.dirs[parent].add(name)
 
     def check_put(self, key: str, overwrite: bool, parents: bool) -> None:
         """Raise what :meth:`put` would raise, without changing anything."""

@@ -32,9 +32,11 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import FunctionType
 from typing import Any, ClassVar, Literal
 
-from memtype.errors import ShapeError, StorePathError, StoreReadOnlyError
+from memtype.errors import ArgumentTypeError, ShapeError, StorePathError, StoreReadOnlyError
+from memtype.storage._oserrors import guard
 
 __all__ = [
     "Store",
@@ -191,7 +193,20 @@ class Store(ABC):
     registry_name: ClassVar[str] = ""
     device: StoreDevice = "host"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every public method of every store raises memtype errors, never a raw OSError."""
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            public = not name.startswith("_") or name == "__init__"
+            if public and isinstance(value, FunctionType) \
+                    and not getattr(value, "__memtype_guarded__", False):
+                setattr(cls, name, guard(value, name))
+
     def __init__(self, root: PathLike, *, read_only: bool = False) -> None:
+        if not isinstance(root, (str, os.PathLike)):
+            raise ArgumentTypeError(
+                f"A store root must be a str or os.PathLike; received {type(root).__name__}."
+            )
         text = os.fspath(root)
         if not isinstance(text, str) or not text:
             raise StorePathError(f"A store root must be a non-empty path; received {root!r}.")

@@ -9,15 +9,19 @@ The extension picks the format (see :mod:`memtype.storage._formats`): ``.npy``, 
 ``.tiff``, ``.png``, ``.json``, ``.csv``, ``.txt``. Any other extension raises
 ``StoreFormatError``; a file is never renamed to fit a format. Data a format cannot hold
 (a float64 PNG, a 4D TIFF, a dict in ``.npy``) raises ``StoreFormatError`` before anything
-is written.
+is written; a stored file that is corrupt or truncated raises it at ``load``.
 
 Atomicity: each file is written to a hidden temporary file in its directory, flushed
 (``fsync=True`` also syncs it and the directory to the device), then renamed into place. A
 crash or a full disk leaves the previous file, or no file, never a partial one; the leftover
 temporary is hidden from listings and removed by :meth:`DiskStore.purge_temporaries`. Two
-writers of one path with ``overwrite=False``: exactly one succeeds. Paths are checked
-lexically against the root (``..`` may not leave it); symbolic links inside the root are
-followed.
+writers of one path with ``overwrite=False``: exactly one succeeds.
+
+Paths: ``..`` may not leave the root (checked lexically), and every key is resolved from the
+root one directory at a time through open directory descriptors (see
+:mod:`memtype.storage._beneath`): a symbolic link inside the root is followed while its
+target stays inside; one leading outside raises ``StorePathError`` unless the store was
+created with ``follow_symlinks_outside=True``. ``delete`` and ``move`` act on a link itself.
 """
 
 from __future__ import annotations
@@ -25,24 +29,26 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
-import shutil
-from collections.abc import Callable, Iterable, Iterator
+import stat
+from collections.abc import Iterable
 from typing import Any
 
-from memtype.errors import StoreExistsError, StoreFullError, StoreNotFoundError, StorePathError
-from memtype.storage._atomic import (
-    atomic_write,
-    copy_into,
-    ignore_temporaries,
-    is_temporary,
-    purge_temporaries,
-    remove_path,
-    temp_name,
+from memtype.errors import (
+    StoreExistsError,
+    StoreFormatError,
+    StoreNotFoundError,
+    StorePathError,
 )
-from memtype.storage._formats import array_header, check_options, format_for
+from memtype.storage import _fdops
+from memtype.storage._atomic import atomic_write, temp_name
+from memtype.storage._beneath import NOFOLLOW, Loc, Resolver
+from memtype.storage._formats import check_options, format_for
+from memtype.storage._readers import array_header, decode
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
 
 __all__ = ["DiskStore"]
+
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 class DiskStore(Store):
@@ -57,27 +63,33 @@ class DiskStore(Store):
         (slower). Without it writes are still atomic with respect to crashes of the process.
     read_only : bool
         Refuse writes and deletes (``StoreReadOnlyError``).
+    follow_symlinks_outside : bool
+        Follow symbolic links that lead out of the root (default: refuse them with
+        ``StorePathError``).
     """
 
     registry_name = "disk"
     device = "disk"
 
-    def __init__(self, root: PathLike, *, fsync: bool = False, read_only: bool = False) -> None:
+    def __init__(self, root: PathLike, *, fsync: bool = False, read_only: bool = False,
+                 follow_symlinks_outside: bool = False) -> None:
         super().__init__(root, read_only=read_only)
         self.fsync = bool(fsync)
+        self.follow_symlinks_outside = bool(follow_symlinks_outside)
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise StorePathError(f"Store root {self.root!r} is a file; expected a directory.")
         if not read_only:
             os.makedirs(self.root, exist_ok=True)
+        self._paths = Resolver(self.root, self.follow_symlinks_outside)
 
     def params(self) -> dict[str, Any]:
         """Constructor arguments that recreate this store."""
-        return {"root": self.root, "fsync": self.fsync, "read_only": self.read_only}
+        return {"root": self.root, "fsync": self.fsync, "read_only": self.read_only,
+                "follow_symlinks_outside": self.follow_symlinks_outside}
 
     def path_of(self, path: PathLike) -> str:
-        """The absolute file-system path of a store path."""
-        key = self.key(path)
-        return posixpath.join(self.root, key) if key else self.root
+        """The absolute (lexical) file-system path of a store path."""
+        return self._paths.full(self.key(path))
 
     # -- files -------------------------------------------------------------------------
     def save(self, data: Any, path: PathLike, *, overwrite: bool = False,
@@ -102,22 +114,31 @@ class DiskStore(Store):
         ------
         StoreFormatError
             Unsupported extension, or data the format cannot hold.
+        StoreFullError
+            The device is full (``errno.ENOSPC``); the old file is kept.
         StoreExistsError, StoreNotFoundError, StorePathError, StoreReadOnlyError
             See :class:`Store`.
-        OSError
-            From the file system; a full disk keeps ``errno.ENOSPC`` and the old file.
         """
         self._require_writable("save", path)
         key = self._file_key(path)
-        full = self.path_of(key)
-        if os.path.isdir(full):
-            raise StorePathError(f"{key!r} is a directory; expected a file path.")
-        fmt = format_for(key)
+        try:
+            fmt = format_for(key)
+        except StoreFormatError:
+            if self.is_dir(key):
+                raise StorePathError(f"{key!r} is a directory; expected a file path.") from None
+            raise
         check_options(fmt, options, fmt.save_options, "Saving")
         payload = fmt.prepare(data, key, options)
-        self._prepare_destination(key, overwrite, parents)
         sync = self.fsync if fsync is None else bool(fsync)
-        self._write(full, lambda fh: fmt.write(payload, fh, options), overwrite, sync)
+        with self._paths.locate(key, follow_last=False, create=parents) as loc:
+            st = _lstat(loc)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                raise StorePathError(f"{key!r} is a directory; expected a file path.")
+            if st is not None and not overwrite:
+                raise StoreExistsError(
+                    f"{key!r} already exists; pass overwrite=True to replace it.")
+            atomic_write(loc.name, lambda fh: fmt.write(payload, fh, options),
+                         overwrite=overwrite, fsync=sync, dir_fd=loc.dir_fd)
 
     def load(self, path: PathLike, **options: Any) -> Any:
         """Read ``path`` in the format its extension names.
@@ -128,16 +149,39 @@ class DiskStore(Store):
             The file.
         **options
             ``mmap=True`` (``.npy``: a read-only memory map), ``key`` (TIFF page index).
+
+        Raises
+        ------
+        StoreFormatError
+            The file is corrupt, truncated, or not in its extension's format.
+        StoreIndexError
+            ``key`` is not a page of the TIFF.
         """
         key = self._file_key(path)
         fmt = format_for(key)
         check_options(fmt, options, fmt.load_options, "Loading")
-        full = self.path_of(key)
-        self._require_file(key, full)
-        try:
-            return fmt.read(full, options)
-        except FileNotFoundError as exc:  # removed between the check and the read
-            raise StoreNotFoundError(f"No file at {key!r} in {self.root!r}.") from exc
+        with self._open_file(key) as fh:
+            return decode(fmt.read, fh, f"{fmt.name} file", repr(self.path_of(key)), options)
+
+    def _open_file(self, key: str) -> Any:
+        """The regular file at ``key``, open for reading (links resolved inside the root).
+        ``O_NONBLOCK`` so that a FIFO in the store cannot block the call."""
+        flags = _READ_FLAGS | self._paths.nofollow
+        with self._paths.locate(key, follow_last=True) as loc:
+            if not loc.name:
+                raise StorePathError(f"{key!r} is a directory; expected a file.")
+            try:
+                fd = os.open(loc.name, flags, dir_fd=loc.dir_fd)
+            except FileNotFoundError:
+                raise StoreNotFoundError(f"No file at {key!r} in {self.root!r}.") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise StorePathError(f"{key!r} is a directory (or not a regular file); "
+                                 "expected a file.")
+        os.set_blocking(fd, True)
+        fh = os.fdopen(fd, "rb")
+        fh.raw.name = self.path_of(key)  # type: ignore[attr-defined]  # tifffile reads it
+        return fh
 
     def _file_key(self, path: PathLike) -> str:
         """The key of a path that must name a file (not the root)."""
@@ -146,212 +190,183 @@ class DiskStore(Store):
             raise StorePathError(f"{os.fspath(path)!r} is the store root; expected a file path.")
         return key
 
-    def _prepare_destination(self, key: str, overwrite: bool, parents: bool) -> None:
-        """Check (and with ``parents`` create) the destination's directory."""
-        parent = posixpath.dirname(key)
-        if parents:
-            self._make_dirs(parent)
-        else:
-            self._require_dir(parent)
-        if not overwrite and os.path.lexists(self.path_of(key)):
-            raise StoreExistsError(f"{key!r} already exists; pass overwrite=True to replace it.")
-
-    def _write(self, full: str, write: Callable[[Any], None], overwrite: bool,
-               fsync: bool) -> None:
-        """atomic_write with a clear message when the disk is full."""
-        try:
-            atomic_write(full, write, overwrite=overwrite, fsync=fsync)
-        except OSError as exc:
-            if exc.errno != errno.ENOSPC:
-                raise
-            raise StoreFullError(
-                errno.ENOSPC, f"No space left on the device while writing {full!r}; the "
-                "previous file (if any) is unchanged and the partial write was removed", full,
-            ) from exc
-
-    def _require_file(self, key: str, full: str) -> None:
-        """Raise unless ``full`` is a file."""
-        if os.path.isfile(full):
-            return
-        if os.path.isdir(full):
-            raise StorePathError(f"{key!r} is a directory; expected a file.")
-        raise StoreNotFoundError(f"No file at {key!r} in {self.root!r}.")
-
-    def _require_dir(self, key: str) -> str:
-        """The full path of directory ``key``; raise unless it is one."""
-        full = self.path_of(key)
-        if os.path.isdir(full):
-            return full
-        if os.path.exists(full):
-            raise StorePathError(f"{key!r} is a file; expected a directory.")
-        raise StoreNotFoundError(
-            f"No directory at {key or '/'!r} in {self.root!r}; create it with "
-            "ensure_directory or pass parents=True."
-        )
-
-    def _make_dirs(self, key: str) -> str:
-        """Create directory ``key`` with its parents; StorePathError if a file is in the way."""
-        full = self.path_of(key)
-        try:
-            os.makedirs(full, exist_ok=True)
-        except (FileExistsError, NotADirectoryError) as exc:
-            raise StorePathError(
-                f"Cannot create directory {key!r}: a file is in the way ({exc.filename!r}); "
-                "expected directories along the path."
-            ) from exc
-        return full
-
     # -- queries -----------------------------------------------------------------------
+    def _kind(self, path: PathLike, follow: bool) -> int | None:
+        """The ``st_mode`` of a key (None when it, or a directory on its way, is missing)."""
+        key = self.key(path)
+        try:
+            with self._paths.locate(key, follow_last=follow) as loc:
+                st = _lstat(loc, follow and self.follow_symlinks_outside)
+        except (StoreNotFoundError, StorePathError):
+            return None  # missing, a file on the way, or a link leading outside
+        return None if st is None else st.st_mode
+
     def exists(self, path: PathLike) -> bool:
-        return os.path.lexists(self.path_of(path))
+        return self._kind(path, follow=False) is not None
 
     def is_file(self, path: PathLike) -> bool:
-        return os.path.isfile(self.path_of(path))
+        mode = self._kind(path, follow=True)
+        return mode is not None and stat.S_ISREG(mode)
 
     def is_dir(self, path: PathLike) -> bool:
-        return os.path.isdir(self.path_of(path))
+        mode = self._kind(path, follow=True)
+        return mode is not None and stat.S_ISDIR(mode)
 
     def list_files(self, directory: PathLike = "", pattern: str | None = None,
                    extensions: Iterable[str] | str | None = None,
                    recursive: bool = False) -> list[str]:
         key = self.key(directory)
-        full = self._require_dir(key)
         exts = self._extensions(extensions)
-        found = [k for k, name in self._walk(full, key, recursive)
-                 if match_name(name, pattern, exts)]
+        with self._paths.directory(key) as fd:
+            found = [k for k, name in _fdops.walk_files(_fd(fd), key, recursive, self.is_file)
+                     if match_name(name, pattern, exts)]
         found.sort(key=natural_key)
         return [self._present(directory, k) for k in found]
 
-    def _walk(self, full: str, key: str, recursive: bool) -> Iterator[tuple[str, str]]:
-        """(key, name) of files under a directory, skipping temporaries."""
-        with os.scandir(full) as entries:
-            for entry in entries:
-                if is_temporary(entry.name):
-                    continue
-                child = posixpath.join(key, entry.name) if key else entry.name
-                if entry.is_dir():
-                    if recursive:
-                        yield from self._walk(entry.path, child, True)
-                elif entry.is_file():
-                    yield child, entry.name
-
     def list_dir(self, directory: PathLike = "") -> list[str]:
-        full = self._require_dir(self.key(directory))
-        names = [n for n in os.listdir(full) if not is_temporary(n)]
+        with self._paths.directory(self.key(directory)) as fd:
+            names = [e.name for e in _fdops.scan(fd)]
         return sorted(names, key=natural_key)
 
     def stat(self, path: PathLike) -> StoreStat:
         key = self.key(path)
-        full = self.path_of(key)
-        try:
-            st = os.stat(full)
-        except FileNotFoundError:
-            raise StoreNotFoundError(f"No file or directory at {key!r} in {self.root!r}.") from None
-        if os.path.isdir(full):
+        with self._paths.locate(key, follow_last=True) as loc:
+            st = _lstat(loc, self.follow_symlinks_outside)
+        if st is None:
+            raise StoreNotFoundError(f"No file or directory at {key!r} in {self.root!r}.")
+        if stat.S_ISDIR(st.st_mode):
             return StoreStat(key, True, 0, st.st_mtime)
-        shape, dtype = array_header(full)
+        with self._open_file(key) as fh:
+            where = repr(self.path_of(key))
+            shape, dtype = decode(lambda f, _: array_header(f, key), fh, "file", where, {})
         return StoreStat(key, False, st.st_size, st.st_mtime, shape, dtype)
 
     # -- directories and housekeeping -------------------------------------------------------
     def ensure_directory(self, path: PathLike) -> str:
         key = self.key(path)
-        if not os.path.isdir(self.path_of(key)):
+        if not self.is_dir(key):
             self._require_writable("create directory", path)
-            self._make_dirs(key)
+            with self._paths.directory(key, create=True):
+                pass
         return key
 
     def delete(self, path: PathLike) -> None:
         self._require_writable("delete", path)
         key = self._file_key(path)
-        full = self.path_of(key)
-        if not os.path.isdir(full) or os.path.islink(full):
-            self._unlink(key, full)
-            return
-        try:
-            os.rmdir(full)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                raise
-            raise StorePathError(
-                f"Directory {key!r} is not empty; use delete_all to remove it with its contents."
-            ) from exc
+        with self._paths.locate(key, follow_last=False) as loc:
+            st = self._existing(loc)
+            if not stat.S_ISDIR(st.st_mode):
+                os.unlink(loc.name, dir_fd=loc.dir_fd)
+                return
+            try:
+                os.rmdir(loc.name, dir_fd=loc.dir_fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                raise StorePathError(
+                    f"Directory {key!r} is not empty; use delete_all to remove it with its "
+                    "contents.") from exc
 
-    def _unlink(self, key: str, full: str) -> None:
-        """Remove one file."""
-        try:
-            os.unlink(full)
-        except FileNotFoundError:
-            raise StoreNotFoundError(f"No file or directory at {key!r} in {self.root!r}.") from None
+    def _existing(self, loc: Loc) -> os.stat_result:
+        """lstat of a location that must exist."""
+        st = _lstat(loc)
+        if st is None:
+            raise StoreNotFoundError(
+                f"No file or directory at {loc.key!r} in {self.root!r}.")
+        return st
 
     def delete_all(self, path: PathLike) -> None:
         self._require_writable("delete", path)
         key = self.key(path)
-        full = self.path_of(key)
-        if not os.path.isdir(full) or os.path.islink(full):
-            self._unlink(key, full)
-        elif key:
-            shutil.rmtree(full)
-        else:
-            for name in os.listdir(full):
-                remove_path(os.path.join(full, name))
+        if not key:
+            with self._paths.directory("") as fd:
+                for entry in _fdops.scan(fd):
+                    _remove(Loc(_fd(fd), entry.name, entry.name, entry.path))
+            return
+        with self._paths.locate(key, follow_last=False) as loc:
+            self._existing(loc)
+            _remove(loc)
 
     def move(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
         self._require_writable("move", src)
-        s, d = self._transfer_paths(src, dst, overwrite, parents)
-        if os.path.isdir(s):
-            if os.path.lexists(d):
-                remove_path(d)
-            os.rename(s, d)
-        elif overwrite:
-            os.replace(s, d)
-        else:
-            self._move_file_no_clobber(s, d)
+        skey, dkey = self._transfer_keys(src, dst)
+        with self._paths.locate(skey, follow_last=False) as s, \
+                self._paths.locate(dkey, follow_last=False, create=parents) as d:
+            is_dir = stat.S_ISDIR(self._existing(s).st_mode)
+            existed = self._clear_destination(d, overwrite)
+            if is_dir:
+                if existed and _lstat(d) is not None:  # a file in the way of a directory
+                    os.unlink(d.name, dir_fd=d.dir_fd)
+                os.rename(s.name, d.name, src_dir_fd=s.dir_fd, dst_dir_fd=d.dir_fd)
+            elif existed:
+                os.replace(s.name, d.name, src_dir_fd=s.dir_fd, dst_dir_fd=d.dir_fd)
+            else:
+                _move_no_clobber(s, d)
 
-    @staticmethod
-    def _move_file_no_clobber(s: str, d: str) -> None:
-        """Rename a file to a name that must not exist (atomic where hard links exist)."""
-        try:
-            os.link(s, d)
-        except FileExistsError:
-            raise StoreExistsError(
-                f"{d!r} already exists; pass overwrite=True to replace it."
-            ) from None
-        os.unlink(s)
+    def _clear_destination(self, d: Loc, overwrite: bool) -> bool:
+        """Make room at ``d``: refuse without ``overwrite``, remove a directory in the way.
+        Returns whether something was there."""
+        st = _lstat(d)
+        if st is None:
+            return False
+        if not overwrite:
+            raise StoreExistsError(f"{d.key!r} already exists; pass overwrite=True to replace it.")
+        if stat.S_ISDIR(st.st_mode):
+            _fdops.remove_tree(d.dir_fd, d.name)
+        return True
 
     def copy(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
         self._require_writable("copy to", dst)
-        s, d = self._transfer_paths(src, dst, overwrite, parents)
-        if not os.path.isdir(s):
-            self._write(d, lambda fh: copy_into(s, fh), overwrite, self.fsync)
+        skey, dkey = self._transfer_keys(src, dst)
+        if self.is_dir(skey):
+            self._copy_dir(skey, dkey, overwrite, parents)
             return
-        tmp = temp_name(os.path.dirname(d), os.path.basename(d))
-        shutil.copytree(s, tmp, ignore=ignore_temporaries)
-        if os.path.lexists(d):
-            remove_path(d)
-        os.rename(tmp, d)
+        with self._open_file(skey) as source, \
+                self._paths.locate(dkey, follow_last=False, create=parents) as d:
+            st = _lstat(d)
+            if st is not None and not overwrite:
+                raise StoreExistsError(f"{dkey!r} already exists; pass overwrite=True.")
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                _fdops.remove_tree(d.dir_fd, d.name)
+            atomic_write(d.name, lambda fh: _copy_stream(source, fh), overwrite=overwrite,
+                         fsync=self.fsync, dir_fd=d.dir_fd)
 
-    def _transfer_paths(self, src: PathLike, dst: PathLike, overwrite: bool,
-                        parents: bool) -> tuple[str, str]:
-        """Checked full paths of a move or copy."""
+    def _copy_dir(self, skey: str, dkey: str, overwrite: bool, parents: bool) -> None:
+        """Copy a directory tree (links copied as links) into place through a temporary."""
+        with self._paths.directory(skey) as sfd, \
+                self._paths.locate(dkey, follow_last=False, create=parents) as d:
+            if _lstat(d) is not None and not overwrite:
+                raise StoreExistsError(f"{dkey!r} already exists; pass overwrite=True.")
+            tmp = temp_name("", d.name)
+            os.mkdir(tmp, dir_fd=d.dir_fd)
+            try:
+                tfd = os.open(tmp, os.O_RDONLY | NOFOLLOW, dir_fd=d.dir_fd)
+                try:
+                    _fdops.copy_tree(_fd(sfd), tfd)
+                finally:
+                    os.close(tfd)
+                self._clear_destination(d, overwrite)
+                os.replace(tmp, d.name, src_dir_fd=d.dir_fd, dst_dir_fd=d.dir_fd)
+            except BaseException:
+                if _lstat(Loc(d.dir_fd, tmp, tmp, tmp)) is not None:
+                    _fdops.remove_tree(d.dir_fd, tmp)
+                raise
+
+    def _transfer_keys(self, src: PathLike, dst: PathLike) -> tuple[str, str]:
+        """Checked keys of a move or copy."""
         skey, dkey = self._file_key(src), self._file_key(dst)
         if dkey == skey or dkey.startswith(skey + "/"):
             raise StorePathError(
                 f"Cannot move or copy {skey!r} to {dkey!r}: a path cannot be placed inside itself."
             )
-        s = self.path_of(skey)
-        if not os.path.lexists(s):
+        if not self.exists(skey):
             raise StoreNotFoundError(f"No file or directory at {skey!r} in {self.root!r}.")
-        d = self.path_of(dkey)
         parent = posixpath.dirname(dkey)
-        if parents:
-            self._make_dirs(parent)
-        else:
-            self._require_dir(parent)
-        if os.path.lexists(d) and not overwrite:
-            raise StoreExistsError(f"{dkey!r} already exists; pass overwrite=True to replace it.")
-        return s, d
+        if not self.is_dir(parent) and self.exists(parent):
+            raise StorePathError(f"{parent!r} is a file; expected a directory.")
+        return skey, dkey
 
     def purge_temporaries(self, directory: PathLike = "", *, min_age_s: float = 60.0) -> int:
         """Remove hidden temporary files left by interrupted writes (crashes).
@@ -369,4 +384,57 @@ class DiskStore(Store):
             How many were removed.
         """
         self._require_writable("purge", directory)
-        return purge_temporaries(self._require_dir(self.key(directory)), min_age_s=min_age_s)
+        with self._paths.directory(self.key(directory)) as fd:
+            return _fdops.purge(_fd(fd), min_age_s)
+
+
+def _fd(handle: int | str) -> int:
+    """A directory descriptor (the DiskStore needs ``dir_fd`` support from the OS)."""
+    if isinstance(handle, str):
+        raise StorePathError(
+            f"Cannot use {handle!r}: this platform has no dir_fd support, which the DiskStore "
+            "needs to keep paths inside its root.")
+    return handle
+
+
+def _require(loc: Loc) -> int:
+    """The descriptor of a location that is a directory itself (name "")."""
+    return _fd(loc.dir_fd if loc.dir_fd is not None else loc.name)
+
+
+def _lstat(loc: Loc, follow: bool = False) -> os.stat_result | None:
+    """lstat (stat with ``follow``) of a location, None when missing."""
+    try:
+        if not loc.name:
+            return os.fstat(_require(loc))
+        return os.stat(loc.name, dir_fd=loc.dir_fd, follow_symlinks=follow)
+    except FileNotFoundError:
+        return None
+
+
+def _remove(loc: Loc) -> None:
+    """Remove a file, a link (not its target) or a directory tree."""
+    st = _lstat(loc)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        _fdops.remove_tree(loc.dir_fd, loc.name)
+    else:
+        os.unlink(loc.name, dir_fd=loc.dir_fd)
+
+
+def _move_no_clobber(s: Loc, d: Loc) -> None:
+    """Rename a file to a name that must not exist (atomic where hard links exist)."""
+    try:
+        os.link(s.name, d.name, src_dir_fd=s.dir_fd, dst_dir_fd=d.dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        raise StoreExistsError(f"{d.key!r} already exists; pass overwrite=True to replace it.") \
+            from None
+    os.unlink(s.name, dir_fd=s.dir_fd)
+
+
+def _copy_stream(source: Any, fh: Any) -> None:
+    """Copy an open file into another."""
+    import shutil
+
+    source.seek(0)
+    shutil.copyfileobj(source, fh, 1 << 20)
+

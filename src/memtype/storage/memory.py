@@ -6,8 +6,9 @@
 >>> store.load("plate/A01")                                      # doctest: +SKIP
 
 Saving copies the value (arrays of any framework stay in their framework and on their
-device; plain Python objects are deep-copied), so the caller's later writes never change
-what was stored; ``copy=False`` stores a reference instead. A stored NumPy copy is marked
+device; a masked array keeps its mask; a ``tf.Variable`` is stored as its current value;
+plain Python objects are deep-copied), so the caller's later writes never change what was
+stored; ``copy=False`` stores a reference instead. A stored NumPy copy is marked
 read-only and ``load`` returns it as is (zero-copy); ``load(path, copy=True)`` returns a
 private, writable copy. Arrays of frameworks without a read-only flag (torch, cupy...) must
 not be written in place after loading; ask for ``copy=True`` when a function does.
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import UnsupportedArrayError
+from memtype.errors import StoreFormatError, UnsupportedArrayError
 from memtype.storage._tree import KeyTree
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_sorted
 
@@ -37,9 +38,18 @@ __all__ = ["MemoryStore", "TreeStore", "copy_value", "nbytes_of", "array_info"]
 def copy_value(value: Any) -> Any:
     """A private copy of ``value``: arrays stay in their framework and on their device.
 
-    NumPy copies are returned read-only (the store owns them); immutable framework arrays
-    (jax, tensorflow) are returned as they are.
+    NumPy copies are returned read-only (the store owns them); a masked array keeps its
+    mask (copied, read-only too). Arrays of immutable frameworks (jax, tensorflow) are
+    returned as they are, or as the adapter's ``readonly_view`` where it has one (a
+    ``tf.Variable``'s current value, which its later ``assign`` calls do not change).
+
+    Raises
+    ------
+    StoreFormatError
+        A Python object that cannot be copied (a lock, a generator...).
     """
+    if isinstance(value, np.ma.MaskedArray):
+        return _frozen_masked(value.copy())
     if isinstance(value, np.ndarray):
         out = np.array(value, copy=True, order="K")
         out.flags.writeable = False
@@ -48,12 +58,32 @@ def copy_value(value: Any) -> Any:
         return value
     name = _framework_of(value)
     if name is None:
-        return _copy.deepcopy(value)
+        return _deep_copy(value)
     from memtype.frameworks import get_framework, load_adapter
 
+    adapter = load_adapter(name)
     if get_framework(name).immutable:
-        return value
-    return load_adapter(name).copy(value)
+        view = getattr(adapter, "readonly_view", None)
+        return value if view is None else view(value)
+    return adapter.copy(value)
+
+
+def _frozen_masked(out: np.ma.MaskedArray[Any, Any]) -> np.ma.MaskedArray[Any, Any]:
+    """A masked array whose data and mask cannot be written."""
+    np.ma.getdata(out).flags.writeable = False
+    if out.mask is not np.ma.nomask:
+        out.mask.flags.writeable = False
+    return out
+
+
+def _deep_copy(value: Any) -> Any:
+    """``copy.deepcopy``; StoreFormatError for an object that cannot be copied."""
+    try:
+        return _copy.deepcopy(value)
+    except (TypeError, _copy.Error, RecursionError) as exc:
+        raise StoreFormatError(
+            f"Cannot store a copy of {type(value).__name__}: it cannot be deep-copied "
+            f"({exc}); pass copy=False to store a reference to it.") from exc
 
 
 def _framework_of(value: Any) -> str | None:
@@ -85,6 +115,8 @@ def nbytes_of(value: Any) -> int:
 
 def _writable_copy(value: Any) -> Any:
     """A caller-owned copy of a stored value (NumPy copies are writable)."""
+    if isinstance(value, np.ma.MaskedArray):
+        return value.copy()
     if isinstance(value, np.ndarray):
         return np.array(value, copy=True, order="K")
     return copy_value(value)

@@ -16,7 +16,14 @@ Tiers
     Spilled GPU arrays: a pinned host copy for CUDA torch tensors (``pin_memory=True``),
     otherwise a NumPy copy held in a :class:`~memtype.storage.MemoryStore`.
 ``disk``
-    Spilled arrays in ``.npy`` files under ``spill_dir`` (a :class:`DiskStore`).
+    Spilled arrays as raw files in a private directory that each store makes under
+    ``spill_dir`` (unique across stores and processes, removed with the store). A store
+    reads back only the very files it wrote. Arrays holding Python objects are never
+    written to disk: they stay in host memory.
+
+A ``save`` that cannot make room (the spill disk is full) raises ``StoreFullError`` and
+leaves the store exactly as it was; a ``load`` that cannot make room still returns the
+array, leaving the entry in its lower tier (counted in ``stats().spill_failures``).
 
 When the device tier holds more than ``budget_bytes``, or ``pressure(gpu_id)`` reaches
 ``pressure_threshold``, the least recently used entries that are not in use move down: GPU
@@ -46,7 +53,7 @@ import numpy as np
 from memtype.errors import StoreFormatError, StoreUsageError
 from memtype.frameworks._protocol import Device
 from memtype.storage._spill import Entry as _Entry
-from memtype.storage._spill import TieredStats, from_raw, reload, to_host, to_raw
+from memtype.storage._spill import SpillFiles, TieredStats, reload, spillable, to_host
 from memtype.storage.base import PathLike, StoreStat
 from memtype.storage.memory import MemoryStore, TreeStore, array_info, copy_value
 
@@ -109,11 +116,12 @@ class TieredStore(TreeStore):
         self.pressure, self.pressure_threshold = pressure, float(pressure_threshold)
         self.pin_memory = bool(pin_memory)
         self._host = MemoryStore()
-        self._disk: Any = None
+        self._disk: SpillFiles | None = None
         self._lru: dict[str, OrderedDict[int, _Entry]] = {
             "device": OrderedDict(), "host": OrderedDict(), "disk": OrderedDict()}
         self._bytes = {"device": 0, "host": 0, "disk": 0}
-        self._counts = {"spills_to_host": 0, "spills_to_disk": 0, "reloads": 0}
+        self._counts = {"spills_to_host": 0, "spills_to_disk": 0, "reloads": 0,
+                        "spill_failures": 0}
         self._next_uid = 0
 
     def params(self) -> dict[str, Any]:
@@ -159,9 +167,40 @@ class TieredStore(TreeStore):
             entry = _Entry(self._next_uid, value, info[0], _device_of(value, info[0]),
                            info[1], info[2])
             self._next_uid += 1
-            self._put(key, entry, overwrite, parents)
-            self._place(entry, "device")
+            self._put_entry(key, entry, overwrite, parents)
+
+    def _put_entry(self, key: str, entry: _Entry, overwrite: bool, parents: bool) -> None:
+        """Store ``entry`` and make room for it; if room cannot be made, undo everything."""
+        made = self._missing_dirs(key)
+        old = self._tree.put(key, entry, overwrite, parents)
+        if old is not None:
+            self._unplace(old)  # out of the tiers, its data kept until the save succeeds
+        self._place(entry, "device")
+        try:
             self._enforce(entry)
+        except BaseException:
+            self._unplace(entry)
+            entry.value = None
+            if old is None:
+                self._tree.remove(key)
+                for directory in made:
+                    self._tree.remove(directory)
+            else:
+                self._tree.files[key] = old
+                self._place(old, old.tier)
+            raise
+        if old is not None:
+            self._drop_copy(old, old.tier)
+            old.value = None
+
+    def _missing_dirs(self, key: str) -> list[str]:
+        """Ancestors of ``key`` that do not exist yet, deepest first."""
+        missing = []
+        parent = key.rpartition("/")[0]
+        while parent and not self._tree.is_dir(parent):
+            missing.append(parent)
+            parent = parent.rpartition("/")[0]
+        return missing
 
     def load(self, path: PathLike, *, copy: bool = False) -> Any:
         """The array at ``path`` on the device and in the framework it was saved with.
@@ -208,7 +247,7 @@ class TieredStore(TreeStore):
                 )
             entry.refs -= 1
             if entry.refs == 0:
-                self._enforce(None)
+                self._try_enforce(None)
 
     @contextlib.contextmanager
     def borrowed(self, path: PathLike) -> Iterator[Any]:
@@ -240,10 +279,17 @@ class TieredStore(TreeStore):
                 self._bytes["device"], self._bytes["host"], self._bytes["disk"],
                 len(self._lru["device"]), len(self._lru["host"]), len(self._lru["disk"]),
                 in_use, self._counts["spills_to_host"], self._counts["spills_to_disk"],
-                self._counts["reloads"], self.budget_bytes, self.host_budget_bytes)
+                self._counts["reloads"], self.budget_bytes, self.host_budget_bytes,
+                self._counts["spill_failures"])
 
     def trim(self) -> None:
-        """Spill now, as a save would, until the budgets and the pressure are met."""
+        """Spill now, as a save would, until the budgets and the pressure are met.
+
+        Raises
+        ------
+        StoreFullError
+            The spill disk is full; entries that could not be spilled stay where they are.
+        """
         with self._lock:
             self._enforce(None)
 
@@ -260,19 +306,41 @@ class TieredStore(TreeStore):
         self._bytes[entry.tier] -= entry.nbytes
 
     def _resident(self, entry: _Entry) -> Any:
-        """The entry's array on its device, reloading it if it was spilled."""
+        """The entry's array on its device, reloading it if it was spilled. When no room can
+        be made for it (a full spill disk), the entry stays in its tier and the reloaded
+        array is returned all the same."""
         if entry.tier == "device":
             self._lru["device"].move_to_end(entry.uid)
             return entry.value
-        host = self._host.load(str(entry.uid)) if entry.tier == "host" else self._disk_load(entry)
-        value = reload(host, entry.memory_type, entry.device)
-        self._drop_spilled(entry)
+        tier = entry.tier
+        value = _freeze(reload(self._spilled_value(entry), entry.memory_type, entry.device))
         self._unplace(entry)
-        entry.value = _freeze(value)
+        entry.value = value
         self._place(entry, "device")
+        if not self._try_enforce(entry):
+            self._unplace(entry)
+            entry.value = None
+            self._place(entry, tier)
+            return value
+        self._drop_copy(entry, tier)
         self._counts["reloads"] += 1
-        self._enforce(entry)
         return value
+
+    def _spilled_value(self, entry: _Entry) -> Any:
+        """The host copy of a host- or disk-tier entry."""
+        if entry.tier == "host":
+            return self._host.load(str(entry.uid))
+        assert self._disk is not None and entry.spilled is not None
+        return self._disk.read(entry.spilled)
+
+    def _try_enforce(self, keep: _Entry | None) -> bool:
+        """:meth:`_enforce`, counting (not raising) a spill that cannot be written."""
+        try:
+            self._enforce(keep)
+        except OSError:  # a full or failing spill disk: every entry is still intact
+            self._counts["spill_failures"] += 1
+            return False
+        return True
 
     def _enforce(self, keep: _Entry | None) -> None:
         """Spill least recently used entries until budgets and pressure are satisfied."""
@@ -285,7 +353,8 @@ class TieredStore(TreeStore):
         for entry in list(self._lru["host"].values()):
             if self._bytes["host"] <= self.host_budget_bytes:
                 break
-            self._to_disk(entry)
+            if entry.disk_ok:
+                self._to_disk(entry)
 
     def _device_over(self, candidate: _Entry) -> bool:
         """Whether the device tier must shed ``candidate`` (over budget or under pressure)."""
@@ -311,51 +380,55 @@ class TieredStore(TreeStore):
             entry.value = None
             self._place(entry, "host")
             self._counts["spills_to_host"] += 1
-        elif self._spiller() is not None:
+        elif self._spiller() is not None and entry.disk_ok:
             self._to_disk(entry)
 
     def _to_disk(self, entry: _Entry) -> None:
-        """Write a device or host entry to the disk tier."""
+        """Write a device or host entry to the disk tier; if writing fails the entry is
+        untouched. An entry whose host copy holds Python objects is marked to stay put."""
         disk = self._spiller()
+        assert disk is not None
         if entry.tier == "host":
             host = self._host.load(str(entry.uid))
+        elif isinstance(entry.value, np.ndarray):
+            host = entry.value  # host memory already (a masked array keeps its mask)
         else:
             host = to_host(entry.value, entry.memory_type, entry.device, False)
-        disk.save(to_raw(host), f"{entry.uid}.npy", overwrite=True)
-        self._drop_spilled(entry)
+        if not spillable(host):
+            entry.disk_ok = False
+            return
+        spilled = disk.write(entry.uid, host)
+        self._drop_copy(entry, entry.tier)
         self._unplace(entry)
         entry.value = None
+        entry.spilled = spilled
         self._place(entry, "disk")
         self._counts["spills_to_disk"] += 1
 
-    def _spiller(self) -> Any:
-        """The disk tier's DiskStore (created on first use), or None without ``spill_dir``."""
+    def _spiller(self) -> SpillFiles | None:
+        """This store's spill files (made on first use), or None without ``spill_dir``."""
         if self._disk is None and self.spill_dir is not None:
-            from memtype.storage.disk import DiskStore
-
-            self._disk = DiskStore(self.spill_dir)
+            self._disk = SpillFiles(self.spill_dir)
         return self._disk
 
-    def _disk_load(self, entry: _Entry) -> Any:
-        """The host array of a disk-tier entry."""
-        return from_raw(self._disk.load(f"{entry.uid}.npy"), entry.shape, entry.dtype)
-
-    def _drop_spilled(self, entry: _Entry) -> None:
-        """Free an entry's host or disk copy."""
-        if entry.tier == "host":
+    def _drop_copy(self, entry: _Entry, tier: str) -> None:
+        """Free an entry's copy in ``tier`` (host or disk; nothing for the device tier)."""
+        if tier == "host":
             self._host.delete(str(entry.uid))
-        elif entry.tier == "disk":
-            self._disk.delete(f"{entry.uid}.npy")
+        elif tier == "disk" and entry.spilled is not None:
+            assert self._disk is not None
+            self._disk.delete(entry.spilled)
+            entry.spilled = None
 
     def copy(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
         with self._lock:
             super().copy(src, dst, overwrite=overwrite, parents=parents)
-            self._enforce(None)
+            self._try_enforce(None)
 
     # -- TreeStore hooks -----------------------------------------------------------------
     def _released(self, key: str, entry: Any) -> None:
-        self._drop_spilled(entry)
+        self._drop_copy(entry, entry.tier)
         self._unplace(entry)
         entry.value = None
 

@@ -26,6 +26,11 @@ Performance and safety
   under file locks, so writers in threads and processes, to different wells or to one
   well, lose nothing. Rows and columns may be declared up front (``rows``,
   ``columns``); wells are listed in the plate once they hold an image.
+* Every group a key names is checked on its resolved path: a symbolic link leading out of
+  the plate raises ``StorePathError`` unless ``follow_symlinks_outside=True``. (zarr reads
+  chunk files by path, so links inside a field are not checked one by one.)
+* Tampered or corrupt metadata and chunks raise ``StoreFormatError``; an ``index`` outside
+  the image raises ``StoreIndexError``.
 """
 
 from __future__ import annotations
@@ -33,12 +38,21 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from memtype.errors import StoreExistsError, StoreFormatError, StoreNotFoundError, StorePathError
+from memtype.errors import (
+    MemtypeError,
+    StoreExistsError,
+    StoreFormatError,
+    StoreIndexError,
+    StoreNotFoundError,
+    StorePathError,
+)
 from memtype.storage import _ome, _pyramid
 from memtype.storage._atomic import ignore_temporaries, temp_name
+from memtype.storage._readers import DECODE_ERRORS, corrupt
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
 
 __all__ = ["ZarrStore"]
@@ -67,6 +81,8 @@ class ZarrStore(Store):
         fsync metadata documents (chunk data is written by zarr without fsync).
     read_only : bool
         Refuse writes and deletes.
+    follow_symlinks_outside : bool
+        Follow symbolic links that lead out of the plate (default: ``StorePathError``).
     """
 
     registry_name = "zarr"
@@ -76,8 +92,9 @@ class ZarrStore(Store):
                  columns: Iterable[Any] | None = None, name: str | None = None,
                  codec: str = "blosc-lz4", level: int | None = None,
                  chunks: str | Sequence[int] = "plane", fsync: bool = False,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, follow_symlinks_outside: bool = False) -> None:
         super().__init__(root, read_only=read_only)
+        self.follow_symlinks_outside = bool(follow_symlinks_outside)
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise StorePathError(f"Plate root {self.root!r} is a file; expected a directory.")
         _ome.compressors(codec, level)
@@ -96,7 +113,8 @@ class ZarrStore(Store):
         """Constructor arguments that recreate this store."""
         return {"root": self.root, "rows": self.rows or None, "columns": self.columns or None,
                 "name": self.name, "codec": self.codec, "level": self.level,
-                "chunks": self.chunks, "fsync": self.fsync, "read_only": self.read_only}
+                "chunks": self.chunks, "fsync": self.fsync, "read_only": self.read_only,
+                "follow_symlinks_outside": self.follow_symlinks_outside}
 
     @staticmethod
     def field_path(row: str, column: str | int, field: str | int = 0) -> str:
@@ -128,8 +146,28 @@ class ZarrStore(Store):
         return key
 
     def _full(self, key: str) -> str:
-        """Absolute path of a key."""
-        return posixpath.join(self.root, key) if key else self.root
+        """Absolute path of a key, checked on its resolved path (see the module notes)."""
+        full = posixpath.join(self.root, key) if key else self.root
+        if key and not self.follow_symlinks_outside:
+            real_root = os.path.realpath(self.root)
+            real = os.path.realpath(full)
+            if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+                raise StorePathError(
+                    f"Cannot use {key!r}: it resolves to {real!r}, outside the plate "
+                    f"{real_root!r} (a symbolic link leads out). Expected links that stay "
+                    "inside, or a store created with follow_symlinks_outside=True.")
+        return full
+
+    @contextmanager
+    def _metadata(self, key: str) -> Iterator[None]:
+        """Raise a tampered document's KeyError, TypeError... as StoreFormatError."""
+        try:
+            yield
+        except MemtypeError:
+            raise
+        except DECODE_ERRORS as exc:
+            where = f"The metadata of {key or '/'!r} in the plate {self.root!r}"
+            raise corrupt("OME-Zarr document", where, exc) from exc
 
     def _node_exists(self, key: str) -> bool:
         """Whether a group (plate, row, well or field) exists at ``key``."""
@@ -218,7 +256,8 @@ class ZarrStore(Store):
         try:
             _ome.write_image(tmp, _pyramid.pyramid(a, levels, downsample), ax, doc, shape,
                              compressors)
-            _ome.commit_field(self.root, tmp, key, overwrite, self.fsync)
+            with self._metadata(key):
+                _ome.commit_field(self.root, tmp, key, overwrite, self.fsync)
         finally:
             if os.path.lexists(tmp):
                 shutil.rmtree(tmp)
@@ -247,10 +286,25 @@ class ZarrStore(Store):
         with _ome.well_read_lock(self.root, key.rsplit("/", 1)[0]):
             if not self._node_exists(key):
                 raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
-            level = self._resolution(key, resolution)
-            arr = zarr.open_array(store=LocalStore(self._full(key), read_only=True),
-                                  path=level, mode="r", zarr_format=3)
+            with self._metadata(key):
+                level = self._resolution(key, resolution)
+                self._full(f"{key}/{level}")
+                arr = zarr.open_array(store=LocalStore(self._full(key), read_only=True),
+                                      path=level, mode="r", zarr_format=3)
+            return self._read(arr, index, key)
+
+    def _read(self, arr: Any, index: Any, key: str) -> Any:
+        """``arr[index]``: an index outside is StoreIndexError, a bad chunk StoreFormatError."""
+        try:
             return arr[...] if index is None else arr[index]
+        except MemtypeError:
+            raise
+        except IndexError as exc:  # zarr's BoundsCheckError, too many indices...
+            raise StoreIndexError(
+                f"index={index!r} does not fit {key!r} (shape {arr.shape}): {exc}.") from exc
+        except DECODE_ERRORS as exc:
+            where = f"A chunk of {key!r} in the plate {self.root!r}"
+            raise corrupt("zarr chunk", where, exc) from exc
 
     def _resolution(self, key: str, resolution: object) -> str:
         """The path of pyramid level ``resolution`` of field ``key``; an error if absent."""
@@ -322,11 +376,12 @@ class ZarrStore(Store):
         mtime = os.stat(posixpath.join(full, "zarr.json")).st_mtime
         if len(parts) < 3:
             return StoreStat(key, True, 0, mtime)
-        meta = _ome.read_json(posixpath.join(full, "0", "zarr.json"))
         import numpy as np
 
-        shape = tuple(int(s) for s in meta["shape"])
-        dtype = np.dtype(meta["data_type"])
+        with self._metadata(key):
+            meta = _ome.read_json(posixpath.join(self._full(f"{key}/0"), "zarr.json"))
+            shape = tuple(int(s) for s in meta["shape"])
+            dtype = np.dtype(meta["data_type"])
         return StoreStat(key, False, int(np.prod(shape)) * dtype.itemsize, mtime, shape,
                          str(dtype))
 
@@ -368,6 +423,11 @@ class ZarrStore(Store):
 
     def _remove(self, key: str, parts: list[str]) -> None:
         """Remove a field, well or row and update the metadata that listed it."""
+        with self._metadata(key):
+            self._remove_node(key, parts)
+
+    def _remove_node(self, key: str, parts: list[str]) -> None:
+        """:meth:`_remove` without the metadata check."""
         if len(parts) < 3:
             _ome.update_plate_wells(self.root, [], self._wells_under(key, len(parts)),
                                     self.fsync)
@@ -424,4 +484,5 @@ class ZarrStore(Store):
         if move:
             self._remove(skey, sparts)
         wells = (before if move else []) + self._wells_under(dkey, len(dparts))
-        _ome.resync_wells(self.root, wells, self.fsync)
+        with self._metadata(dkey):
+            _ome.resync_wells(self.root, wells, self.fsync)

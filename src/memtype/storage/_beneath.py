@@ -1,0 +1,229 @@
+"""Resolve a store key to (directory descriptor, name) without leaving the store's root.
+
+The one place where the DiskStore turns keys into file-system locations. Each component is
+opened relative to the descriptor of the directory before it, with ``O_NOFOLLOW``, so a
+directory swapped for a symbolic link between two calls cannot redirect the walk (the
+``openat`` discipline of ``openat2(RESOLVE_BENEATH)``). Symbolic links are resolved here,
+one component at a time: a link whose target stays inside the root is followed; one that
+leads outside raises :class:`~memtype.errors.StorePathError` unless the store was created
+with ``follow_symlinks_outside=True`` (then the kernel follows links wherever they go).
+Nothing recurses, so paths thousands of levels deep resolve like any other; at most two
+descriptors are open at a time.
+
+Where the OS has no ``dir_fd`` support (Windows) the resolved path is checked instead
+(``os.path.realpath`` against the real root), which is not race-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from memtype.errors import StoreNotFoundError, StorePathError
+
+__all__ = ["Loc", "Resolver", "DIR_FLAGS", "NOFOLLOW", "HAS_DIR_FD"]
+
+DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+HAS_DIR_FD = os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
+MAX_LINKS = 40  # as the Linux kernel (ELOOP past 40 links in one lookup)
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A location: ``name`` in the directory open as ``dir_fd`` (``name`` "" is that
+    directory itself). ``dir_fd`` is None where the OS lacks ``dir_fd`` (then ``name`` is a
+    full path). ``key`` is the store key, ``full`` the lexical path, for messages."""
+
+    dir_fd: int | None
+    name: str
+    key: str
+    full: str
+
+
+class Resolver:
+    """Walks keys under ``root`` (see the module docstring)."""
+
+    def __init__(self, root: str, follow_outside: bool) -> None:
+        self.root = root
+        self.follow_outside = follow_outside
+        self.nofollow = 0 if follow_outside else NOFOLLOW
+
+    def full(self, key: str) -> str:
+        """The lexical file-system path of a key."""
+        return posixpath.join(self.root, key) if key else self.root
+
+    @contextlib.contextmanager
+    def locate(self, key: str, *, follow_last: bool,
+               create: bool = False) -> Iterator[Loc]:
+        """The location of ``key``: its parent directory open, and its last name.
+
+        ``follow_last`` resolves a symbolic link in the last component too (to read a file
+        or list a directory); without it the link itself is the target (to replace or
+        delete it). ``create`` makes missing directories along the way. A missing directory
+        on the way raises StoreNotFoundError, a file on the way StorePathError.
+        """
+        if not HAS_DIR_FD:
+            yield self._checked_path(key, follow_last)
+            return
+        fd, name = self._walk(key, follow_last, create)
+        try:
+            yield Loc(fd, name, key, self.full(key))
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def directory(self, key: str, *, create: bool = False) -> Iterator[int | str]:
+        """An open descriptor of directory ``key`` (a checked path without ``dir_fd``)."""
+        with self.locate(key, follow_last=True, create=create) as loc:
+            if loc.dir_fd is None:
+                if not os.path.isdir(loc.name):
+                    raise self._not_dir(key)
+                yield loc.name
+                return
+            if not loc.name:
+                yield loc.dir_fd
+                return
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(loc.name, dir_fd=loc.dir_fd)
+            try:
+                fd = os.open(loc.name, DIR_FLAGS | self.nofollow, dir_fd=loc.dir_fd)
+            except FileNotFoundError:
+                raise self._missing(key) from None
+            except NotADirectoryError:
+                raise self._not_dir(key) from None
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+
+    # -- the walk ------------------------------------------------------------------------
+    def _walk(self, key: str, follow_last: bool, create: bool) -> tuple[int, str]:
+        """(open parent descriptor, last name); name "" when the key is a directory reached
+        through ``..`` or a link."""
+        stack: list[str] = []  # names from the root to the current directory
+        fd = os.open(self.root, DIR_FLAGS)
+        todo = [p for p in reversed(key.split("/")) if p not in ("", ".")]
+        links = 0
+        try:
+            while todo:
+                name = todo.pop()
+                if name == "..":
+                    fd = self._up(fd, stack, key)
+                    continue
+                last = all(p == "." for p in todo)
+                if last and not follow_last:
+                    return fd, name
+                st = self._lstat(name, fd)
+                if st is None and not last and create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, dir_fd=fd)
+                    st = self._lstat(name, fd)
+                if st is not None and stat.S_ISLNK(st.st_mode) and not self.follow_outside:
+                    links += 1
+                    if links > MAX_LINKS:
+                        raise StorePathError(
+                            f"Cannot resolve {key!r} in {self.root!r}: a symbolic link loop "
+                            f"(more than {MAX_LINKS} links followed).")
+                    fd = self._follow(fd, name, stack, todo, key)
+                    continue
+                if last:
+                    return fd, name
+                fd = self._descend(fd, name, st, stack, key)
+            return fd, ""
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @staticmethod
+    def _lstat(name: str, fd: int) -> os.stat_result | None:
+        """lstat of ``name`` in ``fd``, None when missing."""
+        try:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def _descend(self, fd: int, name: str, st: os.stat_result | None, stack: list[str],
+                 key: str) -> int:
+        """Open subdirectory ``name`` of ``fd`` (closing ``fd``)."""
+        here = "/".join([*stack, name])
+        if st is None:
+            raise self._missing(here)
+        if not stat.S_ISDIR(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+            raise self._not_dir(here)
+        try:
+            child = os.open(name, DIR_FLAGS | self.nofollow, dir_fd=fd)
+        except FileNotFoundError:
+            raise self._missing(here) from None
+        except NotADirectoryError:
+            raise self._not_dir(here) from None
+        os.close(fd)
+        stack.append(name)
+        return child
+
+    def _follow(self, fd: int, name: str, stack: list[str], todo: list[str], key: str) -> int:
+        """Replace link ``name`` by its target's components; returns the directory to go on
+        from (the root for an absolute target)."""
+        target = os.readlink(name, dir_fd=fd)
+        if target.startswith("/"):
+            real_root = os.path.realpath(self.root)
+            inside = posixpath.relpath(posixpath.normpath(target), real_root)
+            if inside == ".." or inside.startswith("../"):
+                raise self._escape(key, "/".join([*stack, name]), target)
+            target = inside
+            os.close(fd)
+            stack.clear()
+            fd = os.open(self.root, DIR_FLAGS)
+        todo.extend(p for p in reversed(target.split("/")) if p not in ("", "."))
+        return fd
+
+    def _up(self, fd: int, stack: list[str], key: str) -> int:
+        """Go to the parent of the current directory by walking the names again."""
+        if not stack:
+            raise StorePathError(
+                f"Cannot resolve {key!r}: a symbolic link climbs above the store root "
+                f"{self.root!r}; expected links that stay inside it.")
+        stack.pop()
+        os.close(fd)
+        fd = os.open(self.root, DIR_FLAGS)
+        for part in stack:
+            child = os.open(part, DIR_FLAGS | self.nofollow, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        return fd
+
+    # -- without dir_fd ----------------------------------------------------------------------
+    def _checked_path(self, key: str, follow_last: bool) -> Loc:
+        """A full path checked against the real root (platforms without ``dir_fd``)."""
+        full = self.full(key)
+        probe = full if follow_last else os.path.dirname(full)
+        if not self.follow_outside:
+            real_root = os.path.realpath(self.root)
+            real = os.path.realpath(probe)
+            if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+                raise self._escape(key, key, real)
+        return Loc(None, full, key, full)
+
+    # -- errors -----------------------------------------------------------------------------
+    def _escape(self, key: str, link: str, target: str) -> StorePathError:
+        """The error for a link leading out of the root."""
+        return StorePathError(
+            f"Cannot resolve {key!r}: the symbolic link {link!r} leads to {target!r}, outside "
+            f"the store root {self.root!r}. Expected links that stay inside the root, or a "
+            "store created with follow_symlinks_outside=True.")
+
+    def _missing(self, key: str) -> StoreNotFoundError:
+        """The error for a missing directory on the way."""
+        return StoreNotFoundError(
+            f"No directory at {key or '/'!r} in {self.root!r}; create it with "
+            "ensure_directory or pass parents=True.")
+
+    def _not_dir(self, key: str) -> StorePathError:
+        """The error for a file where a directory is expected."""
+        return StorePathError(
+            f"{key!r} is a file; expected a directory (a file is in the way of the path).")

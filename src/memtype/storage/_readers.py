@@ -1,0 +1,162 @@
+"""Reading the DiskStore's formats from an open file, and the one place where a decoder's
+complaint about a file becomes :class:`~memtype.errors.StoreFormatError`.
+
+Every reader checks what it read: a ``.npy`` header must describe the bytes that follow it
+(a truncated file is an error before anything is allocated), a TIFF must hold at least one
+non-empty image, a PNG is decoded in full. A file that is corrupt, truncated or not of its
+extension's format raises ``StoreFormatError`` (a ``ValueError``) naming the file; an index
+outside the file (a TIFF ``key``) raises ``StoreIndexError`` (an ``IndexError``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import zlib
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from memtype.errors import MemtypeError, StoreFormatError, StoreIndexError
+
+__all__ = ["decode", "read_npy", "read_tiff", "read_png", "read_json", "read_text",
+           "array_header", "DECODE_ERRORS"]
+
+DECODE_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError, EOFError, LookupError, TypeError, AttributeError, SyntaxError,
+    ArithmeticError, RuntimeError, struct.error, zlib.error)
+"""What decoders (NumPy, tifffile, pillow, json, zarr, numcodecs) raise for bad input:
+ValueError covers JSONDecodeError, UnicodeDecodeError and TiffFileError; SyntaxError is
+pillow's "broken PNG"; RuntimeError is blosc's and a RecursionError from deep nesting."""
+
+
+def _decode_errors() -> tuple[type[BaseException], ...]:
+    """DECODE_ERRORS plus pillow's own error classes when pillow is loaded."""
+    image = sys.modules.get("PIL.Image")
+    bomb = getattr(image, "DecompressionBombError", None)
+    return DECODE_ERRORS + ((bomb,) if isinstance(bomb, type) else ())
+
+
+def decode(read: Any, fh: BinaryIO, what: str, where: str, options: dict[str, Any]) -> Any:
+    """``read(fh, options)``, with a decoder's complaint raised as StoreFormatError.
+
+    An ``OSError`` with an ``errno`` is a real I/O error and propagates (the store turns it
+    into its memtype error); one without (pillow's "image file is truncated") is a decoder's.
+    """
+    try:
+        return read(fh, options)
+    except MemtypeError:
+        raise
+    except OSError as exc:
+        if exc.errno is not None:
+            raise
+        raise corrupt(what, where, exc) from exc
+    except _decode_errors() as exc:
+        raise corrupt(what, where, exc) from exc
+
+
+def corrupt(what: str, where: str, exc: BaseException | str) -> StoreFormatError:
+    """The error for a file that is not a valid ``what`` file."""
+    detail = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    return StoreFormatError(
+        f"{where} is not a valid {what} (corrupt, truncated, or another format); "
+        f"the decoder said: {detail}.")
+
+
+# -- .npy --------------------------------------------------------------------------------
+def npy_header(fh: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any], int]:
+    """(shape, fortran order, dtype, data offset) of a .npy file, checked against its size."""
+    fmt = np.lib.format
+    version = fmt.read_magic(fh)
+    readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+    if version not in readers:
+        raise ValueError(f"unsupported .npy format version {version}; expected 1.0 or 2.0")
+    shape, fortran, dtype = readers[version](fh)
+    if dtype.hasobject:
+        raise ValueError("it holds Python objects (pickled data), which are never loaded")
+    offset = fh.tell()
+    need = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    have = os.fstat(fh.fileno()).st_size - offset
+    if have < need:
+        raise ValueError(f"the header describes {need} data bytes; the file holds {have}")
+    return tuple(int(s) for s in shape), bool(fortran), dtype, offset
+
+
+def read_npy(fh: BinaryIO, options: dict[str, Any]) -> Any:
+    """A .npy array (a read-only memory map with ``mmap``); the header is checked first."""
+    shape, fortran, dtype, offset = npy_header(fh)
+    if options.get("mmap") and int(np.prod(shape)) > 0:
+        return np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=shape,
+                         order="F" if fortran else "C")
+    fh.seek(0)
+    return np.load(fh, allow_pickle=False)
+
+
+# -- .tif / .tiff --------------------------------------------------------------------------
+def read_tiff(fh: BinaryIO, options: dict[str, Any]) -> Any:
+    """A TIFF's first series (one page with ``key``); a file without an image is an error."""
+    import tifffile
+
+    key = options.get("key")
+    with tifffile.TiffFile(fh) as tif:
+        pages = len(tif.pages)
+        if pages == 0 or not tif.series:
+            raise ValueError("no readable image (no valid page)")
+        if key is not None:
+            _check_page(key, pages)
+        a = tif.asarray(key=key)
+    if a.size == 0:
+        raise ValueError(f"the image decoded to an empty array of shape {a.shape}")
+    return a
+
+
+def _check_page(key: object, pages: int) -> None:
+    """StoreIndexError unless ``key`` is a page index of a TIFF with ``pages`` pages."""
+    if isinstance(key, bool) or not isinstance(key, (int, np.integer)) \
+            or not -pages <= int(key) < pages:
+        raise StoreIndexError(
+            f"TIFF page key={key!r} is out of range: the file has {pages} page(s); expected "
+            f"an int from {-pages} to {pages - 1}.")
+
+
+# -- .png --------------------------------------------------------------------------------
+def read_png(fh: BinaryIO, options: dict[str, Any]) -> Any:
+    """A PNG decoded in full, as uint8 or uint16."""
+    from PIL import Image
+
+    with Image.open(fh, formats=["PNG"]) as image:
+        image.load()
+        a = np.asarray(image)
+        if image.mode in ("I;16", "I;16B") or (image.mode == "I" and a.max(initial=0) < 65536):
+            return a.astype(np.uint16)
+        return a
+
+
+# -- text ----------------------------------------------------------------------------------
+def read_text(fh: BinaryIO, options: dict[str, Any]) -> str:
+    """A UTF-8 text file as it is (newlines untouched)."""
+    return fh.read().decode("utf-8")
+
+
+def read_json(fh: BinaryIO, options: dict[str, Any]) -> Any:
+    """A UTF-8 JSON document."""
+    return json.loads(fh.read().decode("utf-8"))
+
+
+def array_header(fh: BinaryIO, name: str) -> tuple[tuple[int, ...] | None, str | None]:
+    """Shape and dtype of a .npy or TIFF file, from its header only (else None, None)."""
+    lower = name.lower()
+    if lower.endswith(".npy"):
+        shape, _, dtype, _ = npy_header(fh)
+        return shape, str(dtype)
+    if lower.endswith((".tif", ".tiff")):
+        import tifffile
+
+        with tifffile.TiffFile(fh) as tif:
+            if not tif.series:
+                raise ValueError("no readable image (no valid page)")
+            series = tif.series[0]
+            return tuple(series.shape), str(series.dtype)
+    return None, None
