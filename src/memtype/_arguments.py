@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from memtype._walk import LEAVES, walk
-from memtype.convert import convert, shares_memory
+from memtype.convert import convert
 from memtype.dtypes import holds_dtype
 from memtype.errors import InputWriteError, MemoryConversionError
 from memtype.frameworks import (
@@ -122,6 +122,8 @@ class Policy:
     """The framework's read-only view, if it has one."""
     passes_writable: bool = field(init=False)
     """Whether a caller's array of the function's type reaches it writable (watched)."""
+    device_of: Callable[[Any], Device] = field(init=False)
+    """The adapter's ``device_of``, without a lookup for host arrays."""
 
     def __post_init__(self) -> None:
         readonly = getattr(self.adapter, "readonly_view", None)
@@ -135,6 +137,7 @@ class Policy:
         object.__setattr__(self, "readonly", readonly)
         object.__setattr__(self, "passes_writable", isolate is _unchanged
                            and not self.framework.immutable)
+        object.__setattr__(self, "device_of", _device_lookup(self.adapter, self.framework))
 
 
 def _unchanged(v: Any) -> Any:
@@ -263,7 +266,7 @@ class _Converter:
     def isolate(self, v: Any, out: Any, vfw: Framework) -> Any:
         """``out`` as the function may see it, when it is the caller's memory (module notes)."""
         policy = self.policy
-        if out is not v and (policy.framework.immutable or not shares_memory(v, out)):
+        if out is not v and (policy.framework.immutable or not _aliases(v, vfw, out, policy)):
             return out  # a fresh array, or one the function cannot write
         if policy.readonly is not None:
             return policy.readonly(out)
@@ -282,6 +285,17 @@ class _Converter:
             else:
                 self.watched.append((out, count))
         return out
+
+
+def _aliases(v: Any, vfw: Framework, out: Any, policy: Policy) -> bool:
+    """:func:`memtype.shares_memory` for a converted argument (both frameworks known)."""
+    source = _adapter(vfw)
+    ptr, out_ptr = getattr(source, "data_ptr", None), getattr(policy.adapter, "data_ptr", None)
+    if ptr is None or out_ptr is None:
+        return False
+    address = out_ptr(out)
+    return (address is not None and address == ptr(v)
+            and source.device_of(v) == policy.adapter.device_of(out))
 
 
 def _copied_before_release(adapter: Adapter, private: Any) -> None:
@@ -357,8 +371,24 @@ def _same_type(args: tuple[Any, ...], policy: Policy) -> Inputs | None:
     image = new[first]
     adapter = policy.adapter
     arrays = [new[i] for i, v in enumerate(args) if _known.get(type(v)) is fw]
-    return Inputs(tuple(new), {}, adapter.device_of(image), None, adapter.dtype_of(args[first]),
+    return Inputs(tuple(new), {}, policy.device_of(image), None, adapter.dtype_of(args[first]),
                   image, first, arrays, watched)
+
+
+def _on_cpu(x: Any) -> Device:
+    """The device of an array of a host-only framework."""
+    return CPU
+
+
+def _device_lookup(adapter: Adapter, framework: Framework) -> Callable[[Any], Device]:
+    """A framework's ``device_of``, short-cut for host arrays (``on_host`` is the fast check)."""
+    if framework.device_kinds == ("cpu",):
+        return _on_cpu
+    on_host = getattr(adapter, "on_host", None)
+    if on_host is None:
+        return adapter.device_of
+    device_of = adapter.device_of
+    return lambda x: CPU if on_host(x) else device_of(x)
 
 
 def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
@@ -369,11 +399,14 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
     """
     if gpu_id is None and not host and not kwargs:
         if len(args) == 1 and _known.get(type(args[0])) is policy.framework:
-            v = args[0]
-            watched: list[tuple[Any, int]] = []
-            image = _passed(v, policy, watched)
+            v = args[0]  # the hottest path: one array of the function's type
+            image = policy.same_type(v)
+            watched: Sequence[tuple[Any, int]] = ()
+            if policy.passes_writable:
+                count = write_count(v)
+                watched = () if count is None else ((v, count),)
             adapter = policy.adapter
-            return Inputs((image,), kwargs, adapter.device_of(image), None, adapter.dtype_of(v),
+            return Inputs((image,), kwargs, policy.device_of(image), None, adapter.dtype_of(v),
                           image, 0, (image,), watched)
         fast = _same_type(args, policy)
         if fast is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -34,11 +34,12 @@ class CallOptions:
     gpu_id: int | None = None
     oom_fallback: OomFallback = None
     oom_recovery: bool = True
+    keeps_dtype: bool = field(init=False)
+    """Whether a result of the input's dtype on the call's device is returned as it is."""
 
-    @property
-    def keeps_dtype(self) -> bool:
-        """Whether a result of the input's dtype on the call's device is returned as it is."""
-        return self.dtype_conversion is DtypeConversion.PRESERVE_INPUT and self.gpu_id is None
+    def __post_init__(self) -> None:
+        keeps = self.dtype_conversion is DtypeConversion.PRESERVE_INPUT and self.gpu_id is None
+        object.__setattr__(self, "keeps_dtype", keeps)
 
 
 DEFAULT_OPTIONS = CallOptions()
