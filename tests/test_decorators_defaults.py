@@ -16,7 +16,7 @@ IMAGE = np.full((2, 3, 4), 200, np.uint8)
 
 
 def brighten(image: np.ndarray) -> np.ndarray:
-    return image * 1.5
+    return image * 0.5 + 3  # a float result that uint8 holds (PRESERVE_INPUT rounds to it)
 
 
 def test_dtype_conversion_at_decoration_and_overridden_at_call() -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.dtypes import cast, holds_dtype
+from memtype.dtypes import DtypePolicyWarning, cast, holds_dtype
 from memtype.errors import CallOptionError, ContractError, DeviceError, DtypePolicyError
 from memtype.frameworks import load_adapter
 from tests.frameworks import has_gpu
@@ -40,13 +40,21 @@ def as_float(memory_type: str, values: np.ndarray) -> Any:
 
 def test_preserve_input_is_the_default(memory_type: str) -> None:
     @decorator_for(memory_type, input_type="numpy")
+    def darken(image: np.ndarray) -> np.ndarray:
+        return image.astype(np.float32) * 0.75 + 2.5  # fits uint8: rounded to it
+
+    @decorator_for(memory_type, input_type="numpy")
     def brighten(image: np.ndarray) -> np.ndarray:
         return image.astype(np.float32) * 1.5 - 3.0  # 255 * 1.5 overflows uint8
 
-    out = brighten(U8)
+    out = darken(U8)
     assert dtype_of(out) == np.uint8
-    expected = np.clip(np.rint(U8 * np.float32(1.5) - np.float32(3.0)), 0, 255).astype(np.uint8)
+    expected = np.rint(U8 * np.float32(0.75) + np.float32(2.5)).astype(np.uint8)
     np.testing.assert_array_equal(host(out), expected)
+    with pytest.warns(DtypePolicyWarning, match="NATIVE_OUTPUT"):  # never collapsed
+        out = brighten(U8)
+    assert dtype_of(out) == np.float32
+    np.testing.assert_array_equal(host(out), U8 * np.float32(1.5) - np.float32(3.0))
 
 
 def test_native_output_leaves_the_result(memory_type: str) -> None:
@@ -94,7 +102,7 @@ def test_rescale_and_unit_through_the_decorator() -> None:
     values = np.array([[[0, 50, 100]]], np.uint8)
     np.testing.assert_array_equal(f(values, scaling="rescale"), [[[0, 128, 255]]])
     np.testing.assert_array_equal(f(values, scaling="unit"), [[[0, 128, 255]]])
-    np.testing.assert_array_equal(f(values), [[[0, 0, 1]]])
+    np.testing.assert_array_equal(f(values), [[[0, 128, 255]]])  # [0, 1]: scikit-image's
 
 
 def test_complex_result_is_not_silently_made_real() -> None:

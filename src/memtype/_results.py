@@ -8,7 +8,7 @@ from typing import Any, Literal
 from memtype._arguments import Inputs, _known, framework_of
 from memtype._calls import CallOptions
 from memtype.convert import convert
-from memtype.dtypes import cast, holds_dtype, nearest_held_dtype, result_dtype
+from memtype.dtypes import Scaling, cast, holds_dtype, nearest_held_dtype, output_dtype
 from memtype.errors import CallOptionError, ContractError
 from memtype.frameworks import Framework, load_adapter
 
@@ -67,24 +67,26 @@ class Results:
             self._check(image, fw)
         if fw is None:
             return image
-        target = result_dtype(opts.dtype_conversion, inputs.dtype)
+        decided = output_dtype(image, opts.dtype_conversion, inputs.dtype, opts.scaling,
+                               name=self._name)
+        target = decided.dtype
         if fw is self._out and opts.gpu_id is None:
             if target is None or self._out_adapter.dtype_of(image) == target:
                 return image
-        return self._convert_out(image, fw, target, opts, inputs.gpu_id)
+        return self._convert_out(image, fw, target, decided.scaling, inputs.gpu_id)
 
-    def _convert_out(self, image: Any, fw: Framework, target: Any, opts: CallOptions,
+    def _convert_out(self, image: Any, fw: Framework, target: Any, scaling: Scaling,
                      gpu_id: int | None) -> Any:
         """The dtype policy in the result's framework where it can hold the dtype, else after."""
         adapter = load_adapter(fw.name)
         done = target is None or adapter.dtype_of(image) == target
         if not done and holds_dtype(adapter, target):
-            image, done = cast(image, target, scaling=opts.scaling), True
+            image, done = cast(image, target, scaling=scaling), True
         allow = self._allow_roundtrip
         image = convert(image, self._out.name, gpu_id=gpu_id, allow_cpu_roundtrip=allow)
         if not done:
             held = nearest_held_dtype(self._out_adapter, target)
-            image = cast(image, held, scaling=opts.scaling)
+            image = cast(image, held, scaling=scaling)
         return image
 
     def _check(self, image: Any, fw: Framework | None) -> None:
