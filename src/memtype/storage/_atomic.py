@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from memtype.errors import StoreExistsError, StoreNotFoundError
+from memtype.storage._oserrors import translate
 
 TEMP_SUFFIX = ".memtype-tmp"
 """Every temporary file or directory name ends with this (and starts with a dot)."""
@@ -95,7 +96,7 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, overwrite: boo
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.raw.name = tmp  # type: ignore[attr-defined]  # libraries read the name
-            _write_all(fh, write, tmp, dir_fd)
+            _write_all(fh, write, tmp, path, dir_fd)
             if fsync:
                 os.fsync(fh.fileno())
         _commit(tmp, path, overwrite, dir_fd)
@@ -107,7 +108,7 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, overwrite: boo
         fsync_directory(directory, dir_fd)
 
 
-def _write_all(fh: BinaryIO, write: Callable[[BinaryIO], None], tmp: str,
+def _write_all(fh: BinaryIO, write: Callable[[BinaryIO], None], tmp: str, path: str,
                dir_fd: int | None) -> None:
     """Run ``write`` and flush; a short write reported without errno gets the real one."""
     try:
@@ -119,7 +120,7 @@ def _write_all(fh: BinaryIO, write: Callable[[BinaryIO], None], tmp: str,
         code = _short_write_errno(tmp, dir_fd)
         if code is None:
             raise
-        raise OSError(code, os.strerror(code), tmp) from exc
+        raise translate(OSError(code, os.strerror(code)), f"write {path!r}") from exc
 
 
 def _short_write_errno(tmp: str, dir_fd: int | None) -> int | None:

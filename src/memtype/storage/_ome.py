@@ -30,6 +30,7 @@ from memtype.errors import StoreExistsError, StoreFormatError, StorePathError
 from memtype.storage._atomic import atomic_write, file_lock, temp_name
 from memtype.storage._formats import as_numpy
 from memtype.storage._pyramid import datasets
+from memtype.storage._readers import CorruptFile
 from memtype.storage.base import natural_key, natural_sorted
 
 NGFF_VERSION = "0.5"
@@ -190,7 +191,7 @@ def ome_attrs(doc: dict[str, Any]) -> dict[str, Any]:
     attributes = doc.get("attributes", {})
     attrs = attributes.get("ome", {}) if isinstance(attributes, dict) else None
     if not isinstance(attrs, dict):
-        raise StoreFormatError(
+        raise CorruptFile(
             "Metadata with 'attributes' or 'attributes.ome' that is not a JSON object "
             "(tampered); expected objects.")
     return attrs

@@ -21,7 +21,7 @@ import numpy as np
 
 from memtype.errors import MemtypeError, StoreFormatError, StoreIndexError
 
-__all__ = ["decode", "read_npy", "read_tiff", "read_png", "read_json", "read_text",
+__all__ = ["CorruptFile", "decode", "read_npy", "read_tiff", "read_png", "read_json", "read_text",
            "array_header", "DECODE_ERRORS"]
 
 DECODE_ERRORS: tuple[type[BaseException], ...] = (
@@ -30,6 +30,10 @@ DECODE_ERRORS: tuple[type[BaseException], ...] = (
 """What decoders (NumPy, tifffile, pillow, json, zarr, numcodecs) raise for bad input:
 ValueError covers JSONDecodeError, UnicodeDecodeError and TiffFileError; SyntaxError is
 pillow's "broken PNG"; RuntimeError is blosc's and a RecursionError from deep nesting."""
+
+
+class CorruptFile(StoreFormatError):
+    """A reader's own complaint about a file; :func:`decode` adds the file's name."""
 
 
 def _decode_errors() -> tuple[type[BaseException], ...]:
@@ -47,6 +51,8 @@ def decode(read: Any, fh: BinaryIO, what: str, where: str, options: dict[str, An
     """
     try:
         return read(fh, options)
+    except CorruptFile as exc:
+        raise corrupt(what, where, str(exc)) from exc
     except MemtypeError:
         raise
     except OSError as exc:
@@ -72,15 +78,15 @@ def npy_header(fh: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any], int]
     version = fmt.read_magic(fh)
     readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
     if version not in readers:
-        raise ValueError(f"unsupported .npy format version {version}; expected 1.0 or 2.0")
+        raise CorruptFile(f"unsupported .npy format version {version}; expected 1.0 or 2.0")
     shape, fortran, dtype = readers[version](fh)
     if dtype.hasobject:
-        raise ValueError("it holds Python objects (pickled data), which are never loaded")
+        raise CorruptFile("it holds Python objects (pickled data), which are never loaded")
     offset = fh.tell()
     need = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
     have = os.fstat(fh.fileno()).st_size - offset
     if have < need:
-        raise ValueError(f"the header describes {need} data bytes; the file holds {have}")
+        raise CorruptFile(f"the header describes {need} data bytes; the file holds {have}")
     return tuple(int(s) for s in shape), bool(fortran), dtype, offset
 
 
@@ -103,12 +109,12 @@ def read_tiff(fh: BinaryIO, options: dict[str, Any]) -> Any:
     with tifffile.TiffFile(fh) as tif:
         pages = len(tif.pages)
         if pages == 0 or not tif.series:
-            raise ValueError("no readable image (no valid page)")
+            raise CorruptFile("no readable image (no valid page)")
         if key is not None:
             _check_page(key, pages)
         a = tif.asarray(key=key)
     if a.size == 0:
-        raise ValueError(f"the image decoded to an empty array of shape {a.shape}")
+        raise CorruptFile(f"the image decoded to an empty array of shape {a.shape}")
     return a
 
 
@@ -156,7 +162,7 @@ def array_header(fh: BinaryIO, name: str) -> tuple[tuple[int, ...] | None, str |
 
         with tifffile.TiffFile(fh) as tif:
             if not tif.series:
-                raise ValueError("no readable image (no valid page)")
+                raise CorruptFile("no readable image (no valid page)")
             series = tif.series[0]
             return tuple(series.shape), str(series.dtype)
     return None, None

@@ -71,8 +71,9 @@ def copy_value(value: Any) -> Any:
 def _frozen_masked(out: np.ma.MaskedArray[Any, Any]) -> np.ma.MaskedArray[Any, Any]:
     """A masked array whose data and mask cannot be written."""
     np.ma.getdata(out).flags.writeable = False
-    if out.mask is not np.ma.nomask:
-        out.mask.flags.writeable = False
+    mask = np.ma.getmask(out)  # the array itself (``out.mask`` is a view)
+    if mask is not np.ma.nomask:
+        mask.flags.writeable = False
     return out
 
 

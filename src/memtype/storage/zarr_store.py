@@ -52,7 +52,7 @@ from memtype.errors import (
 )
 from memtype.storage import _ome, _pyramid
 from memtype.storage._atomic import ignore_temporaries, temp_name
-from memtype.storage._readers import DECODE_ERRORS, corrupt
+from memtype.storage._readers import DECODE_ERRORS, CorruptFile, corrupt
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
 
 __all__ = ["ZarrStore"]
@@ -161,12 +161,14 @@ class ZarrStore(Store):
     @contextmanager
     def _metadata(self, key: str) -> Iterator[None]:
         """Raise a tampered document's KeyError, TypeError... as StoreFormatError."""
+        where = f"The metadata of {key or '/'!r} in the plate {self.root!r}"
         try:
             yield
+        except CorruptFile as exc:
+            raise corrupt("OME-Zarr document", where, str(exc)) from exc
         except MemtypeError:
             raise
         except DECODE_ERRORS as exc:
-            where = f"The metadata of {key or '/'!r} in the plate {self.root!r}"
             raise corrupt("OME-Zarr document", where, exc) from exc
 
     def _node_exists(self, key: str) -> bool:
