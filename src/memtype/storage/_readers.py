@@ -96,8 +96,11 @@ def read_npy(fh: BinaryIO, options: dict[str, Any]) -> Any:
     if options.get("mmap") and int(np.prod(shape)) > 0:
         return np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=shape,
                          order="F" if fortran else "C")
-    fh.seek(0)
-    return np.load(fh, allow_pickle=False)
+    count = int(np.prod(shape))
+    flat = np.fromfile(fh, dtype=dtype, count=count) if count else np.empty(0, dtype)
+    if fortran:
+        return flat.reshape(shape[::-1]).transpose()
+    return flat.reshape(shape)
 
 
 # -- .tif / .tiff --------------------------------------------------------------------------
