@@ -81,7 +81,7 @@ def builders(types: list[str], sizes: list[int], ab: Any) -> Iterator[tuple[str,
         yield size, lambda nbytes=nbytes: _cross(
             "numpy", "torch", nbytes, torch.from_numpy, "plain: torch.from_numpy")
         yield size, lambda nbytes=nbytes: _cross(
-            "torch", "numpy", nbytes, lambda t: t.numpy(), "read-only view; plain: .numpy()")
+            "torch", "numpy", nbytes, lambda t: t.numpy(), "zero-copy view; plain: .numpy()")
         if "jax" in types:
             yield size, lambda nbytes=nbytes: _cross(
                 "jax", "numpy", nbytes, np.from_dlpack, "read-only view; plain: np.from_dlpack")

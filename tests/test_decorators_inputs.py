@@ -110,16 +110,24 @@ def test_arrays_inside_containers_are_converted(wrap: Any) -> None:
 
 def test_namedtuple_and_dict_arrays_are_isolated_for_numpy() -> None:
     caller = IMAGE.copy()
+    frozen = mt.convert(IMAGE.copy(), "jax")
+
+    @mt.numpy(contract="any", copy_inputs=True)
+    def f(p: Pair, d: dict[str, Any]) -> None:
+        p.image[...] = 0  # private copies: the caller's arrays stay as they are
+        d["image"][...] = 0
 
     @mt.numpy(contract="any")
-    def f(p: Pair, d: dict[str, Any]) -> None:
-        with pytest.raises(ValueError, match="read-only"):
+    def g(p: Pair, d: dict[str, Any]) -> None:
+        with pytest.raises(ValueError, match="read-only"):  # immutable data stays immutable
             p.image[...] = 0
         with pytest.raises(ValueError, match="read-only"):
             d["image"][...] = 0
 
     f(Pair(caller, "x"), {"image": caller})
+    g(Pair(frozen, "x"), {"image": frozen})
     np.testing.assert_array_equal(caller, IMAGE)
+    np.testing.assert_array_equal(np.asarray(frozen), IMAGE)
 
 
 def test_defaultdict_keeps_its_factory_and_keys() -> None:

@@ -23,11 +23,13 @@ from benchmarks.skimage_table import (  # noqa: E402
     direct,
     documented,
     image,
+    names_copy_inputs,
     needs_writable,
     table,
     wrapped,
 )
 from memtype.dtypes import DtypePolicyWarning  # noqa: E402
+from memtype.frameworks import get_framework  # noqa: E402
 from tests.frameworks import unusable_reason  # noqa: E402
 
 NAMES = [case.name for case in CASES]
@@ -48,9 +50,10 @@ def test_default_policy_against_scikit_image(name: str, dtype: str, framework: s
     if isinstance(ref, BaseException):  # scikit-image refuses this dtype: so does the wrapper
         assert type(got.error) is type(ref), got.error
         return
-    if needs_writable(got.error):
-        pytest.xfail("the decorator passes NumPy functions a read-only view; this Cython "
-                     "code needs a writable buffer (reported with issue 13)")
+    if needs_writable(got.error):  # the function writes its input: only immutable input
+        assert get_framework(framework).immutable, got.error  # is handed read-only,
+        assert names_copy_inputs(got.error), got.error  # and the error names the way out
+        got = wrapped(name, dtype, framework, copy_inputs=True)
     assert got.error is None, got.error
     expected, rule = documented(ref, dtype)
     assert got.value.dtype == expected.dtype
@@ -66,8 +69,6 @@ def test_native_output_is_scikit_image_itself(name: str, dtype: str) -> None:
     if isinstance(ref, BaseException):
         pytest.skip(f"scikit-image refuses {dtype} here: {ref}")
     got = wrapped(name, dtype, "numpy", dtype_conversion=mt.DtypeConversion.NATIVE_OUTPUT)
-    if needs_writable(got.error):
-        pytest.xfail("read-only view passed to Cython code (reported with issue 13)")
     assert got.error is None and not got.policy_warnings
     assert got.value.dtype == ref.dtype
     np.testing.assert_array_equal(got.value, ref)

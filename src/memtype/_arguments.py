@@ -4,15 +4,15 @@ Arrays are found at the top level and inside the containers :mod:`memtype._walk`
 Isolation rule (O(1) everywhere but one case): an argument that reaches the function as
 its caller's own memory (same type, or a zero-copy conversion)
 
-* is a read-only view where the function's framework has one (NumPy; a ``tf.Variable``
-  becomes its value);
-* is passed as it is when the function's framework is immutable (JAX, TensorFlow);
-* else (torch, CuPy, pyclesperanto) is passed as it is, ordinary Python semantics, when the
-  caller's data is mutable; with ``copy_inputs=True`` it is a private copy instead;
-* is guarded when the caller's data is immutable (a JAX array, a TensorFlow tensor, a
-  read-only NumPy array): where the framework counts writes (torch's version counter) the
-  count is checked after the call and a write raises :class:`InputWriteError`; where it
-  does not (CuPy), the function gets a private copy (the one O(n) case).
+* is passed as it is when the function's framework is immutable (JAX, TensorFlow; a
+  ``tf.Variable`` becomes its value);
+* else (NumPy, torch, CuPy, pyclesperanto) is passed as it is, ordinary Python semantics,
+  when the caller's data is mutable; with ``copy_inputs=True`` it is a private copy instead;
+* is protected when the caller's data is immutable (a JAX array, a TensorFlow tensor, a
+  read-only NumPy array): a read-only view where the function's framework has one (NumPy);
+  else, where the framework counts writes (torch's version counter), the count is checked
+  after the call and a write raises :class:`InputWriteError`; where it does not (CuPy),
+  the function gets a private copy (the one O(n) case).
 
 Writable aliases with a write count are also watched, so that out-of-memory recovery never
 retries on an input the failed attempt modified (:func:`check_unwritten`).
@@ -41,7 +41,7 @@ from memtype.frameworks._protocol import CPU, Adapter, Device
 from memtype.gpu.streams import call_device
 
 __all__ = ["Inputs", "Policy", "framework_of", "prepare", "arrays_in", "write_count",
-           "check_guarded", "check_unwritten"]
+           "check_guarded", "check_unwritten", "note_read_only"]
 
 _NOT_ARRAYS = frozenset({int, float, complex, str, bytes, bool, type(None), slice,
                          type(Ellipsis), dict, set, frozenset, range})
@@ -127,12 +127,11 @@ class Policy:
 
     def __post_init__(self) -> None:
         readonly = getattr(self.adapter, "readonly_view", None)
-        if readonly is not None:
-            isolate: Callable[[Any], Any] = readonly
-        elif self.framework.immutable or not self.copy_inputs:
-            isolate = _unchanged
-        else:
+        isolate: Callable[[Any], Any] = _unchanged
+        if self.copy_inputs and not self.framework.immutable:
             isolate = self.adapter.copy
+        elif self.framework.immutable and readonly is not None:
+            isolate = readonly  # a tf.Variable becomes its value
         object.__setattr__(self, "same_type", isolate)
         object.__setattr__(self, "readonly", readonly)
         object.__setattr__(self, "passes_writable", isolate is _unchanged
@@ -173,6 +172,17 @@ class Inputs:
         self.arrays = arrays
         self.watched = watched
         self.guarded = guarded
+
+
+def note_read_only(exc: BaseException, inputs: Inputs, name: str) -> None:
+    """Add a note to a failed call's error when the function got read-only arrays (a
+    function that writes its input, such as Cython code needing a writable buffer, fails
+    on them): the way out is ``copy_inputs=True``. The error itself is not changed."""
+    if any(_read_only(a) for a in inputs.arrays):
+        exc.add_note(
+            f"memtype passed {name} read-only input(s): the caller's data is immutable (a JAX "
+            "array, a TensorFlow tensor or a read-only NumPy array). If the function writes "
+            "to its input, decorate it with copy_inputs=True to give it a writable copy.")
 
 
 def check_guarded(inputs: Inputs, name: str) -> None:
@@ -268,11 +278,11 @@ class _Converter:
         policy = self.policy
         if out is not v and (policy.framework.immutable or not _aliases(v, vfw, out, policy)):
             return out  # a fresh array, or one the function cannot write
-        if policy.readonly is not None:
-            return policy.readonly(out)
-        if policy.framework.immutable:
-            return out
+        if policy.framework.immutable:  # a tf.Variable becomes its value
+            return out if policy.readonly is None else policy.readonly(out)
         locked = vfw.immutable or _read_only(v)
+        if locked and policy.readonly is not None and not policy.copy_inputs:
+            return policy.readonly(out)  # O(1): immutable data never becomes writable
         count = None if policy.copy_inputs else write_count(out)
         if count is None and (locked or policy.copy_inputs):
             private = policy.adapter.copy(out)

@@ -30,6 +30,7 @@ from memtype._arguments import (
     arrays_in,
     check_guarded,
     check_unwritten,
+    note_read_only,
     prepare,
 )
 from memtype._calls import (
@@ -108,6 +109,7 @@ class MemoryTypeFunction(Results):
                 result = self._invoke(inputs, opts.slice_by_slice)
         except Exception as exc:  # only out-of-memory errors go on, outside this block
             if not (opts.oom_recovery and is_oom_error(exc)):
+                note_read_only(exc, inputs, self._name)
                 raise
             error: BaseException = exc
         else:
@@ -278,11 +280,12 @@ def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
         On out-of-memory: free every loaded framework's cache and retry, then retry
         slice by slice (then on the CPU with ``oom_fallback="cpu"``).
     copy_inputs : bool
-        ``False`` (the default): an input that is its caller's mutable array (torch, CuPy,
-        pyclesperanto; of the function's type or reaching it zero-copy) is passed as it is,
-        ordinary Python semantics, O(1). ``True``: such inputs are private copies (one
-        device copy each). NumPy inputs are read-only views and JAX / TensorFlow data is
-        never writable in another framework either way (see docs/decorators.md).
+        ``False`` (the default): an input that is its caller's mutable array (NumPy, torch,
+        CuPy, pyclesperanto; of the function's type or reaching it zero-copy) is passed as
+        it is, ordinary Python semantics, O(1). ``True``: such inputs are private copies
+        (one copy each). Immutable data (JAX, TensorFlow, a read-only NumPy array) is never
+        writable in another framework by default: a read-only view for NumPy, guarded or
+        copied elsewhere (see docs/decorators.md).
     allow_cpu_roundtrip : bool
         Allow GPU -> GPU conversions that go through host memory.
     dtype_conversion, scaling, slice_by_slice, gpu_id, oom_fallback
