@@ -53,6 +53,24 @@ def test_dask_executor_scatters_the_context_and_names_workers(client: Any) -> No
     assert client.status == "running"  # a given client stays open
 
 
+def test_dask_executor_keeps_no_future_of_finished_items(client: Any) -> None:
+    import time
+
+    ex = DaskExecutor(client)
+    seen = []
+    for value, _ in ex.map_unordered(_worker_slot, 0, list(range(6))):
+        seen.append(value)
+        if len(seen) == 3:  # half-way: the finished items are released already
+            deadline = time.monotonic() + 10
+            while len(client.futures) > 1 + 3 and time.monotonic() < deadline:
+                time.sleep(0.05)  # releases reach the client asynchronously
+            assert len(client.futures) <= 1 + 3  # the context and the pending items at most
+    deadline = time.monotonic() + 10
+    while client.futures and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(seen) == list(range(6)) and not client.futures
+
+
 def test_pipeline_file_runs_on_workers_and_matches_numpy(client: Any, plate_dir: Path,
                                                          tmp_path: Path) -> None:
     pipeline = import_pipeline_file(EXAMPLE).pipeline

@@ -98,7 +98,8 @@ def test_plate_rows_added_later_keep_plate_order(tmp_path: Path) -> None:
     meta = _plate_meta(tmp_path / "p.zarr")
     assert [r["name"] for r in meta["rows"]] == ["B", "Z", "AA"]
     assert meta["version"] == "0.5"
-    assert [w["rowIndex"] for w in meta["wells"]] == [2, 0, 1]  # wells AA/1, B/1, Z/1
+    assert [(w["path"], w["rowIndex"]) for w in meta["wells"]] == [  # plate order
+        ("B/1", 0), ("Z/1", 1), ("AA/1", 2)]
 
 
 @mt.numpy

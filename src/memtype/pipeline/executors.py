@@ -141,9 +141,11 @@ class ThreadExecutor(Executor):
 
     def map_unordered(self, fn: Callable[[C, T], R], context: C,
                       items: Sequence[T]) -> Iterator[R]:
-        """Submit every item, then yield results as they complete."""
-        futures = [self._pool.submit(fn, context, item) for item in items]
+        """Submit every item, then yield results as they complete (each future dropped
+        once its result is out: nothing is held per finished item)."""
+        futures = {self._pool.submit(fn, context, item) for item in items}
         for future in as_completed(futures):
+            futures.discard(future)
             yield future.result()
 
     def close(self) -> None:
@@ -197,15 +199,24 @@ class DaskExecutor(Executor):
 
     def map_unordered(self, fn: Callable[[C, T], R], context: C,
                       items: Sequence[T]) -> Iterator[R]:
-        """One task per item (``pure=False``), the context scattered once; results as they come."""
+        """One task per item (``pure=False``), the context scattered once; results as they
+        come. Each future is released once its result is out, so that workers do not keep
+        the results of finished items until the whole map ends."""
         dist: Any = importlib.import_module("distributed")
 
         resources = {"GPU": 1} if self.gpus else None
         shared = self.client.scatter(context, broadcast=True, hash=False)
-        futures = [self.client.submit(fn, shared, item, pure=False, resources=resources)
-                   for item in items]
-        for future in dist.as_completed(futures):
-            yield future.result()
+        pending = dist.as_completed(
+            [self.client.submit(fn, shared, item, pure=False, resources=resources)
+             for item in items])
+        try:
+            for future in pending:
+                result = future.result()
+                future.release()
+                yield result
+        finally:
+            pending.clear()  # a stopped map (Ctrl-C, an error) drops what is still pending
+            shared.release()
 
     def close(self) -> None:
         """Close the client and cluster this executor started (a given client stays open)."""
