@@ -10,6 +10,12 @@ with ``follow_symlinks_outside=True`` (then the kernel follows links wherever th
 Nothing recurses, so paths thousands of levels deep resolve like any other; at most two
 descriptors are open at a time.
 
+Fast paths: on Linux 5.6+ the kernel does the same walk in one call
+(``openat2(RESOLVE_BENEATH)``, see :mod:`memtype.storage._openat2`), refusing every step
+out of the root; whenever it refuses or fails (an absolute link, a link leading outside, a
+missing directory, ``create``...) the walk below runs and decides, so both give the same
+answers and errors. A key without a directory needs no walk at all.
+
 Where the OS has no ``dir_fd`` support (Windows) the resolved path is checked instead
 (``os.path.realpath`` against the real root), which is not race-safe.
 """
@@ -17,6 +23,7 @@ Where the OS has no ``dir_fd`` support (Windows) the resolved path is checked in
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import stat
@@ -24,13 +31,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memtype.errors import StoreNotFoundError, StorePathError
+from memtype.storage._openat2 import open_beneath
 
-__all__ = ["Loc", "Resolver", "DIR_FLAGS", "NOFOLLOW", "HAS_DIR_FD"]
+__all__ = ["Loc", "Resolver", "DIR_FLAGS", "NOFOLLOW", "HAS_DIR_FD", "UNKNOWN"]
 
 DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 HAS_DIR_FD = os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
 MAX_LINKS = 40  # as the Linux kernel (ELOOP past 40 links in one lookup)
+UNKNOWN = -1
+"""What :meth:`Resolver.quick_mode` answers when only the walk can tell."""
+_MISSING = frozenset({errno.ENOENT, errno.ENOTDIR})
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY)  # look up, open nothing (Linux)
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,7 @@ class Resolver:
         if not HAS_DIR_FD:
             yield self._checked_path(key, follow_last)
             return
-        fd, name = self._walk(key, follow_last, create)
+        fd, name = self._quick_parent(key, follow_last) or self._walk(key, follow_last, create)
         try:
             yield Loc(fd, name, key, self.full(key))
         finally:
@@ -79,6 +91,13 @@ class Resolver:
     @contextlib.contextmanager
     def directory(self, key: str, *, create: bool = False) -> Iterator[int | str]:
         """An open descriptor of directory ``key`` (a checked path without ``dir_fd``)."""
+        fd = self.open(key, DIR_FLAGS) if key and HAS_DIR_FD else None
+        if fd is not None:
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+            return
         with self.locate(key, follow_last=True, create=create) as loc:
             if loc.dir_fd is None:
                 if not os.path.isdir(loc.name):
@@ -102,6 +121,72 @@ class Resolver:
             finally:
                 os.close(fd)
 
+    # -- one kernel lookup (None or UNKNOWN: let the walk decide) ----------------------------
+    def open(self, key: str, flags: int) -> int | None:
+        """``key`` (not "") opened with ``flags`` in one lookup, links followed where the
+        store follows them; None where the walk must decide (refused, missing, no openat2)."""
+        try:
+            fd = self._open_below(key, flags)
+        except OSError:
+            return None
+        return fd if fd >= 0 else None
+
+    def _open_below(self, key: str, flags: int) -> int:
+        """:meth:`open`'s descriptor, or minus the errno of the lookup (``-ENOSYS``: no
+        openat2); OSError from opening the root, or from the lookup of a store that
+        follows links outside."""
+        if self.follow_outside:
+            return os.open(self.full(key), flags)
+        root = os.open(self.root, DIR_FLAGS)
+        try:
+            return open_beneath(root, key, flags)
+        finally:
+            os.close(root)
+
+    def quick_mode(self, key: str, follow: bool) -> int | None:
+        """``st_mode`` of ``key`` (a last link followed with ``follow``); None when it, or a
+        directory on its way, is missing or a file is on its way (the walk would say so
+        too: a lookup that follows every link finds no more than the walk); UNKNOWN when
+        only the walk can tell (a link to look at, a refusal, no openat2)."""
+        if not key or not HAS_DIR_FD:
+            return UNKNOWN
+        try:
+            if self.follow_outside:
+                return os.stat(self.full(key), follow_symlinks=follow).st_mode
+            if "/" not in key:  # an entry of the root: the walk is this one lstat
+                mode = os.lstat(self.full(key)).st_mode
+                return UNKNOWN if follow and stat.S_ISLNK(mode) else mode
+            fd = self._open_below(key, _PATH_FLAGS | (0 if follow else NOFOLLOW))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            return UNKNOWN
+        if fd < 0:
+            return None if -fd in _MISSING else UNKNOWN
+        try:
+            return os.fstat(fd).st_mode
+        finally:
+            os.close(fd)
+
+    def _quick_parent(self, key: str, follow_last: bool) -> tuple[int, str] | None:
+        """(open parent, last name) of ``key`` in one lookup, or None for the walk (the
+        root itself, a last name that is a link to follow, a refused or missing parent)."""
+        parent, _, name = key.rpartition("/")
+        if not name:
+            return None
+        fd = self.open(parent, DIR_FLAGS) if parent else os.open(self.root, DIR_FLAGS)
+        if fd is None:
+            return None
+        if follow_last and not self.follow_outside and self._is_link(name, fd):
+            os.close(fd)
+            return None
+        return fd, name
+
+    def _is_link(self, name: str, fd: int) -> bool:
+        """Whether ``name`` in ``fd`` is a symbolic link."""
+        st = self._lstat(name, fd)
+        return st is not None and stat.S_ISLNK(st.st_mode)
+
     # -- the walk ------------------------------------------------------------------------
     def _walk(self, key: str, follow_last: bool, create: bool) -> tuple[int, str]:
         """(open parent descriptor, last name); name "" when the key is a directory reached
@@ -116,7 +201,7 @@ class Resolver:
                 if name == "..":
                     fd = self._up(fd, stack, key)
                     continue
-                last = all(p == "." for p in todo)
+                last = not todo  # "" and "." were never queued
                 if last and not follow_last:
                     return fd, name
                 st = self._lstat(name, fd)

@@ -11,7 +11,9 @@ outside the file (a TIFF ``key``) raises ``StoreIndexError`` (an ``IndexError``)
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import struct
 import sys
 import zlib
@@ -72,35 +74,87 @@ def corrupt(what: str, where: str, exc: BaseException | str) -> StoreFormatError
 
 
 # -- .npy --------------------------------------------------------------------------------
+_NPY_V1 = b"\x93NUMPY\x01\x00"
+_NPY_MAX_HEADER = 10000  # NumPy's own limit (max_header_size) for headers it parses
+_INT = r"(?:0|[1-9][0-9]*)"
+_NPY_HEADER = re.compile(
+    r"\{'descr': '([<>|=]?[A-Za-z][A-Za-z0-9]*(?:\[[A-Za-z0-9]+\])?)', "
+    r"'fortran_order': (True|False), "
+    rf"'shape': \((|{_INT},|{_INT}(?:, {_INT})+,?)\), \}} *\n")
+"""The header NumPy writes (keys sorted, a plain dtype string): parsed without
+``ast.literal_eval``; anything else goes to NumPy's own parser."""
+
+
 def npy_header(fh: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any], int]:
     """(shape, fortran order, dtype, data offset) of a .npy file, checked against its size."""
+    parsed = _quick_npy_header(fh)
+    if parsed is None:
+        fh.seek(0)
+        parsed = _numpy_npy_header(fh)
+    shape, fortran, dtype = parsed
+    if dtype.hasobject:
+        raise CorruptFile("it holds Python objects (pickled data), which are never loaded")
+    offset = fh.tell()
+    need = math.prod(shape) * dtype.itemsize
+    have = os.fstat(fh.fileno()).st_size - offset
+    if have < need:
+        raise CorruptFile(f"the header describes {need} data bytes; the file holds {have}")
+    return shape, fortran, dtype, offset
+
+
+def _quick_npy_header(fh: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any]] | None:
+    """The header of a version 1.0 file as NumPy writes it (None for anything else)."""
+    head = fh.read(10)
+    if len(head) < 10 or head[:8] != _NPY_V1:
+        return None
+    size = int.from_bytes(head[8:10], "little")
+    text = fh.read(size) if size <= _NPY_MAX_HEADER else b""
+    match = _NPY_HEADER.fullmatch(text.decode("latin1"))
+    if match is None:
+        return None
+    descr, fortran, dims = match.groups()
+    try:
+        dtype = np.dtype(descr)
+    except TypeError:  # not a dtype: NumPy's parser says so in its own words
+        return None
+    shape = tuple(int(d) for d in dims.split(",") if d)
+    return shape, fortran == "True", dtype
+
+
+def _numpy_npy_header(fh: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """The header parsed by NumPy (any writer's layout), versions 1.0 and 2.0."""
     fmt = np.lib.format
     version = fmt.read_magic(fh)
     readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
     if version not in readers:
         raise CorruptFile(f"unsupported .npy format version {version}; expected 1.0 or 2.0")
     shape, fortran, dtype = readers[version](fh)
-    if dtype.hasobject:
-        raise CorruptFile("it holds Python objects (pickled data), which are never loaded")
-    offset = fh.tell()
-    need = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
-    have = os.fstat(fh.fileno()).st_size - offset
-    if have < need:
-        raise CorruptFile(f"the header describes {need} data bytes; the file holds {have}")
-    return tuple(int(s) for s in shape), bool(fortran), dtype, offset
+    return tuple(int(s) for s in shape), bool(fortran), dtype
 
 
 def read_npy(fh: BinaryIO, options: dict[str, Any]) -> Any:
-    """A .npy array (a read-only memory map with ``mmap``); the header is checked first."""
+    """A .npy array (a read-only memory map with ``mmap``); the header is checked first.
+
+    The data is read once, straight into the new array (no intermediate bytes)."""
     shape, fortran, dtype, offset = npy_header(fh)
-    if options.get("mmap") and int(np.prod(shape)) > 0:
+    if options.get("mmap") and math.prod(shape) > 0:
         return np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=shape,
                          order="F" if fortran else "C")
-    count = int(np.prod(shape))
-    flat = np.fromfile(fh, dtype=dtype, count=count) if count else np.empty(0, dtype)
-    if fortran:
-        return flat.reshape(shape[::-1]).transpose()
-    return flat.reshape(shape)
+    out = np.empty(shape[::-1] if fortran else shape, dtype)
+    if out.nbytes:
+        _read_exactly(fh, out.reshape(-1).view(np.uint8))
+    return out.transpose() if fortran else out
+
+
+def _read_exactly(fh: BinaryIO, buf: np.ndarray[Any, Any]) -> None:
+    """Fill ``buf`` from ``fh``; CorruptFile if the file ends first (it shrank)."""
+    view = memoryview(buf)  # type: ignore[arg-type]  # a uint8 array is a buffer
+    done = 0
+    while done < len(view):
+        n = fh.readinto(view[done:])  # type: ignore[attr-defined]  # BufferedReader
+        if not n:
+            raise CorruptFile(f"the file ended after {done} of {len(view)} data bytes")
+        done += n
 
 
 # -- .tif / .tiff --------------------------------------------------------------------------

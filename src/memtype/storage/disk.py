@@ -41,7 +41,7 @@ from memtype.errors import (
 )
 from memtype.storage import _fdops
 from memtype.storage._atomic import atomic_write, temp_name
-from memtype.storage._beneath import NOFOLLOW, Loc, Resolver
+from memtype.storage._beneath import NOFOLLOW, UNKNOWN, Loc, Resolver
 from memtype.storage._formats import check_options, format_for
 from memtype.storage._readers import array_header, decode
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
@@ -161,27 +161,32 @@ class DiskStore(Store):
         fmt = format_for(key)
         check_options(fmt, options, fmt.load_options, "Loading")
         with self._open_file(key) as fh:
-            return decode(fmt.read, fh, f"{fmt.name} file", repr(self.path_of(key)), options)
+            return decode(fmt.read, fh, f"{fmt.name} file", repr(fh.name), options)
 
     def _open_file(self, key: str) -> Any:
         """The regular file at ``key``, open for reading (links resolved inside the root).
         ``O_NONBLOCK`` so that a FIFO in the store cannot block the call."""
-        flags = _READ_FLAGS | self._paths.nofollow
-        with self._paths.locate(key, follow_last=True) as loc:
-            if not loc.name:
-                raise StorePathError(f"{key!r} is a directory; expected a file.")
-            try:
-                fd = os.open(loc.name, flags, dir_fd=loc.dir_fd)
-            except FileNotFoundError:
-                raise StoreNotFoundError(f"No file at {key!r} in {self.root!r}.") from None
+        fd = self._paths.open(key, _READ_FLAGS)
+        if fd is None:
+            fd = self._open_walked(key)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise StorePathError(f"{key!r} is a directory (or not a regular file); "
                                  "expected a file.")
         os.set_blocking(fd, True)
         fh = os.fdopen(fd, "rb")
-        fh.raw.name = self.path_of(key)  # type: ignore[attr-defined]  # tifffile reads it
+        fh.raw.name = self._paths.full(key)  # type: ignore[attr-defined]  # tifffile reads it
         return fh
+
+    def _open_walked(self, key: str) -> int:
+        """:meth:`_open_file`'s descriptor through the walk (and its precise errors)."""
+        with self._paths.locate(key, follow_last=True) as loc:
+            if not loc.name:
+                raise StorePathError(f"{key!r} is a directory; expected a file.")
+            try:
+                return os.open(loc.name, _READ_FLAGS | self._paths.nofollow, dir_fd=loc.dir_fd)
+            except FileNotFoundError:
+                raise StoreNotFoundError(f"No file at {key!r} in {self.root!r}.") from None
 
     def _file_key(self, path: PathLike) -> str:
         """The key of a path that must name a file (not the root)."""
@@ -194,6 +199,9 @@ class DiskStore(Store):
     def _kind(self, path: PathLike, follow: bool) -> int | None:
         """The ``st_mode`` of a key (None when it, or a directory on its way, is missing)."""
         key = self.key(path)
+        mode = self._paths.quick_mode(key, follow)
+        if mode != UNKNOWN:
+            return mode
         try:
             with self._paths.locate(key, follow_last=follow) as loc:
                 st = _lstat(loc, follow and self.follow_symlinks_outside)
@@ -237,7 +245,7 @@ class DiskStore(Store):
         if stat.S_ISDIR(st.st_mode):
             return StoreStat(key, True, 0, st.st_mtime)
         with self._open_file(key) as fh:
-            where = repr(self.path_of(key))
+            where = repr(fh.name)
             shape, dtype = decode(lambda f, _: array_header(f, key), fh, "file", where, {})
         return StoreStat(key, False, st.st_size, st.st_mtime, shape, dtype)
 
