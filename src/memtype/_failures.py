@@ -21,6 +21,7 @@ import numpy as np
 
 from memtype.errors import MemoryConversionError, MemtypeError, UnsupportedArrayError
 from memtype.frameworks import Framework, load_adapter
+from memtype.frameworks._host import is_extension
 
 __all__ = ["conversion_failure", "unsupported_reason"]
 
@@ -68,6 +69,13 @@ def conversion_failure(x: Any, sfw: Framework, dfw: Framework,
         return None
     dtype = _dtype(sfw, x)
     what = f"a {sfw.name} array" + ("" if dtype is None else f" of dtype {dtype}")
+    holds = getattr(load_adapter(dfw.name), "holds_dtype", None)
+    if dtype is not None and is_extension(dtype) and holds is not None and not holds(dtype):
+        return MemoryConversionError(
+            f"{dfw.name} cannot hold dtype {dtype}; received {what}. Cast it to a dtype "
+            f"{dfw.name} holds first (e.g. x.astype('float32')).",
+            sfw.name, dfw.name,
+        )
     if dtype is not None and not _numeric(dtype):
         return MemoryConversionError(
             f"{dfw.name} holds numeric arrays only (bool, integer, float, complex); received "

@@ -118,10 +118,11 @@ def _dlpack_importer(src: Adapter, dst: Adapter) -> Callable[[Any, Device], Any 
     contiguous: bool = getattr(dst, "DLPACK_CONTIGUOUS", True)
     align: int = getattr(dst, "DLPACK_ALIGN", 1)
     export, from_dlpack = src.dlpack_export, dst.from_dlpack
-    dtype_ok, dtype_of = dst.dlpack_dtype_ok, src.dtype_of
+    dtype_ok, dtype_of, exports = dst.dlpack_dtype_ok, src.dtype_of, src.dlpack_dtype_ok
 
     def importer(x: Any, device: Device) -> Any | None:
-        if not any_dtype and not dtype_ok(dtype_of(x)):
+        dtype = dtype_of(x)
+        if not (any_dtype or dtype_ok(dtype)) or not exports(dtype):  # both ends' DLPack
             return None
         producer = export(x, contiguous, align)
         if producer is None:
@@ -189,14 +190,15 @@ def _host_route(sfw: Framework, dfw: Framework) -> Callable[[Any], Any] | None:
     if sfw is dfw:
         return _identity
     src, dst = load_adapter(sfw.name), load_adapter(dfw.name)
-    if getattr(src, "HOST_NATIVE", False):
-        from_numpy = dst.from_numpy
-        return lambda x: from_numpy(x, CPU)
+    to_numpy, from_numpy = src.to_numpy, dst.from_numpy
     if getattr(dst, "HOST_NATIVE", False):
-        return src.to_numpy
-    if sfw.dlpack and dfw.dlpack:
+        return to_numpy
+    if sfw.dlpack and dfw.dlpack and getattr(dst, "DLPACK_ON_HOST", True) and not getattr(
+        src, "HOST_NATIVE", False
+    ):
         return _dlpack_host_route(src, dst)
-    return lambda x: dst.from_numpy(src.to_numpy(x), CPU)
+    # the hub's own buffer knowledge (a NumPy subclass's overrides are never asked)
+    return lambda x: from_numpy(to_numpy(x), CPU)
 
 
 def _dlpack_host_route(src: Adapter, dst: Adapter) -> Callable[[Any], Any]:

@@ -13,6 +13,35 @@ from memtype.errors import MemoryConversionError
 ALIGN = 64  # TensorFlow and XLA share host buffers only at 64-byte alignment
 
 
+def numpy_dlpack_dtype(dtype: np.dtype[Any]) -> bool:
+    """Whether NumPy itself exports ``dtype`` through DLPack.
+
+    It does for its own bool, integer, float16/32/64 and complex64/128 dtypes only; not for
+    extension dtypes (``ml_dtypes``: bfloat16, float8..., some of which have kind ``'f'``),
+    nor for long double.
+    """
+    if dtype.isbuiltin != 1:  # 2: an extension (user-defined) dtype; 0: flexible/parametric
+        return False
+    kind, size = dtype.kind, dtype.itemsize
+    return kind in "biu" or (kind == "f" and size <= 8) or (kind == "c" and size <= 16)
+
+
+def is_extension(dtype: np.dtype[Any]) -> bool:
+    """Whether ``dtype`` is an extension dtype registered with NumPy (``ml_dtypes``...)."""
+    return dtype.isbuiltin == 2
+
+
+def base_ndarray(x: Any) -> np.ndarray[Any, Any]:
+    """``x`` itself, or for a NumPy subclass a plain ndarray view of its buffer (O(1)).
+
+    memtype reads a subclass's buffer through NumPy's own methods, never through its
+    overrides (a ``__dlpack__``, ``__array_interface__`` or ``view`` that lies).
+    """
+    if type(x) is np.ndarray:
+        return x
+    return np.ndarray.view(x, np.ndarray)
+
+
 def is_aligned(a: np.ndarray[Any, Any], align: int = ALIGN) -> bool:
     """Whether ``a``'s first byte sits on an ``align``-byte boundary."""
     return a.__array_interface__["data"][0] % align == 0

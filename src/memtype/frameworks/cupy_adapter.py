@@ -12,6 +12,7 @@ from typing import Any
 import cupy as cp
 import numpy as np
 
+from memtype.frameworks._host import is_extension, numpy_dlpack_dtype
 from memtype.frameworks._protocol import Device
 
 HOST_NATIVE = False
@@ -72,7 +73,7 @@ def from_dlpack(x: Any, device: Device) -> Any:
 
 
 def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
-    return dtype.kind in "biufc"
+    return numpy_dlpack_dtype(dtype)  # not ml_dtypes' float8 (kind 'f' too)
 
 
 def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
@@ -202,6 +203,11 @@ def wait_stream(waiter: Any, producer: Any) -> None:
 
 def record_stream(x: Any, stream: Any) -> None:
     return None  # CuPy has no record_stream; its pool reuses a freed block on the freeing stream
+
+
+def holds_dtype(dtype: np.dtype[Any]) -> bool:
+    """NumPy's own dtypes; no ml_dtypes extension (bfloat16, float8...)."""
+    return not is_extension(dtype)
 
 
 def runtime_started() -> bool:

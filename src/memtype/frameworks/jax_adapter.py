@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -11,10 +12,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memtype.frameworks._host import host_checker, narrow_lossless, native_copy, shareable
+from memtype.frameworks._host import (
+    host_checker,
+    is_extension,
+    narrow_lossless,
+    native_copy,
+    negative_strides,
+)
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = False
+DLPACK_ON_HOST = False  # host arrays enter through from_numpy (see there): never DLPack
 DLPACK_CONTIGUOUS = True  # XLA buffers are dense row-major
 DLPACK_ALIGN = 1  # unaligned buffers are copied by jax itself
 DLPACK_ANY_DTYPE = False
@@ -91,13 +99,19 @@ def _fit_dtype(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    """``a`` as a JAX array; on the CPU it shares ``a``'s buffer where XLA can (below).
+
+    Host buffers enter JAX through ``jax.device_put``, never ``jax.dlpack.from_dlpack``.
+    Workaround: XLA releases a donated DLPack import (``jit(..., donate_argnums=...)``) on
+    one of its worker threads; NumPy's DLPack deleter then takes the GIL from that thread,
+    which aborts the interpreter when it races with shutdown ("terminate called without an
+    active exception", exit 134, about half the runs with jax 0.10.2; the deleter/GIL
+    contract: dmlc/dlpack#103, numpy/numpy#22507). ``device_put`` shares a 64-byte
+    aligned, C-contiguous buffer just the same (O(1)), and JAX drops its reference only
+    under the GIL; it copies other buffers itself.
+    """
     fitted = _fit_dtype(a)
-    # jax shares 64-byte aligned buffers and copies others itself, so no alignment check
-    if device.kind == "cpu" and fitted is a and a.dtype.kind in "biufc" and shareable(
-        a, contiguous=True
-    ):
-        return jax.dlpack.from_dlpack(a)
-    if not shareable(fitted, contiguous=True):
+    if not fitted.dtype.isnative or negative_strides(fitted):
         fitted = native_copy(fitted)
     return jax.device_put(fitted, _jax_device(device))
 
@@ -177,8 +191,24 @@ def rint(x: Any) -> Any:
 
 
 def holds_dtype(dtype: np.dtype[Any]) -> bool:
-    """False for 64-bit dtypes while x64 is off (jax would narrow them)."""
+    """False for 64-bit dtypes while x64 is off (jax would narrow them), and for extension
+    dtypes that ``jax.numpy`` does not name."""
+    if is_extension(dtype):
+        return _holds_extension(dtype)
     return not _is_wide(dtype) or bool(jax.config.jax_enable_x64)
+
+
+@functools.cache
+def _holds_extension(dtype: np.dtype[Any]) -> bool:
+    """Asked once per dtype: jnp names float6_* that XLA's CPU backend cannot hold."""
+    known = getattr(jnp, dtype.name, None)
+    if known is None or np.dtype(known) != dtype:
+        return False
+    try:
+        jax.device_put(np.zeros(1, dtype))
+    except jax.errors.JaxRuntimeError:  # "Invalid XLA PrimitiveType"
+        return False
+    return True
 
 
 def runtime_started() -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from memtype.frameworks._host import base_ndarray, numpy_dlpack_dtype, shareable
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = True
@@ -45,7 +46,8 @@ def shape_of(x: Any) -> tuple[int, ...]:
 
 
 def to_numpy(x: Any) -> np.ndarray[Any, Any]:
-    return x
+    """``x``, or a plain view of a subclass's buffer (its overrides are never trusted)."""
+    return base_ndarray(x)
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
@@ -61,15 +63,14 @@ def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
 
 
 def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
-    from memtype.frameworks._host import shareable
-
-    if x.dtype.kind not in "biufc" or not shareable(x, contiguous=contiguous, align=align):
+    x = base_ndarray(x)
+    if not numpy_dlpack_dtype(x.dtype) or not shareable(x, contiguous=contiguous, align=align):
         return None
     return x
 
 
 def data_ptr(x: Any) -> int | None:
-    return int(x.__array_interface__["data"][0])
+    return int(base_ndarray(x).__array_interface__["data"][0])
 
 
 def to_device(x: Any, device: Device) -> Any:

@@ -20,7 +20,7 @@ import pyclesperanto as cle
 
 from memtype.errors import DeviceError, MemoryConversionError
 from memtype.frameworks import _opencl
-from memtype.frameworks._host import narrow_lossless, native_copy
+from memtype.frameworks._host import is_extension, narrow_lossless, native_copy
 from memtype.frameworks._protocol import Device
 
 HOST_NATIVE = False
@@ -109,7 +109,7 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
 
 
 def _fit(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    code = a.dtype.str[1:]
+    code = "" if is_extension(a.dtype) else a.dtype.str[1:]  # ml_dtypes: never widened
     if a.ndim == 0 or a.ndim > 3 or a.size == 0:
         raise MemoryConversionError(
             f"pyclesperanto holds 1-3 dimensional, non-empty arrays; received shape {a.shape}.",
@@ -119,7 +119,7 @@ def _fit(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         return a.astype(_WIDEN[code])
     if code in _NARROW:
         return narrow_lossless(a, np.dtype(_NARROW[code]), "pyclesperanto", _HINT)
-    if a.dtype.kind not in "iuf":
+    if not holds_dtype(a.dtype):  # also float8 (kind 'f' in ml_dtypes) and other extensions
         raise MemoryConversionError(
             f"pyclesperanto cannot hold dtype {a.dtype}; it holds int8..int32, uint8..uint32 "
             f"and float32. {_HINT}",
@@ -223,8 +223,10 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def holds_dtype(dtype: np.dtype[Any]) -> bool:
-    """int8..int32, uint8..uint32 and float32 only."""
-    return dtype.kind in "iu" and dtype.itemsize <= 4 or dtype == np.float32
+    """int8..int32, uint8..uint32 and float32 only (NumPy's own: no ml_dtypes int4...)."""
+    if is_extension(dtype):
+        return False
+    return dtype.kind in "iuf" and dtype.itemsize <= 4 and dtype.kind + str(dtype.itemsize) != "f2"
 
 
 def runtime_started() -> bool:

@@ -14,7 +14,16 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from memtype.frameworks._host import ALIGN, host_checker, native_copy, shareable
+from memtype.errors import MemoryConversionError
+from memtype.frameworks._host import (
+    ALIGN,
+    base_ndarray,
+    host_checker,
+    is_extension,
+    native_copy,
+    numpy_dlpack_dtype,
+    shareable,
+)
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = False
@@ -75,9 +84,19 @@ def _tf_device(device: Device) -> str:
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
-    if (device.kind == "cpu" and a.dtype.kind in "biufc"
-            and shareable(a, contiguous=True, align=ALIGN)):
-        return tf.experimental.dlpack.from_dlpack(a.__dlpack__())
+    a = base_ndarray(a)  # NumPy's own __dlpack__, never a subclass's override
+    if device.kind == "cpu" and shareable(a, contiguous=True, align=ALIGN):
+        if numpy_dlpack_dtype(a.dtype):
+            return tf.experimental.dlpack.from_dlpack(a.__dlpack__())
+        if a.dtype.name == "bfloat16":  # NumPy exports no bfloat16: its bits, bitcast (O(1))
+            bits = tf.experimental.dlpack.from_dlpack(a.view(np.uint16).__dlpack__())
+            return tf.bitcast(bits, tf.bfloat16)
+    if is_extension(a.dtype) and not holds_dtype(a.dtype):
+        raise MemoryConversionError(
+            f"tensorflow cannot hold dtype {a.dtype}; it holds bool, integers, float16/32/64, "
+            f"complex, strings and the ml_dtypes {', '.join(_ml_held())}. Cast it first.",
+            "numpy", "tensorflow",
+        )
     if not shareable(a, contiguous=True):
         a = native_copy(a)
     with tf.device(_tf_device(device)):
@@ -89,13 +108,17 @@ def from_dlpack(x: Any, device: Device) -> Any:
 
 
 def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
-    return dtype.kind in "biufc" or dtype.name == "bfloat16"
+    """NumPy's own numeric dtypes and bfloat16: TensorFlow's DLPack knows no float8 codes."""
+    return numpy_dlpack_dtype(dtype) or dtype.name == "bfloat16"
 
 
 def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
     # a Variable's buffer must not be shared (see copy); string, resource and variant
-    # tensors abort the process inside TensorFlow's DLPack export (a CHECK failure)
-    if isinstance(x, tf.Variable) or x.dtype in _NOT_NUMERIC:
+    # tensors abort the process inside TensorFlow's DLPack export (a CHECK failure);
+    # float8/int4... tensors it refuses to export (they go through NumPy's view instead)
+    if isinstance(x, tf.Variable) or x.dtype in _NOT_NUMERIC or not dlpack_dtype_ok(
+        dtype_of(x)
+    ):
         return None
     return x
 
@@ -179,6 +202,28 @@ def astype(x: Any, dtype: np.dtype[Any]) -> Any:
 
 def rint(x: Any) -> Any:
     return tf.math.round(x)  # half to even, like numpy.rint
+
+
+def holds_dtype(dtype: np.dtype[Any]) -> bool:
+    """Every NumPy dtype it held before ml_dtypes, and the extension dtypes it names."""
+    return not is_extension(dtype) or _knows(dtype)
+
+
+def _knows(dtype: np.dtype[Any]) -> bool:
+    try:
+        tf.as_dtype(dtype)
+    except TypeError:  # an extension dtype TensorFlow has no DType for
+        return False
+    return True
+
+
+def _ml_held() -> list[str]:
+    """The ml_dtypes names TensorFlow holds (for error messages)."""
+    import ml_dtypes
+
+    kinds = (getattr(ml_dtypes, n) for n in dir(ml_dtypes))
+    found = {np.dtype(k) for k in kinds if isinstance(k, type) and issubclass(k, np.generic)}
+    return sorted(d.name for d in found if is_extension(d) and _knows(d))
 
 
 def runtime_started() -> bool:

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from memtype.frameworks._host import native_copy, negative_strides, shareable
+from memtype.errors import MemoryConversionError
+from memtype.frameworks._host import is_extension, native_copy, negative_strides, shareable
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = False
@@ -109,7 +110,14 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
-    tdt = _ML_NUMPY.get(a.dtype) if a.dtype.itemsize <= 2 and a.dtype.kind in "Vf" else None
+    tdt = _ML_NUMPY.get(a.dtype) if is_extension(a.dtype) else None
+    if tdt is None and is_extension(a.dtype):
+        raise MemoryConversionError(
+            f"torch cannot hold dtype {a.dtype}; of the ml_dtypes it holds "
+            f"{', '.join(n.name for n in _ML_NUMPY)} (ml_dtypes int4/uint4... are one value "
+            "per byte, torch's are packed). Cast it first.",
+            "numpy", "torch",
+        )
     if device.kind == "cuda" and tdt is None and a.dtype.isnative and not negative_strides(a):
         # one host -> device transfer, read-only arrays included (torch.from_numpy would
         # want a writable host copy of those first)
@@ -236,6 +244,11 @@ def astype(x: Any, dtype: np.dtype[Any]) -> Any:
 
 def rint(x: Any) -> Any:
     return torch.round(x)  # half to even, like numpy.rint
+
+
+def holds_dtype(dtype: np.dtype[Any]) -> bool:
+    """Every NumPy dtype it held before ml_dtypes, and bfloat16 and the float8 family."""
+    return not is_extension(dtype) or dtype in _ML_NUMPY
 
 
 # --- cross-stream hand-off (memtype.gpu.streams) ---
