@@ -10,6 +10,7 @@ complex, 0-d, 0-size and >3-d arrays are refused with a clear error. It has no D
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -212,11 +213,37 @@ def oom_errors() -> tuple[type[BaseException], ...]:
     return (MemoryError, RuntimeError)
 
 
+# pyclesperanto (CLIc, through pybind11) raises a plain RuntimeError for every OpenCL failure,
+# ending in the status: "Error: Failed to allocate buffer memory. OpenCL error:
+# CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)". Its type says nothing, so an error is an
+# out-of-memory error only when it was raised inside pyclesperanto's own code (its innermost
+# traceback frame) and ends with one of these statuses; never a RuntimeError of another
+# library or of the caller that mentions them. (pocl, the CPU runtime, segfaults on a failed
+# host allocation instead of reporting it.)
+_OOM_STATUSES = tuple(f"OpenCL error: {s}" for s in (
+    "CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)", "CL_OUT_OF_RESOURCES (-5)",
+    "CL_OUT_OF_HOST_MEMORY (-6)",
+))
+_PACKAGE = os.path.dirname(os.path.abspath(cle.__file__)) + os.sep
+
+
+def _raised_in_pyclesperanto(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is pyclesperanto's own code."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PACKAGE)
+
+
 def is_oom(exc: BaseException) -> bool:
+    """``MemoryError`` (``std::bad_alloc``), or an OpenCL out-of-memory status raised by
+    pyclesperanto itself (see ``_OOM_STATUSES``)."""
     if isinstance(exc, MemoryError):
         return True
-    text = str(exc)
-    return "CL_MEM_OBJECT_ALLOCATION_FAILURE" in text or "CL_OUT_OF_RESOURCES" in text
+    return (type(exc) is RuntimeError and str(exc).endswith(_OOM_STATUSES)
+            and _raised_in_pyclesperanto(exc))
 
 
 # --- dtype policy primitives (memtype.dtypes) ---
