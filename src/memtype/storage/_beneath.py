@@ -43,6 +43,7 @@ UNKNOWN = -1
 """What :meth:`Resolver.quick_mode` answers when only the walk can tell."""
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR})
 _PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY)  # look up, open nothing (Linux)
+_LOOKUP_FLAGS = DIR_FLAGS | _PATH_FLAGS  # a root opened only to look names up in
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class Resolver:
         follows links outside."""
         if self.follow_outside:
             return os.open(self.full(key), flags)
-        root = os.open(self.root, DIR_FLAGS)
+        root = os.open(self.root, _LOOKUP_FLAGS)
         try:
             return open_beneath(root, key, flags)
         finally:
