@@ -72,3 +72,59 @@ def test_stack_rejects_non_arrays() -> None:
 def test_stack_generator_input() -> None:
     stacked = mt.stack_slices((np.ones((2, 2)) * i for i in range(3)), "numpy")
     assert stacked.shape == (3, 2, 2)
+
+
+# --- one dtype rule for mixed dtypes (issue 12, item 4) ---
+
+MIXED = [np.full((2, 3), 7, np.uint8), np.full((2, 3), -1.5, np.float32),
+         np.full((2, 3), 300.7, np.float32)]
+
+
+@pytest.mark.parametrize("source,target", list(itertools.product(available_types(), repeat=2)))
+def test_mixed_dtypes_stack_in_their_promotion(source: str, target: str) -> None:
+    slices = [mt.convert(s, source) for s in MIXED]
+    stacked = mt.stack_slices(slices, target)
+    assert dtype_of(stacked) == np.float32
+    np.testing.assert_array_equal(host(stacked)[:, 0, 0], np.array([7, -1.5, 300.7], np.float32))
+
+
+@pytest.mark.parametrize("target", available_types())
+def test_mixed_dtypes_that_would_change_values_raise(target: str) -> None:
+    slices = [np.full((2, 2), 2**60 + 1, np.int64), np.full((2, 2), 3, np.uint64)]
+    with pytest.raises(mt.DtypePolicyError, match=r"int64.*uint64.*float64"):
+        mt.stack_slices(slices, target)
+
+
+def test_mixed_dtypes_whose_values_survive_stack() -> None:
+    slices = [np.full((2, 2), 2**40 + 1, np.int64), np.full((2, 2), 3, np.uint64)]
+    stacked = mt.stack_slices(slices, "numpy")
+    assert stacked.dtype == np.float64 and stacked[0, 0, 0] == 2**40 + 1
+
+
+@pytest.mark.parametrize("target", available_types())
+def test_masked_slices_are_refused_not_unmasked(target: str) -> None:
+    masked = np.ma.masked_array(np.zeros((2, 2)), mask=[[True, False], [False, False]])
+    with pytest.raises(mt.UnsupportedArrayError, match="slice 1.*mask"):
+        mt.stack_slices([np.zeros((2, 2)), masked], target)
+
+
+def test_pyclesperanto_stacks_large_int32_exactly() -> None:
+    if "pyclesperanto" not in available_types():
+        pytest.skip("no OpenCL device")
+    big = np.arange(6, dtype=np.int32).reshape(2, 3) + (2**31 - 7)  # cle.paste rounds these
+    slices = [mt.convert(big, "pyclesperanto"), mt.convert(big - 5, "pyclesperanto")]
+    np.testing.assert_array_equal(host(mt.stack_slices(slices, "pyclesperanto")),
+                                  np.stack([big, big - 5]))
+
+
+@pytest.mark.parametrize("slices", [None, 3, "ab", b"ab", {1, 2}, {"a": np.zeros((2, 2))}],
+                         ids=["none", "int", "str", "bytes", "set", "dict"])
+def test_stack_of_a_non_sequence(slices: object) -> None:
+    with pytest.raises(mt.ArgumentTypeError, match="needs a sequence of 2D arrays"):
+        mt.stack_slices(slices, "numpy")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("array", [None, [[[1.0]]], "abc"], ids=["none", "list", "str"])
+def test_unstack_of_a_non_array(array: object) -> None:
+    with pytest.raises(mt.UnsupportedArrayError):
+        mt.unstack_slices(array, "numpy")

@@ -176,15 +176,25 @@ def copy(x: Any) -> Any:
 
 
 def stack(arrays: Sequence[Any]) -> Any:
-    """Stack 2D arrays on their device (one paste per plane, no trip through host memory)."""
+    """Stack 2D arrays on their device, in their common (NumPy-promoted) dtype.
+
+    A plane of that dtype is copied byte for byte (``out[z] = plane``); only a plane of
+    another dtype goes through ``cle.paste``, whose kernel computes in float32 (exact for
+    the int8/16, uint8/16 and float32 planes memtype.stack_slices lets through; an int32
+    or uint32 value above 2**24 would be rounded by it).
+    """
     first = arrays[0]
+    dtype = np.result_type(*(np.dtype(a.dtype) for a in arrays))
     if len(first.shape) != 2:
         # not 2D: stacked on the host (pyclesperanto refuses the 4D result of 3D inputs)
-        host = np.stack([to_numpy(a) for a in arrays])
+        host = np.stack([to_numpy(a) for a in arrays]).astype(dtype, copy=False)
         return cle.push(host, device=first.device)
-    out = cle.create((len(arrays), *first.shape), dtype=first.dtype, device=first.device)
+    out = cle.create((len(arrays), *first.shape), dtype=dtype, device=first.device)
     for z, plane in enumerate(arrays):
-        cle.paste(plane, out, 0, 0, z)
+        if np.dtype(plane.dtype) == dtype:
+            out[z] = plane
+        else:
+            cle.paste(plane, out, 0, 0, z)
     return out
 
 
