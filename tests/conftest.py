@@ -44,7 +44,12 @@ TOY = Framework(
 
 
 def _absent_module(exc: BaseException | None) -> str | None:
-    """The top-level module an error (or its causes) says is not installed, if truly absent."""
+    """The top-level module an error (or its causes) says is not installed, if truly absent.
+    An exception group (hypothesis reports several failures as one) counts when each of its
+    members does."""
+    if isinstance(exc, BaseExceptionGroup):
+        found = [_absent_module(e) for e in exc.exceptions]
+        return found[0] if found and all(found) else None
     seen = 0
     while exc is not None and seen < 10:
         if isinstance(exc, ModuleNotFoundError) and exc.name:

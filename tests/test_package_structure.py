@@ -12,10 +12,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import memtype
+import memtype.storage
 from memtype.frameworks import iter_frameworks
 
 ROOT = Path(memtype.__file__).parent
@@ -248,3 +251,20 @@ def test_docs_list_every_error_class() -> None:
     text = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text(encoding="utf-8")
     missing = [name for name in memtype.errors.__all__ if f"| `{name}` |" not in text]
     assert missing == []
+
+
+
+@pytest.mark.parametrize("module,act", [
+    ("tifffile", lambda d: memtype.storage.DiskStore(d).save(np.zeros((4, 4), np.uint8), "a.tif")),
+    ("PIL", lambda d: memtype.storage.DiskStore(d).save(np.zeros((4, 4), np.uint8), "a.png")),
+    ("zarr", lambda d: memtype.storage.ZarrStore(os.path.join(d, "p.zarr"))),
+], ids=["tifffile", "pillow", "zarr"])
+def test_an_absent_optional_package_is_a_missing_package_error(
+        module: str, act: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)  # `import name` now fails as if absent
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(memtype.errors.MissingPackageError, match=r"pip install 'memtype\[zarr\]'") \
+            as info:
+        act(str(tmp_path))
+    assert isinstance(info.value, ImportError)

@@ -49,6 +49,7 @@ def check_whole(store: DiskStore, name: str) -> None:
     assert a.min() == a.max(), f"{name}: mixed values {a.min()}..{a.max()} (a torn file)"
 
 
+@pytest.mark.requires("tifffile")
 def test_sigkill_mid_write_never_leaves_a_torn_file(tmp_path: Path) -> None:
     store = DiskStore(tmp_path / "crash")
     rng = random.Random(1234)

@@ -13,6 +13,7 @@ __all__ = [
     "UnknownMemoryTypeError",
     "FrameworkNotInstalledError",
     "ImportOrderError",
+    "MissingPackageError",
     "MemoryConversionError",
     "DeviceError",
     "ShapeError",
@@ -55,6 +56,11 @@ class UnknownMemoryTypeError(MemtypeError, ValueError):
 
 class FrameworkNotInstalledError(MemtypeError, ImportError):
     """The framework behind a memory type cannot be imported; the message has the install hint."""
+
+
+class MissingPackageError(MemtypeError, ImportError):
+    """An optional package a feature needs (tifffile, zarr, dask...) is not installed; the
+    message names the feature and the extra that installs it."""
 
 
 class ImportOrderError(MemtypeError, ImportError):

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from memtype._optional import require
 from memtype.decorators import memory_types
 from memtype.errors import StoreExistsError, StorePathError
 from memtype.pipeline.patterns import split_well
@@ -156,7 +157,7 @@ def denoise_cle(stack: Any) -> Any:
 @memory_types("numpy", "numpy")
 def denoise_numpy(stack: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """A 3x3 median filter in each plane (edges repeated), with scipy."""
-    from scipy import ndimage
+    ndimage = require("scipy.ndimage", "The demo pipeline")
 
     return np.asarray(ndimage.median_filter(stack, size=(1, 3, 3), mode="nearest"))
 
@@ -165,7 +166,7 @@ def denoise_numpy(stack: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 def count_blobs(stack: np.ndarray[Any, Any], threshold: float = 0.2,
                 min_area: int = 9) -> tuple[np.ndarray[Any, Any], dict[str, float]]:
     """Count connected regions above ``threshold`` of at least ``min_area`` pixels."""
-    from scipy import ndimage
+    ndimage = require("scipy.ndimage", "The demo pipeline")
 
     labels, _ = ndimage.label(stack[0] > threshold)
     areas = np.bincount(labels.ravel())[1:]

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from types import TracebackType
 from typing import Any, TypeVar
 
+from memtype._optional import require
 from memtype.errors import InvalidArgumentError
 
 __all__ = [
@@ -175,7 +176,7 @@ class DaskExecutor(Executor):
 
     def __init__(self, client: Any | None = None, workers: int | None = None,
                  scheduler: str | None = None, gpus: int = 0) -> None:
-        dist: Any = importlib.import_module("distributed")  # untyped: called as Any
+        dist: Any = require("distributed", "The dask executor")  # untyped: called as Any
 
         self._owned: list[Any] = []
         if client is None and scheduler is None:

@@ -33,6 +33,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from memtype._optional import require
 from memtype.errors import ArgumentTypeError, StoreFormatError, UnsupportedArrayError
 from memtype.storage._readers import read_json, read_npy, read_png, read_text, read_tiff
 
@@ -142,7 +143,7 @@ def _check_tiff_compression(compression: Any, path: str) -> None:
 
 def _write_tiff(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
     """Write a single-series grey-scale TIFF."""
-    import tifffile
+    tifffile = require("tifffile", "Writing TIFF files")
 
     compression = options.get("compression")
     if compression == "none":
@@ -165,7 +166,7 @@ def _prepare_png(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[An
 
 def _write_png(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
     """Write a PNG with pillow."""
-    from PIL import Image
+    Image = require("PIL.Image", "Writing PNG files")
 
     level = options.get("compress_level", 6)
     Image.fromarray(a).save(fh, format="PNG", compress_level=level)

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from memtype._optional import require
 from memtype.errors import MemtypeError, StoreFormatError, StoreIndexError
 
 __all__ = ["CorruptFile", "decode", "read_npy", "read_tiff", "read_png", "read_json", "read_text",
@@ -160,7 +161,7 @@ def _read_exactly(fh: BinaryIO, buf: np.ndarray[Any, Any]) -> None:
 # -- .tif / .tiff --------------------------------------------------------------------------
 def read_tiff(fh: BinaryIO, options: dict[str, Any]) -> Any:
     """A TIFF's first series (one page with ``key``); a file without an image is an error."""
-    import tifffile
+    tifffile = require("tifffile", "Reading TIFF files")
 
     key = options.get("key")
     with tifffile.TiffFile(fh) as tif:
@@ -187,7 +188,7 @@ def _check_page(key: object, pages: int) -> None:
 # -- .png --------------------------------------------------------------------------------
 def read_png(fh: BinaryIO, options: dict[str, Any]) -> Any:
     """A PNG decoded in full, as uint8 or uint16."""
-    from PIL import Image
+    Image = require("PIL.Image", "Reading PNG files")
 
     with Image.open(fh, formats=["PNG"]) as image:
         image.load()
@@ -215,7 +216,7 @@ def array_header(fh: BinaryIO, name: str) -> tuple[tuple[int, ...] | None, str |
         shape, _, dtype, _ = npy_header(fh)
         return shape, str(dtype)
     if lower.endswith((".tif", ".tiff")):
-        import tifffile
+        tifffile = require("tifffile", "Reading TIFF headers")
 
         with tifffile.TiffFile(fh) as tif:
             if not tif.series:

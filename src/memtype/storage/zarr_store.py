@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from memtype._optional import require
 from memtype.errors import (
     MemtypeError,
     StoreExistsError,
@@ -93,6 +94,7 @@ class ZarrStore(Store):
                  codec: str = "blosc-lz4", level: int | None = None,
                  chunks: str | Sequence[int] = "plane", fsync: bool = False,
                  read_only: bool = False, follow_symlinks_outside: bool = False) -> None:
+        require("zarr", "ZarrStore (OME-Zarr plates)")  # before anything is created
         super().__init__(root, read_only=read_only)
         self.follow_symlinks_outside = bool(follow_symlinks_outside)
         if os.path.exists(self.root) and not os.path.isdir(self.root):
