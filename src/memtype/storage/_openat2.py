@@ -7,7 +7,8 @@ a link whose target climbs out (``RESOLVE_BENEATH``); ``RESOLVE_NO_MAGICLINKS`` 
 race-safe as the DiskStore's own walk (:mod:`memtype.storage._beneath`), for one system
 call instead of three per directory. Python has no binding; this calls ``syscall(2)``
 through ctypes. Where the call is missing (another OS, an older kernel, a seccomp filter
-that answers ``ENOSYS``) :func:`open_beneath` returns None and the walk runs instead.
+that answers ``ENOSYS`` or ``EPERM``) :func:`open_beneath` answers ``-ENOSYS`` and the walk
+runs instead.
 """
 
 from __future__ import annotations
