@@ -111,7 +111,7 @@ def test_tensorflow_string_tensor_to_dlpack_targets() -> None:
 
 
 _DONATE = """
-    import numpy as np, jax, memtype as mt
+    import numpy as np, {modules}, jax, memtype as mt
     raw = np.zeros(4 * 1000 + 64, np.uint8)
     off = (-raw.ctypes.data) % 64
     a = raw[off:off + 4000].view(np.float32)  # 64-byte aligned: shared, not copied
@@ -124,13 +124,18 @@ _DONATE = """
 """
 
 
-@pytest.mark.requires("jax")
-@pytest.mark.parametrize("convert", ['mt.convert(a, "jax")',
-                                     'mt.jax(contract="any")(lambda x: x)(a)'])
+@pytest.mark.requires("jax", "torch", "tensorflow")
+@pytest.mark.parametrize("convert", [
+    'mt.convert(a, "jax")',
+    'mt.jax(contract="any")(lambda x: x)(a)',
+    'mt.convert(torch.from_numpy(a), "jax")',  # siblings: NumPy memory through DLPack
+    'mt.convert(mt.convert(a, "tensorflow"), "jax")',
+])
 def test_donating_a_zero_copy_jax_array(convert: str) -> None:
     # jax.dlpack.from_dlpack of a NumPy array aborts the interpreter at exit in about half the
     # runs once JAX donates it (exit 134); 8 runs miss a 50% crash with probability 0.4%
-    code = textwrap.dedent(_DONATE).format(convert=convert)
+    modules = "torch" if "torch" in convert else "tensorflow" if "tensorflow" in convert else "sys"
+    code = textwrap.dedent(_DONATE).format(convert=convert, modules=modules)
     env = {"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": ""}
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for _ in range(8)]

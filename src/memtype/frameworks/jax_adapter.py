@@ -22,7 +22,7 @@ from memtype.frameworks._host import (
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = False
-DLPACK_ON_HOST = False  # host arrays enter through from_numpy (see there): never DLPack
+DLPACK_ON_HOST = False  # host arrays of any type enter through from_numpy (see there)
 DLPACK_CONTIGUOUS = True  # XLA buffers are dense row-major
 DLPACK_ALIGN = 1  # unaligned buffers are copied by jax itself
 DLPACK_ANY_DTYPE = False
@@ -108,7 +108,9 @@ def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
     active exception", exit 134, about half the runs with jax 0.10.2; the deleter/GIL
     contract: dmlc/dlpack#103, numpy/numpy#22507). ``device_put`` shares a 64-byte
     aligned, C-contiguous buffer just the same (O(1)), and JAX drops its reference only
-    under the GIL; it copies other buffers itself.
+    under the GIL; it copies other buffers itself. Every host source (torch, TensorFlow...)
+    comes here through NumPy's view of its buffer: a TensorFlow tensor sharing a NumPy
+    buffer, imported into JAX through DLPack and donated, aborts the same way.
     """
     fitted = _fit_dtype(a)
     if not fitted.dtype.isnative or negative_strides(fitted):
