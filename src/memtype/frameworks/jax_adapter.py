@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from memtype.frameworks._host import (
+    base_ndarray,
     host_checker,
     is_extension,
     narrow_lossless,
@@ -112,7 +113,7 @@ def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
     comes here through NumPy's view of its buffer: a TensorFlow tensor sharing a NumPy
     buffer, imported into JAX through DLPack and donated, aborts the same way.
     """
-    fitted = _fit_dtype(a)
+    fitted = _fit_dtype(base_ndarray(a))
     if not fitted.dtype.isnative or negative_strides(fitted):
         fitted = native_copy(fitted)
     return jax.device_put(fitted, _jax_device(device))

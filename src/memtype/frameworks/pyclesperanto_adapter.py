@@ -21,7 +21,7 @@ import pyclesperanto as cle
 
 from memtype.errors import DeviceError, MemoryConversionError
 from memtype.frameworks import _opencl
-from memtype.frameworks._host import is_extension, narrow_lossless, native_copy
+from memtype.frameworks._host import base_ndarray, is_extension, narrow_lossless, native_copy
 from memtype.frameworks._protocol import Device
 
 HOST_NATIVE = False
@@ -145,7 +145,7 @@ def _select(device: Device) -> Any:
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
-    fitted = _fit(a)
+    fitted = _fit(base_ndarray(a))
     if not fitted.flags.c_contiguous or not fitted.dtype.isnative:
         fitted = native_copy(fitted)
     return cle.push(fitted, device=_select(device))

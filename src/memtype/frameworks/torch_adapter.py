@@ -13,7 +13,13 @@ import numpy as np
 import torch
 
 from memtype.errors import MemoryConversionError
-from memtype.frameworks._host import is_extension, native_copy, negative_strides, shareable
+from memtype.frameworks._host import (
+    base_ndarray,
+    is_extension,
+    native_copy,
+    negative_strides,
+    shareable,
+)
 from memtype.frameworks._protocol import CPU, Device
 
 HOST_NATIVE = False
@@ -110,6 +116,7 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    a = base_ndarray(a)  # a subclass's overrides are never asked
     tdt = _ML_NUMPY.get(a.dtype) if is_extension(a.dtype) else None
     if tdt is None and is_extension(a.dtype):
         raise MemoryConversionError(
