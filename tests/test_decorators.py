@@ -279,19 +279,25 @@ def test_mutable_same_type_input_passes_through_by_default(memory_type: str) -> 
     assert f(caller) is caller and seen[0] is caller
 
 
-def test_numpy_same_type_input_passes_through_writable_as_the_caller_made_it() -> None:
-    caller = IMAGE.copy()
-    frozen = IMAGE.copy()
-    frozen.flags.writeable = False
-    seen = []
+def _seen_by_numpy_function(*callers: Any) -> list[np.ndarray]:
+    """What an ``@mt.numpy`` function receives for each of ``callers``."""
+    seen: list[np.ndarray] = []
 
     @mt.numpy
     def f(image: np.ndarray) -> np.ndarray:
         seen.append(image)
         return image + 0
 
-    f(caller)
-    f(frozen)
+    for caller in callers:
+        f(caller)
+    return seen
+
+
+def test_numpy_same_type_input_passes_through_writable_as_the_caller_made_it() -> None:
+    caller = IMAGE.copy()
+    frozen = IMAGE.copy()
+    frozen.flags.writeable = False
+    seen = _seen_by_numpy_function(caller, frozen)
     assert seen[0] is caller and seen[0].flags.writeable  # ordinary Python semantics, O(1)
     assert seen[1] is frozen and not seen[1].flags.writeable  # read-only stays read-only
 
@@ -299,18 +305,10 @@ def test_numpy_same_type_input_passes_through_writable_as_the_caller_made_it() -
 def test_immutable_data_reaches_a_numpy_function_as_a_readonly_view() -> None:
     if "jax" not in available_types():
         pytest.skip("jax is not installed")
-    caller = mt.convert(IMAGE.copy(), "jax")
-    seen = []
-
-    @mt.numpy
-    def f(image: np.ndarray) -> np.ndarray:
-        seen.append(image)
-        return image + 0
-
-    f(caller)
-    assert not seen[0].flags.writeable
+    (seen,) = _seen_by_numpy_function(mt.convert(IMAGE.copy(), "jax"))
+    assert not seen.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
-        seen[0][...] = 0
+        seen[...] = 0
 
 
 def test_numpy_caller_into_torch_function_shares_unless_copy_inputs() -> None:
