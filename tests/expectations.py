@@ -7,6 +7,8 @@ import numpy as np
 import memtype as mt
 
 _CLE_WIDEN = {"b1": "u1", "f2": "f4"}
+_MLX_HOLDS = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+              "float16", "float32", "float64", "complex64", "bfloat16"}
 _NARROW = {"i8": "i4", "u8": "u4", "f8": "f4", "c16": "c8"}
 
 
@@ -24,6 +26,10 @@ def _narrowed(a: np.ndarray) -> np.dtype | None:
     return target if np.array_equal(back, a, equal_nan=a.dtype.kind in "fc") else None
 
 
+COVERED = frozenset({"numpy", "cupy", "torch", "tensorflow", "jax", "pyclesperanto", "mlx"})
+"""The targets whose rules :func:`expected_dtype` knows (test_tables_cover_every_row)."""
+
+
 def expected_dtype(a: np.ndarray, target: str) -> np.dtype | type[Exception]:
     """The dtype ``convert(a, target)`` must have, or the error class it must raise."""
     code = a.dtype.newbyteorder("=").str[1:]
@@ -38,6 +44,10 @@ def expected_dtype(a: np.ndarray, target: str) -> np.dtype | type[Exception]:
         if code in _NARROW:
             return _narrowed(a) or mt.MemoryConversionError
         return native
+    if target == "mlx":  # no complex128 (narrowed when exact), no float8 or other extensions
+        if code == "c16":
+            return _narrowed(a) or mt.MemoryConversionError
+        return native if native.name in _MLX_HOLDS else mt.MemoryConversionError
     if target == "jax" and code in _NARROW and not _jax_x64():
         return _narrowed(a) or mt.MemoryConversionError
     return native

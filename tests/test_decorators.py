@@ -28,7 +28,9 @@ MUTABLE_IN_PLACE: dict[str, Callable[[Any], Any]] = {
     "cupy": lambda x: x.__iadd__(1),
     "torch": lambda x: x.add_(1),
     "pyclesperanto": lambda x: __import__("pyclesperanto").set(x, 99),
+    "mlx": lambda x: x.__setitem__(0, 99),
 }
+"""How to write into an array of each mutable built-in type (test_tables_cover_every_row)."""
 
 
 def decorator_for(memory_type: str) -> Callable[..., Any]:

@@ -7,7 +7,7 @@ import pytest
 
 import memtype as mt
 from memtype.frameworks import Framework, register_framework, unregister_framework
-from tests.frameworks import available_types
+from tests.frameworks import available_types, builtin_names
 from tests.helpers import host
 
 
@@ -71,9 +71,20 @@ def test_no_decorator_for_an_unregistered_name() -> None:
     assert "toy" not in dir(mt)
 
 
-def test_dir_lists_every_decorator_and_no_implementation_names() -> None:
+_LISTED_BY_HAND = ("numpy", "cupy", "torch", "tensorflow", "jax", "pyclesperanto")
+
+
+@pytest.mark.parametrize("name", [
+    n if n in _LISTED_BY_HAND else pytest.param(n, marks=pytest.mark.xfail(
+        strict=True, reason="memtype/__init__.py _LAZY (hence __all__ and dir) names the six "
+        "decorators by hand instead of reading the table (issue 14)"))
+    for n in builtin_names()])
+def test_dir_and_all_list_every_builtin_decorator(name: str) -> None:
+    assert name in dir(mt) and name in mt.__all__
+    assert getattr(mt, name) is getattr(mt.decorators, name)
+
+
+def test_dir_lists_no_implementation_names() -> None:
     names = dir(mt)
-    for fw in ("numpy", "cupy", "torch", "tensorflow", "jax", "pyclesperanto"):
-        assert fw in names
     assert "memory_types" in names and "convert" in names and "MemtypeError" in names
     assert "importlib" not in names and "Any" not in names

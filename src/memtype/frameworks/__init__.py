@@ -113,6 +113,8 @@ _BUILTIN: tuple[Framework, ...] = (
               # its hint (install a backend) is wrong when the backend lacks an OpenCL runtime;
               # memtype says what is missing (no_device_reason, memtype info)
               quiet_import=("No pyclesperanto backend installed",)),
+    Framework("mlx", "mlx", ("mlx.core:array",), "memtype.frameworks.mlx_adapter",
+              ("cpu",), False, False, "pip install 'memtype[mlx]'  (mlx[cpu] on Linux)"),
 )
 
 _table: dict[str, Framework] = {fw.name: fw for fw in _BUILTIN}

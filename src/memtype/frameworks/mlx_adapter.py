@@ -1,0 +1,204 @@
+"""MLX adapter (host arrays; on Apple silicon MLX's memory is unified, here CPU only).
+
+MLX arrays are mutable (item assignment, and NumPy's view of their buffer writes through).
+Export is zero-copy: NumPy's buffer-protocol view of an evaluated array (bfloat16 through a
+uint16 view). Import always copies: MLX cannot import a CPU buffer without a copy
+(``mx.from_dlpack(a, copy=False)`` raises "Cannot import a CPU array without a copy", mlx
+0.32.4), so the row declares no DLPack import and host arrays enter through ``mx.array``
+with an explicit dtype (without one, ``mx.array`` narrows float64 to float32 silently).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from types import ModuleType
+from typing import Any
+
+import ml_dtypes
+import mlx.core as mx
+import numpy as np
+
+from memtype.frameworks._host import base_ndarray, narrow_lossless, native_copy, negative_strides
+from memtype.frameworks._protocol import CPU, Device
+
+HOST_NATIVE = False
+DLPACK_ON_HOST = False  # host arrays enter through from_numpy (MLX copies every import)
+DLPACK_CONTIGUOUS = True
+DLPACK_ALIGN = 1
+DLPACK_ANY_DTYPE = False
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_NARROW_HINT = "MLX has no complex128; cast to complex64 first."
+
+
+@functools.cache
+def _dtypes() -> dict[np.dtype[Any], Any]:
+    """NumPy dtype -> MLX dtype, for every dtype MLX holds (float64 on its CPU device)."""
+    names = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+             "float16", "float32", "float64", "complex64")
+    table: dict[np.dtype[Any], Any] = {np.dtype(n): getattr(mx, n if n != "bool" else "bool_")
+                                       for n in names}
+    table[_BF16] = mx.bfloat16
+    return table
+
+
+@functools.cache
+def _numpy_dtypes() -> dict[Any, np.dtype[Any]]:
+    return {v: k for k, v in _dtypes().items()}
+
+
+def version() -> str:
+    return str(vars(mx)["__version__"])  # not in mlx's stubs
+
+
+def device_of(x: Any) -> Device:
+    return CPU  # MLX arrays carry no device: memory is host (or unified) memory
+
+
+def gpu_count() -> int:
+    return 0  # Metal (unified memory) is not a device kind memtype moves arrays to
+
+
+def devices() -> list[str]:
+    return ["cpu"]
+
+
+def dlpack_version() -> str:
+    return "1.0"  # export only (see the module documentation)
+
+
+def dtype_of(x: Any) -> np.dtype[Any]:
+    return _numpy_dtypes()[x.dtype]
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    """NumPy's view of ``x``'s buffer (evaluates ``x``; zero-copy, writable like ``x``)."""
+    if x.dtype == mx.bfloat16:  # PEP 3118 has no bfloat16 format
+        return np.asarray(x.view(mx.uint16)).view(_BF16)
+    return np.asarray(x)
+
+
+def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
+    """A copy of ``a`` as an MLX array of the same dtype (complex128 narrowed exactly)."""
+    a = base_ndarray(a)
+    if a.dtype.kind == "c" and a.dtype.itemsize == 16:
+        a = narrow_lossless(a, np.dtype("c8"), "mlx", _NARROW_HINT)
+    if not a.dtype.isnative or negative_strides(a):  # MLX refuses both
+        a = native_copy(a)
+    if a.dtype == _BF16:  # mx.array raises std::bad_cast on ml_dtypes.bfloat16
+        return mx.array(a.view(np.uint16)).view(mx.bfloat16)
+    target = _dtypes().get(a.dtype)
+    if target is None:
+        return _refuse(a.dtype)
+    return mx.array(a, dtype=target)
+
+
+def _refuse(dtype: np.dtype[Any]) -> Any:
+    from memtype.errors import MemoryConversionError
+
+    held = ", ".join(str(d) for d in _dtypes())
+    raise MemoryConversionError(
+        f"MLX cannot hold dtype {dtype}; it holds {held}.", "numpy", "mlx")
+
+
+def from_dlpack(x: Any, device: Device) -> Any:
+    return from_numpy(np.from_dlpack(x), device)  # MLX copies host imports anyway
+
+
+def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
+    """False for float64 (``mx.from_dlpack`` narrows it to float32) and unheld dtypes."""
+    return dtype in _dtypes() and dtype != np.dtype("f8")
+
+
+def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
+    if x.dtype == mx.bfloat16:
+        return None
+    view = np.asarray(x)
+    if contiguous and not view.flags.c_contiguous:
+        return None
+    if align > 1 and view.size and view.__array_interface__["data"][0] % align:
+        return None
+    return x
+
+
+def on_host(x: Any) -> bool:
+    return True
+
+
+def data_ptr(x: Any) -> int | None:
+    return int(to_numpy(x).__array_interface__["data"][0])
+
+
+def to_device(x: Any, device: Device) -> Any:
+    return x
+
+
+def copy(x: Any) -> Any:
+    return mx.array(x)  # a new buffer (writes to either do not reach the other)
+
+
+def stack(arrays: Sequence[Any]) -> Any:
+    return mx.stack(list(arrays))
+
+
+@functools.cache
+def namespace() -> ModuleType | None:
+    """``mlx.core`` under the NumPy names memtype's dtype policy uses (``amin``/``amax``)."""
+    xp = ModuleType("memtype.frameworks.mlx_adapter.xp", "mlx.core with amin and amax")
+    xp.__dict__.update(amin=mx.min, amax=mx.max, __getattr__=lambda name: getattr(mx, name))
+    return xp
+
+
+def synchronize(device: Device) -> None:
+    mx.synchronize()
+
+
+def stream(device: Device) -> AbstractContextManager[Any]:
+    return nullcontext()  # host arrays: MLX's CPU stream is its default
+
+
+def empty_cache() -> None:
+    mx.clear_cache()
+
+
+def memory_info(gpu_id: int) -> dict[str, int]:
+    return {}  # no GPU device here (Metal is not handled)
+
+
+def oom_errors() -> tuple[type[BaseException], ...]:
+    return (MemoryError,)  # std::bad_alloc, as nanobind translates it
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError)
+
+
+def runtime_started() -> bool:
+    return False  # no device runtime
+
+
+# --- dtype policy primitives (memtype.dtypes) ---
+
+
+def astype(x: Any, dtype: np.dtype[Any]) -> Any:
+    target = _dtypes().get(np.dtype(dtype))
+    return x.astype(target) if target is not None else _refuse(np.dtype(dtype))
+
+
+def rint(x: Any) -> Any:
+    return mx.round(x)  # half to even, as np.rint
+
+
+def holds_dtype(dtype: np.dtype[Any]) -> bool:
+    """Whether MLX has ``dtype`` (no complex128, no float8 or other ml_dtypes but bfloat16)."""
+    return np.dtype(dtype).newbyteorder("=") in _dtypes()
+
+
+def unsupported(x: Any) -> str | None:
+    return None
