@@ -31,13 +31,15 @@ from memtype.convert import convert
 from memtype.dtypes import holds_dtype
 from memtype.errors import InputWriteError, MemoryConversionError
 from memtype.frameworks import (
+    CPU,
+    Adapter,
+    Device,
     Framework,
     array_types,
     load_adapter,
     loaded_frameworks,
     on_table_change,
 )
-from memtype.frameworks._protocol import CPU, Adapter, Device
 from memtype.gpu.streams import call_device
 
 __all__ = ["Inputs", "Policy", "framework_of", "prepare", "arrays_in", "write_count",
@@ -317,7 +319,7 @@ def _copied_before_release(adapter: Adapter, private: Any) -> None:
     receives another framework's GPU array (host arrays need none).
     """
     device = adapter.device_of(private)
-    if device.kind == "cuda":
+    if device.is_managed_gpu:
         adapter.synchronize(device)
 
 

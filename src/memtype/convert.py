@@ -26,8 +26,15 @@ from memtype.errors import (
     UnknownMemoryTypeError,
     UnsupportedArrayError,
 )
-from memtype.frameworks import Framework, get_framework, load_adapter, on_table_change
-from memtype.frameworks._protocol import CPU, Adapter, Device
+from memtype.frameworks import (
+    CPU,
+    Adapter,
+    Device,
+    Framework,
+    get_framework,
+    load_adapter,
+    on_table_change,
+)
 from memtype.types import MemoryTypeLike
 
 __all__ = [
@@ -136,7 +143,7 @@ def _dlpack_importer(src: Adapter, dst: Adapter) -> Callable[[Any, Device], Any 
 
 def _gpu_to_gpu(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapter,
                 sdev: Device, ddev: Device, allow_cpu_roundtrip: bool) -> Any:
-    if sdev.kind == ddev.kind == "cuda" and sfw.dlpack and dfw.dlpack:
+    if sdev.kind == ddev.kind and sdev.is_managed_gpu and sfw.dlpack and dfw.dlpack:
         moved = x if sdev == ddev else src.to_device(x, ddev)
         out = _dlpack_importer(src, dst)(moved, ddev)
         if out is not None:

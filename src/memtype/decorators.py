@@ -103,7 +103,7 @@ class MemoryTypeFunction(Results):
         policy = self._policy or self._load()
         inputs = prepare(args, kwargs, policy, opts.gpu_id)
         try:
-            if inputs.device.kind != "cuda" and not opts.slice_by_slice:
+            if not inputs.device.is_managed_gpu and not opts.slice_by_slice:
                 result = self._func(*inputs.args, **inputs.kwargs)  # host: no stream to set
             else:
                 result = self._invoke(inputs, opts.slice_by_slice)
@@ -133,7 +133,7 @@ class MemoryTypeFunction(Results):
 
     def _invoke(self, inputs: Inputs, by_slice: bool) -> Any:
         """Run the function (or its slices) on the call's device and stream."""
-        if inputs.device.kind != "cuda":
+        if not inputs.device.is_managed_gpu:
             if by_slice:
                 return run_by_slice(self._func, inputs, self._name)
             return self._func(*inputs.args, **inputs.kwargs)

@@ -44,8 +44,7 @@ from numpy.typing import DTypeLike
 
 from memtype.detect import detect_framework
 from memtype.errors import DtypePolicyError
-from memtype.frameworks import load_adapter
-from memtype.frameworks._protocol import Adapter
+from memtype.frameworks import Adapter, load_adapter
 from memtype.types import DtypeConversion
 
 __all__ = ["Scaling", "SCALINGS", "cast", "result_dtype", "output_dtype", "OutputDtype",

@@ -1,8 +1,9 @@
 """THE framework table: one record per memory type, one small adapter module per framework.
 
 Adding a framework means one :class:`Framework` row (here, or at run time with
-:func:`register_framework`) plus one adapter module implementing
-:class:`memtype.frameworks._protocol.Adapter`. Nothing else in memtype names a framework.
+:func:`register_framework`) plus one adapter module implementing :class:`Adapter` (the
+contract and its optional groups: :mod:`memtype.frameworks._protocol`; their defaults:
+:mod:`memtype.frameworks._hooks`). Nothing else in memtype names a framework.
 """
 
 from __future__ import annotations
@@ -14,14 +15,26 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from memtype.errors import FrameworkNotInstalledError, ImportOrderError, UnknownMemoryTypeError
-
-if TYPE_CHECKING:
-    from memtype.frameworks._protocol import Adapter
+from memtype.frameworks._protocol import (
+    CPU,
+    GPU_KIND,
+    Adapter,
+    Device,
+    DeviceProperties,
+    managed_gpu,
+)
 
 __all__ = [
+    "Adapter",
+    "CPU",
+    "Device",
+    "DeviceProperties",
+    "GPU_KIND",
+    "managed_gpu",
+    "gpu_adapters",
     "Framework",
     "FRAMEWORKS",
     "register_framework",
@@ -89,6 +102,11 @@ class Framework:
     def gpu_only(self) -> bool:
         """True when the framework has no host (``cpu``) arrays."""
         return "cpu" not in self.device_kinds
+
+    @property
+    def managed_gpu(self) -> bool:
+        """True when its arrays may live on a managed GPU (:data:`GPU_KIND`)."""
+        return GPU_KIND in self.device_kinds
 
 
 _BUILTIN: tuple[Framework, ...] = (
@@ -301,3 +319,17 @@ def array_types(framework: Framework) -> tuple[type, ...]:
 def loaded_frameworks() -> list[Framework]:
     """Rows whose top-level module is already imported (nothing is imported here)."""
     return [fw for fw in _table.values() if fw.module in sys.modules]
+
+
+def gpu_adapters(*, started: bool = True) -> Iterator[tuple[Framework, Adapter]]:
+    """``(row, adapter)`` of each loaded framework that may use a managed GPU.
+
+    With ``started`` (the default), only those whose runtime has started: asking the others
+    would start it (JAX's backend preallocates most of the GPU). Nothing is imported.
+    """
+    for fw in loaded_frameworks():
+        if not fw.managed_gpu:
+            continue
+        adapter = load_adapter(fw.name)
+        if not started or adapter.runtime_started():
+            yield fw, adapter

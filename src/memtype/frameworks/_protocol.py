@@ -1,4 +1,10 @@
-"""What every adapter module provides (a structural protocol; adapters are plain modules)."""
+"""The adapter contract: what every adapter module defines, and the optional groups.
+
+Adapters are plain modules, checked structurally. :class:`Adapter` lists what every adapter
+must define. The optional groups (:class:`DtypeOps`, :class:`Streams`, :class:`GPUHooks`...)
+are sub-protocols; :mod:`memtype.frameworks._hooks` is the ONE place that asks whether an
+adapter has one and supplies the default when it does not, so callers never ``getattr``.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +16,27 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Adapter", "Device", "CPU"]
+__all__ = [
+    "Adapter", "Device", "CPU", "GPU_KIND", "managed_gpu", "DeviceProperties",
+    "DtypeOps", "ReadOnlyView", "HostCheck", "Streams", "DeviceContext", "Diagnostics",
+    "GPUHooks", "DtypeParsing", "HoldsDtype",
+]
+
+GPU_KIND = "cuda"
+"""The accelerator kind memtype's GPU manager enumerates (NVML, ``CUDA_VISIBLE_DEVICES``).
+
+Pools, memory caps, ``memory_pressure``, peak counters and stream hand-offs act on devices of
+this kind ("managed GPUs"). Other accelerator kinds (OpenCL) are reached only through their
+adapter. Outside ``memtype.frameworks`` code asks :attr:`Device.is_managed_gpu` or
+:attr:`~memtype.frameworks.Framework.managed_gpu`, never the literal."""
 
 
 @dataclass(frozen=True, order=True)
 class Device:
     """Where an array lives.
 
-    ``kind`` is ``"cpu"``, ``"cuda"`` or ``"opencl"``; ``index`` the device's ordinal.
+    ``kind`` is ``"cpu"`` or an accelerator kind of the table (``"cuda"``, ``"opencl"``);
+    ``index`` the device's ordinal.
     """
 
     kind: str
@@ -28,6 +47,11 @@ class Device:
         """True for any accelerator (CUDA or OpenCL) device."""
         return self.kind != "cpu"
 
+    @property
+    def is_managed_gpu(self) -> bool:
+        """True for a device the GPU manager lists (see :data:`GPU_KIND`)."""
+        return self.kind == GPU_KIND
+
     def __str__(self) -> str:
         return "cpu" if self.kind == "cpu" else f"{self.kind}:{self.index}"
 
@@ -35,11 +59,35 @@ class Device:
 CPU = Device("cpu", 0)
 
 
-class Adapter(Protocol):
-    """The functions an adapter module defines. ``x`` is always the framework's own array.
+def managed_gpu(index: int) -> Device:
+    """The managed GPU with ordinal ``index`` (see :data:`GPU_KIND`)."""
+    return Device(GPU_KIND, index)
 
-    Module constants: ``HOST_NATIVE`` (its arrays are NumPy's), ``DLPACK_CONTIGUOUS`` and
-    ``DLPACK_ALIGN`` (what its DLPack import needs), ``DLPACK_ANY_DTYPE`` (no dtype check).
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """One managed GPU as a framework describes it (:meth:`GPUHooks.device_properties`).
+
+    ``total_bytes`` / ``free_bytes`` are 0 where the framework does not say;
+    ``compute_capability`` None and ``uuid`` ``""`` likewise.
+    """
+
+    name: str
+    total_bytes: int
+    free_bytes: int
+    compute_capability: tuple[int, int] | None = None
+    uuid: str = ""
+
+
+class Adapter(Protocol):
+    """What every adapter module defines. ``x`` is always the framework's own array.
+
+    Module constants are optional (defaults in :func:`memtype.frameworks._hooks.rules`):
+    ``HOST_NATIVE`` (its host arrays are NumPy's; default False), ``DLPACK_ON_HOST`` (host
+    arrays may enter by DLPack; True), ``DLPACK_CONTIGUOUS`` (its DLPack import needs
+    C-contiguous data; True), ``DLPACK_ALIGN`` (byte alignment it needs; 1),
+    ``DLPACK_ANY_DTYPE`` (skip the dtype check; False), ``PEAK_KEY`` (the :func:`memory_info`
+    key that is a resettable-or-not peak; None: no peak).
     """
 
     def version(self) -> str:
@@ -79,9 +127,6 @@ class Adapter(Protocol):
     def dlpack_export(self, x: Any, contiguous: bool, align: int) -> Any | None:
         """``x`` ready to hand to a consumer needing that layout, or None if it must be copied."""
 
-    def on_host(self, x: Any) -> bool:
-        """Whether ``x`` lives in host memory (a fast check)."""
-
     def data_ptr(self, x: Any) -> int | None:
         """The address of ``x``'s first element, or None where the framework hides it."""
 
@@ -117,3 +162,100 @@ class Adapter(Protocol):
 
     def is_oom(self, exc: BaseException) -> bool:
         """Whether ``exc`` (one of :func:`oom_errors`) really is an out-of-memory error."""
+
+
+# -- optional groups: an adapter defines all of a group's functions, or none -----------------
+
+class DtypeOps(Protocol):
+    """Casting on the device (frameworks with a :func:`Adapter.namespace`).
+
+    Default: none; dtype policies then go through NumPy (``holds_dtype``: every dtype)."""
+
+    def astype(self, x: Any, dtype: np.dtype[Any]) -> Any:
+        """``x`` cast to ``dtype`` (C semantics) on its device."""
+
+    def rint(self, x: Any) -> Any:
+        """``x`` rounded half to even, same dtype."""
+
+
+class HoldsDtype(Protocol):
+    """Default: the framework holds every dtype NumPy has."""
+
+    def holds_dtype(self, dtype: np.dtype[Any]) -> bool:
+        """Whether the framework can hold ``dtype`` exactly."""
+
+
+class ReadOnlyView(Protocol):
+    """Default: none (read-only data is copied instead of viewed)."""
+
+    def readonly_view(self, x: Any) -> Any:
+        """An O(1) view of ``x`` that refuses writes."""
+
+
+class HostCheck(Protocol):
+    """Default: ``not device_of(x).is_gpu``."""
+
+    def on_host(self, x: Any) -> bool:
+        """Whether ``x`` lives in host memory (a fast check)."""
+
+
+class Streams(Protocol):
+    """CUDA-style per-thread streams (used on managed GPUs). Default: none (no hand-off)."""
+
+    def current_stream(self, device: Device) -> Any:
+        """The stream current on ``device`` in this thread."""
+
+    def wait_stream(self, waiter: Any, producer: Any) -> None:
+        """Make ``waiter`` wait for the work queued so far on ``producer``."""
+
+    def record_stream(self, x: Any, stream: Any) -> None:
+        """Tell the allocator that ``stream`` uses ``x``'s memory."""
+
+
+class DeviceContext(Protocol):
+    """Default: none (a GPU-only call without a ``gpu_id`` runs on GPU 0)."""
+
+    def current_device(self) -> int:
+        """The ordinal of the framework's current device context."""
+
+
+class Diagnostics(Protocol):
+    """Explanations. Defaults: every array convertible; no reason; no runtime line."""
+
+    def unsupported(self, x: Any) -> str | None:
+        """Why ``x`` can never leave its framework, or None."""
+
+    def no_device_reason(self) -> str:
+        """Why the framework sees no device (``""`` when it does)."""
+
+    def runtime_info(self) -> str:
+        """One line describing the framework's runtime, for ``memtype info``."""
+
+
+class GPUHooks(Protocol):
+    """Behaviour on managed GPUs, each function optional on its own. Defaults: not supported."""
+
+    def device_properties(self, index: int) -> DeviceProperties:
+        """Describe managed GPU ``index`` (may start the framework's runtime on it)."""
+
+    def set_memory_cap(self, gpu_id: int, limit_bytes: int | None, total_bytes: int) -> None:
+        """Cap (None: uncap) what the framework's allocator may hold on GPU ``gpu_id``."""
+
+    def reset_peak(self, gpu_id: int) -> None:
+        """Reset the framework's peak-memory counter on GPU ``gpu_id``."""
+
+    def timing_events(self) -> tuple[Any, Any] | None:
+        """A recorded start event and an unrecorded end event (``record``, ``synchronize``,
+        ``elapsed_time`` in ms), or None while the runtime has not started."""
+
+    def pinned_host_copy(self, x: Any) -> Any | None:
+        """A copy of device array ``x`` in pinned host memory (the framework's own array,
+        readable by :func:`Adapter.to_numpy` and :func:`Adapter.to_device`), or None."""
+
+
+class DtypeParsing(Protocol):
+    """Default: none (only NumPy dtype-likes are understood)."""
+
+    def parse_dtype(self, dtype: object) -> np.dtype[Any] | None:
+        """The NumPy dtype of one of the framework's dtype objects, or None if not one."""
+

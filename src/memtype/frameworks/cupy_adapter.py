@@ -13,12 +13,13 @@ import cupy as cp
 import numpy as np
 
 from memtype.frameworks._host import is_extension, numpy_dlpack_dtype
-from memtype.frameworks._protocol import Device
+from memtype.frameworks._protocol import Device, DeviceProperties
 
 HOST_NATIVE = False
 DLPACK_CONTIGUOUS = False
 DLPACK_ALIGN = 1
 DLPACK_ANY_DTYPE = False
+PEAK_KEY = "pool_total"  # the pool only grows: its size is the peak
 
 _streams = threading.local()
 
@@ -218,3 +219,17 @@ def runtime_started() -> bool:
 def current_device() -> int:
     """The CUDA device current on this thread (``with cupy.cuda.Device(1):``)."""
     return int(cp.cuda.runtime.getDevice())
+
+
+def device_properties(index: int) -> DeviceProperties:
+    props = cp.cuda.runtime.getDeviceProperties(index)
+    with cp.cuda.Device(index):
+        free, total = cp.cuda.runtime.memGetInfo()
+    name = props["name"]
+    return DeviceProperties(name.decode() if isinstance(name, bytes) else str(name), int(total),
+                            int(free), (int(props["major"]), int(props["minor"])))
+
+
+def set_memory_cap(gpu_id: int, limit_bytes: int | None, total_bytes: int) -> None:
+    with cp.cuda.Device(gpu_id):
+        cp.get_default_memory_pool().set_limit(size=limit_bytes or 0)

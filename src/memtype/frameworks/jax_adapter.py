@@ -27,6 +27,7 @@ DLPACK_ON_HOST = False  # host arrays of any type enter through from_numpy (see 
 DLPACK_CONTIGUOUS = True  # XLA buffers are dense row-major
 DLPACK_ALIGN = 1  # unaligned buffers are copied by jax itself
 DLPACK_ANY_DTYPE = False
+PEAK_KEY = "peak_bytes_in_use"
 
 _X64_HINT = (
     "Enable 64-bit JAX with memtype.gpu.configure(jax_enable_x64=True) "

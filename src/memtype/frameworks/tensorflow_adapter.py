@@ -24,12 +24,13 @@ from memtype.frameworks._host import (
     numpy_dlpack_dtype,
     shareable,
 )
-from memtype.frameworks._protocol import CPU, Device
+from memtype.frameworks._protocol import CPU, Device, DeviceProperties
 
 HOST_NATIVE = False
 DLPACK_CONTIGUOUS = True
 DLPACK_ALIGN = ALIGN
 DLPACK_ANY_DTYPE = False
+PEAK_KEY = "peak"
 
 
 def version() -> str:
@@ -242,3 +243,25 @@ def unsupported(x: Any) -> str | None:
     if x.dtype in (tf.resource, tf.variant):
         return f"a TensorFlow tensor of dtype {x.dtype.name} is a handle, not array data."
     return None
+
+
+def device_properties(index: int) -> DeviceProperties:
+    """No free/total figures: TensorFlow does not say."""
+    gpu = tf.config.list_physical_devices("GPU")[index]
+    details = tf.config.experimental.get_device_details(gpu)
+    cc = details.get("compute_capability")
+    return DeviceProperties(str(details.get("device_name", gpu.name)), 0, 0,
+                            (int(cc[0]), int(cc[1])) if cc else None)
+
+
+def reset_peak(gpu_id: int) -> None:
+    tf.config.experimental.reset_memory_stats(f"GPU:{gpu_id}")
+
+
+def parse_dtype(dtype: object) -> np.dtype[Any] | None:
+    if not isinstance(dtype, tf.dtypes.DType):
+        return None
+    try:
+        return np.dtype(dtype.as_numpy_dtype)
+    except TypeError:
+        return None

@@ -20,12 +20,13 @@ from memtype.frameworks._host import (
     negative_strides,
     shareable,
 )
-from memtype.frameworks._protocol import CPU, Device
+from memtype.frameworks._protocol import CPU, Device, DeviceProperties
 
 HOST_NATIVE = False
 DLPACK_CONTIGUOUS = False  # torch takes any non-negative strides (negative ones abort the process)
 DLPACK_ALIGN = 1
 DLPACK_ANY_DTYPE = True
+PEAK_KEY = "peak_allocated"
 
 _streams = threading.local()
 
@@ -291,3 +292,47 @@ def unsupported(x: Any) -> str | None:
     if x.is_quantized:
         return "a quantized torch tensor has no portable dtype; call .dequantize() first."
     return None
+
+
+def device_properties(index: int) -> DeviceProperties:
+    """Starts torch's CUDA context on that device."""
+    props = torch.cuda.get_device_properties(index)
+    free, total = torch.cuda.mem_get_info(index)
+    uuid = str(getattr(props, "uuid", ""))
+    return DeviceProperties(str(props.name), int(total), int(free),
+                            (int(props.major), int(props.minor)),
+                            f"GPU-{uuid}" if uuid and not uuid.startswith("GPU-") else uuid)
+
+
+def set_memory_cap(gpu_id: int, limit_bytes: int | None, total_bytes: int) -> None:
+    fraction = 1.0 if limit_bytes is None else min(limit_bytes / total_bytes, 1.0)
+    torch.cuda.set_per_process_memory_fraction(fraction, gpu_id)
+
+
+def reset_peak(gpu_id: int) -> None:
+    torch.cuda.reset_peak_memory_stats(gpu_id)
+
+
+def timing_events() -> tuple[Any, Any] | None:
+    if not torch.cuda.is_initialized():
+        return None
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    return start, end
+
+
+def pinned_host_copy(x: Any) -> Any | None:
+    if x.device.type != "cuda":
+        return None
+    out = torch.empty(tuple(x.shape), dtype=x.dtype, pin_memory=True)
+    out.copy_(x)
+    return out
+
+
+def parse_dtype(dtype: object) -> np.dtype[Any] | None:
+    if not isinstance(dtype, torch.dtype):
+        return None
+    try:
+        return np.dtype(str(dtype).rpartition(".")[2])
+    except TypeError:
+        return None

@@ -6,23 +6,31 @@ Where the list comes from, in order:
    NVML numbers GPUs in PCI bus order and ignores ``CUDA_VISIBLE_DEVICES``, so the manager
    applies that variable itself and reports CUDA's logical indices (they match CUDA's own when
    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, or when the GPUs are identical).
-2. A framework that is already imported and sees a CUDA GPU (cupy, torch, tensorflow; the
-   runtime applies ``CUDA_VISIBLE_DEVICES``). JAX is never probed: listing its devices starts
-   its backend, which preallocates most of the GPU's memory.
+2. A framework that is already imported, sees a managed GPU and whose adapter defines
+   ``device_properties`` (the runtime applies ``CUDA_VISIBLE_DEVICES``). JAX's adapter has
+   none on purpose: listing its devices starts its backend, which preallocates most of the
+   GPU's memory.
 3. Nothing: an empty list, and :class:`~memtype.errors.DeviceError` where a GPU is required.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from memtype.errors import DeviceError, InvalidArgumentError
-from memtype.frameworks import loaded_frameworks
+from memtype.frameworks import (
+    Adapter,
+    Framework,
+    get_framework,
+    gpu_adapters,
+    load_adapter,
+    loaded_frameworks,
+)
+from memtype.frameworks import _hooks as hooks
 
 __all__ = ["GPUInfo", "GPUManager", "assign", "get_gpu_manager", "select_device", "visible_devices"]
 
@@ -155,54 +163,30 @@ class _Nvml:
         return int(mem.free), int(mem.total)
 
 
-def _probe_cupy(module: Any, index: int) -> GPUInfo:
-    """One device as cupy reports it."""
-    props = module.cuda.runtime.getDeviceProperties(index)
-    with module.cuda.Device(index):
-        free, total = module.cuda.runtime.memGetInfo()
-    return GPUInfo(index, _text(props["name"]), int(total), int(free),
-                   (int(props["major"]), int(props["minor"])), "", "cupy")
+def _probe(fw: Framework, adapter: Adapter, index: int) -> GPUInfo:
+    """One device as a framework's adapter describes it (may start its runtime there)."""
+    describe = hooks.device_properties(adapter)
+    assert describe is not None  # callers pick adapters that have it
+    p = describe(index)
+    return GPUInfo(index, p.name, p.total_bytes, p.free_bytes, p.compute_capability, p.uuid,
+                   fw.name)
 
 
-def _probe_torch(module: Any, index: int) -> GPUInfo:
-    """One device as torch reports it (starts torch's CUDA context on that device)."""
-    props = module.cuda.get_device_properties(index)
-    free, total = module.cuda.mem_get_info(index)
-    uuid = str(getattr(props, "uuid", ""))
-    return GPUInfo(index, str(props.name), int(total), int(free),
-                   (int(props.major), int(props.minor)),
-                   f"GPU-{uuid}" if uuid and not uuid.startswith("GPU-") else uuid, "torch")
+def _describers() -> Iterator[tuple[Framework, Adapter]]:
+    """Loaded managed-GPU frameworks whose adapter can describe a device.
 
-
-def _probe_tensorflow(module: Any, index: int) -> GPUInfo:
-    """One device as tensorflow reports it (no free/total figures: TensorFlow does not say)."""
-    gpu = module.config.list_physical_devices("GPU")[index]
-    details = module.config.experimental.get_device_details(gpu)
-    cc = details.get("compute_capability")
-    return GPUInfo(index, str(details.get("device_name", gpu.name)), 0, 0,
-                   (int(cc[0]), int(cc[1])) if cc else None, "", "tensorflow")
-
-
-# framework name -> how to describe one of its devices; JAX is left out on purpose (see above)
-_PROBES: dict[str, Callable[[Any, int], GPUInfo]] = {
-    "cupy": _probe_cupy,
-    "torch": _probe_torch,
-    "tensorflow": _probe_tensorflow,
-}
+    An adapter without ``device_properties`` is never probed (JAX's would start its backend,
+    which preallocates most of the GPU's memory)."""
+    return ((fw, a) for fw, a in gpu_adapters(started=False)
+            if hooks.device_properties(a) is not None)
 
 
 def _framework_gpus() -> tuple[str, list[GPUInfo]]:
-    """The first loaded framework that sees CUDA GPUs, and its devices."""
-    from memtype.frameworks import load_adapter
-
-    for fw in loaded_frameworks():
-        probe = _PROBES.get(fw.name)
-        if probe is None or "cuda" not in fw.device_kinds:
-            continue
-        count = load_adapter(fw.name).gpu_count()
+    """The first loaded framework that sees managed GPUs, and its devices."""
+    for fw, adapter in _describers():
+        count = adapter.gpu_count()
         if count:
-            module = sys.modules[fw.module]
-            return fw.name, [probe(module, i) for i in range(count)]
+            return fw.name, [_probe(fw, adapter, i) for i in range(count)]
     return "none", []
 
 
@@ -299,12 +283,9 @@ class GPUManager:
             _check_index(gpu_id, len(gpus))
             if self._source == "nvml":
                 return self._nvml.mem_get_info(self._physical[gpu_id])
-            fresh = _PROBES[self._source](sys.modules[self._source_module()], gpu_id)
+            fw = get_framework(self._source)
+            fresh = _probe(fw, load_adapter(fw.name), gpu_id)
             return fresh.free_bytes, fresh.total_bytes
-
-    def _source_module(self) -> str:
-        """The top-level module of the framework the list came from."""
-        return next(fw.module for fw in loaded_frameworks() if fw.name == self._source)
 
     def select_device(self, min_free_bytes: int | None = None) -> int:
         """The index of the GPU with the most free memory now.

@@ -14,16 +14,21 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 import psutil
 
 from memtype.errors import ArgumentTypeError, DeviceError, InvalidArgumentError
-from memtype.frameworks import get_framework, load_adapter, loaded_frameworks
+from memtype.frameworks import _hooks as hooks
+from memtype.frameworks import (
+    get_framework,
+    gpu_adapters,
+    load_adapter,
+    loaded_frameworks,
+    managed_gpu,
+)
 from memtype.gpu.devices import get_gpu_manager
 
 __all__ = [
@@ -88,19 +93,13 @@ def _host() -> DeviceMemory:
 
 
 def _framework_usage(gpu_id: int) -> dict[str, Mapping[str, int]]:
-    """What each loaded CUDA framework reports holding on GPU ``gpu_id``.
+    """What each loaded managed-GPU framework reports holding on GPU ``gpu_id``.
 
     A framework whose adapter says its runtime has not started holds nothing and is not asked
     (asking JAX would start its backend, which preallocates most of the GPU).
     """
     usage: dict[str, Mapping[str, int]] = {}
-    for fw in loaded_frameworks():
-        if "cuda" not in fw.device_kinds:
-            continue
-        adapter = load_adapter(fw.name)
-        started = getattr(adapter, "runtime_started", None)
-        if started is not None and not started():
-            continue
+    for fw, adapter in gpu_adapters():
         info = adapter.memory_info(gpu_id)
         if info:
             usage[fw.name] = MappingProxyType(dict(info))
@@ -111,7 +110,7 @@ def _gpu(gpu_id: int) -> DeviceMemory:
     """Live figures of one GPU."""
     manager = get_gpu_manager()
     free, total = manager.mem_get_info(gpu_id)
-    return DeviceMemory(f"cuda:{gpu_id}", total, free,
+    return DeviceMemory(str(managed_gpu(gpu_id)), total, free,
                         MappingProxyType(_framework_usage(gpu_id)), manager.source)
 
 
@@ -174,7 +173,7 @@ def memory_usage(gpu_id: int | None = None) -> dict[str, DeviceMemory]:
     if gpu_id is not None:
         gpu = _gpu(int(gpu_id))
         return {gpu.device: gpu}
-    usage = {f"cuda:{i}": _gpu(i) for i in range(count)}
+    usage = {str(managed_gpu(i)): _gpu(i) for i in range(count)}
     usage["cpu"] = _host()
     return usage
 
@@ -276,29 +275,9 @@ def memory_pressure(gpu_id: int | None = None) -> float:
     return device_memory(gpu_id).pressure
 
 
-def _cap_cupy(module: Any, gpu_id: int, limit: int | None, total: int) -> None:
-    """Limit (or unlimit, with None) cupy's default memory pool on one GPU."""
-    with module.cuda.Device(gpu_id):
-        module.get_default_memory_pool().set_limit(size=limit or 0)
-
-
-def _cap_torch(module: Any, gpu_id: int, limit: int | None, total: int) -> None:
-    """Limit (or unlimit, with None) torch's caching allocator on one GPU."""
-    fraction = 1.0 if limit is None else min(limit / total, 1.0)
-    module.cuda.set_per_process_memory_fraction(fraction, gpu_id)
-
-
-# framework name -> how to cap what it may hold on a GPU (JAX and TensorFlow can only be
-# limited before they start: see memtype.gpu.configure)
-_CAPS: dict[str, Callable[[Any, int, int | None, int], None]] = {
-    "cupy": _cap_cupy,
-    "torch": _cap_torch,
-}
-
-
 def cap_framework_memory(limit_bytes: int | None, gpu_id: int = 0,
                          frameworks: Sequence[str] | None = None) -> list[str]:
-    """Cap what cupy's memory pool and torch's caching allocator may hold on one GPU.
+    """Cap what the frameworks' allocators may hold on one GPU (adapter ``set_memory_cap``).
 
     Parameters
     ----------
@@ -308,7 +287,8 @@ def cap_framework_memory(limit_bytes: int | None, gpu_id: int = 0,
         The GPU.
     frameworks : sequence of str, optional
         Which to cap (imported if needed); by default the loaded ones. Names without a cap
-        (numpy, jax, tensorflow, pyclesperanto) are skipped.
+        (host-only ones, or those that can only be limited before they start, such as JAX
+        and TensorFlow: see ``memtype.gpu.configure``) are skipped.
 
     Returns
     -------
@@ -322,8 +302,12 @@ def cap_framework_memory(limit_bytes: int | None, gpu_id: int = 0,
     """
     total = get_gpu_manager().mem_get_info(gpu_id)[1]
     names = [fw.name for fw in loaded_frameworks()] if frameworks is None else list(frameworks)
-    capped = [name for name in names if name in _CAPS]
-    for name in capped:
-        load_adapter(name)
-        _CAPS[name](sys.modules[get_framework(name).module], gpu_id, limit_bytes, total)
+    capped: list[str] = []
+    for name in names:
+        if not get_framework(name).managed_gpu:
+            continue
+        cap = hooks.set_memory_cap(load_adapter(name))
+        if cap is not None:
+            cap(gpu_id, limit_bytes, total)
+            capped.append(name)
     return capped

@@ -26,8 +26,15 @@ from memtype.errors import (
     MemoryBudgetError,
     StoreKeyError,
 )
-from memtype.frameworks import get_framework, load_adapter, loaded_frameworks
-from memtype.frameworks._protocol import CPU, Device
+from memtype.frameworks import (
+    CPU,
+    Device,
+    get_framework,
+    load_adapter,
+    loaded_frameworks,
+    managed_gpu,
+)
+from memtype.frameworks import _hooks as hooks
 from memtype.gpu.cache import measure_nbytes
 from memtype.gpu.devices import get_gpu_manager
 from memtype.gpu.memory import cap_framework_memory
@@ -48,20 +55,20 @@ class _Allocation:
 
 
 def _as_dtype(dtype: Any) -> np.dtype[Any]:
-    """A NumPy dtype from a NumPy dtype-like, a TensorFlow DType or a ``torch.float32``-like."""
+    """A NumPy dtype from a NumPy dtype-like or a loaded framework's dtype (``parse_dtype``)."""
     if dtype is None:
         raise ArgumentTypeError("dtype must be given (e.g. 'float32'); received None.")
     try:
         result: np.dtype[Any] = np.dtype(dtype)
         return result
     except TypeError:
-        pass  # not NumPy's: try the framework spellings below
-    as_numpy = getattr(dtype, "as_numpy_dtype", None)  # tensorflow.DType
-    name = as_numpy if as_numpy is not None else str(dtype).rpartition(".")[2]
-    try:
-        return np.dtype(name)
-    except TypeError as exc:
-        raise ArgumentTypeError(f"dtype {dtype!r} is not a dtype memtype understands.") from exc
+        pass  # not NumPy's: ask the loaded frameworks (a framework's dtype implies it is loaded)
+    for fw in loaded_frameworks():
+        parse = hooks.parse_dtype(load_adapter(fw.name))
+        parsed = None if parse is None else parse(dtype)
+        if parsed is not None:
+            return parsed
+    raise ArgumentTypeError(f"dtype {dtype!r} is not a dtype memtype understands.")
 
 
 def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -78,7 +85,7 @@ def _device_total(device: Device) -> int | None:
         import psutil
 
         return int(psutil.virtual_memory().total)
-    if device.kind == "cuda":
+    if device.is_managed_gpu:
         return get_gpu_manager().mem_get_info(device.index)[1]
     return None
 
@@ -359,7 +366,7 @@ class GPUMemoryPool(GPUMemoryManager):
 
     def __init__(self, limit_bytes: int, gpu_id: int | None = 0) -> None:
         _check_limit(limit_bytes)
-        self.device = CPU if gpu_id is None else Device("cuda", get_gpu_manager().get(gpu_id).index)
+        self.device = CPU if gpu_id is None else managed_gpu(get_gpu_manager().get(gpu_id).index)
         super().__init__(limit_bytes=limit_bytes, gpu_id=gpu_id)
         self._capped: list[str] = []
 
@@ -395,7 +402,7 @@ class GPUMemoryPool(GPUMemoryManager):
         list of str
             The frameworks capped (empty for a host pool).
         """
-        if self.device.kind != "cuda":
+        if not self.device.is_managed_gpu:
             return []
         capped = cap_framework_memory(self.limit_bytes, self.device.index, frameworks)
         self._capped = sorted(set(self._capped) | set(capped))
@@ -430,7 +437,7 @@ def get_gpu_memory_pool(gpu_id: int | None = None, limit_bytes: int | None = Non
     manager = get_gpu_manager()
     if gpu_id is None and manager.count:
         gpu_id = 0
-    key = CPU if gpu_id is None else Device("cuda", manager.get(gpu_id).index)
+    key = CPU if gpu_id is None else managed_gpu(manager.get(gpu_id).index)
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None:

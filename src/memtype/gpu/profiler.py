@@ -12,7 +12,6 @@ TensorFlow's peak counters are reset on entry, so the figure is the block's own 
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,7 +20,8 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Self, TypeVar, overload
 
 from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
-from memtype.frameworks import load_adapter, loaded_frameworks
+from memtype.frameworks import _hooks as hooks
+from memtype.frameworks import gpu_adapters, load_adapter
 from memtype.gpu.devices import get_gpu_manager
 from memtype.gpu.memory import memory_usage
 
@@ -29,8 +29,6 @@ __all__ = ["ProfileRecord", "Profiler", "profile"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# adapter memory_info keys that hold a peak (torch, JAX, TensorFlow), then cupy's pool total
-_PEAK_KEYS = ("peak_allocated", "peak_bytes_in_use", "peak", "pool_total")
 
 
 @dataclass(frozen=True)
@@ -120,56 +118,41 @@ def _hook(delta: int) -> None:
             remove_conversion_hook(_on_conversion)
 
 
+def _peak_key(name: str) -> str | None:
+    """Which of a framework's ``memory_info`` figures is its peak (adapter ``PEAK_KEY``)."""
+    return hooks.rules(load_adapter(name)).peak_key
+
+
 def _read_peaks() -> dict[str, int]:
     """Per framework holding GPU memory, its peak bytes summed over the visible GPUs."""
     peaks: dict[str, int] = {}
     for mem in memory_usage().values():
         for name, info in mem.frameworks.items():
-            key = next((k for k in _PEAK_KEYS if k in info), None)
-            if key is not None:
+            key = _peak_key(name)
+            if key is not None and key in info:
                 peaks[name] = peaks.get(name, 0) + info[key]
     return peaks
 
 
-def _reset_torch(module: Any, gpu_id: int) -> None:
-    """Reset torch's peak counter on one GPU."""
-    module.cuda.reset_peak_memory_stats(gpu_id)
-
-
-def _reset_tensorflow(module: Any, gpu_id: int) -> None:
-    """Reset TensorFlow's peak counter on one GPU."""
-    module.config.experimental.reset_memory_stats(f"GPU:{gpu_id}")
-
-
-# framework name -> how to reset its peak counter (the others cannot be reset)
-_RESETS: dict[str, Callable[[Any, int], None]] = {
-    "torch": _reset_torch,
-    "tensorflow": _reset_tensorflow,
-}
-
-
 def _reset_peaks() -> None:
-    """Reset the peak counters of the loaded frameworks that have one, on every GPU."""
+    """Reset the peak counters of the started frameworks that have one, on every GPU."""
     count = get_gpu_manager().count
-    for fw in loaded_frameworks():
-        reset = _RESETS.get(fw.name)
-        if reset is None or "cuda" not in fw.device_kinds:
-            continue
-        adapter = load_adapter(fw.name)
-        started = getattr(adapter, "runtime_started", None)
-        if started is None or started():  # a runtime not started has no peak to reset
+    for _fw, adapter in gpu_adapters():  # a runtime not started has no peak to reset
+        reset = hooks.reset_peak(adapter)
+        if reset is not None:
             for gpu_id in range(min(count, adapter.gpu_count())):
-                reset(sys.modules[fw.module], gpu_id)
+                reset(gpu_id)
 
 
 def _start_events() -> tuple[Any, Any] | None:
-    """A recorded start event and an end event on torch's current stream, or None."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return None
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    return start, end
+    """A recorded start event and an end event from the first started framework that times
+    device work (adapter ``timing_events``), or None."""
+    for _fw, adapter in gpu_adapters():
+        timing = hooks.timing_events(adapter)
+        events = None if timing is None else timing()
+        if events is not None:
+            return events
+    return None
 
 
 def _device_seconds(events: tuple[Any, Any] | None) -> float | None:

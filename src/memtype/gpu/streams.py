@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from memtype.detect import detect_framework
-from memtype.frameworks import Framework, get_framework, load_adapter
-from memtype.frameworks._protocol import CPU, Device
+from memtype.frameworks import CPU, Device, Framework, get_framework, load_adapter
+from memtype.frameworks import _hooks as hooks
 from memtype.types import MemoryTypeLike
 
 __all__ = ["thread_stream", "StreamHandoff", "call_device"]
@@ -95,16 +95,17 @@ def thread_stream(memory_type: MemoryTypeLike | Any = "torch",
     else:
         fw = detect_framework(memory_type)
         device = load_adapter(fw.name).device_of(memory_type)
-    adapter: Any = load_adapter(fw.name)  # the stream functions are optional (CUDA adapters)
-    if device.kind != "cuda" or not hasattr(adapter, "current_stream"):
+    adapter = load_adapter(fw.name)
+    handoff = hooks.streams(adapter)  # the stream functions are optional (CUDA-style adapters)
+    if not device.is_managed_gpu or handoff is None:
         with adapter.stream(device):
             yield _NO_STREAM
         return
-    caller = adapter.current_stream(device)
+    caller = handoff.current_stream(device)
     with adapter.stream(device):
-        ours = adapter.current_stream(device)
-        adapter.wait_stream(ours, caller)
+        ours = handoff.current_stream(device)
+        handoff.wait_stream(ours, caller)
         try:
-            yield StreamHandoff(adapter, ours, caller)
+            yield StreamHandoff(handoff, ours, caller)
         finally:
-            adapter.wait_stream(caller, ours)
+            handoff.wait_stream(caller, ours)

@@ -153,7 +153,7 @@ class Pipeline:
 
     def uses_gpu(self) -> bool:
         """Whether a step runs in a memory type that can live on a CUDA GPU, and a GPU exists."""
-        cuda = any("cuda" in get_framework(c.input_type).device_kinds
+        cuda = any(get_framework(c.input_type).managed_gpu
                    for s in self.steps for c in s.all_calls())
         if not cuda:
             return False

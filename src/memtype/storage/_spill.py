@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from memtype.errors import StoreFormatError
-from memtype.frameworks._protocol import Device
+from memtype.frameworks import Device
 from memtype.storage._atomic import atomic_write
 from memtype.storage.memory import nbytes_of
 
@@ -75,27 +75,28 @@ class Entry:
 
 
 def to_host(value: Any, memory_type: str, device: Device, pin: bool) -> Any:
-    """A host copy of a device array: pinned torch memory for CUDA torch (if ``pin``), else
-    a NumPy array (a view for arrays that already live in host memory)."""
+    """A host copy of a device array: the framework's own pinned host array where its adapter
+    has ``pinned_host_copy`` (if ``pin``), else a NumPy array (a view for arrays that already
+    live in host memory)."""
+    from memtype.frameworks import _hooks as hooks
     from memtype.frameworks import load_adapter
 
-    if pin and memory_type == "torch" and device.kind == "cuda":
-        import torch
-
-        out = torch.empty(tuple(value.shape), dtype=value.dtype, pin_memory=True)
-        out.copy_(value)
-        return out
-    return load_adapter(memory_type).to_numpy(value)
+    adapter = load_adapter(memory_type)
+    pinned = hooks.pinned_host_copy(adapter) if pin and device.is_managed_gpu else None
+    out = None if pinned is None else pinned(value)
+    return adapter.to_numpy(value) if out is None else out
 
 
 def reload(host: Any, memory_type: str, device: Device) -> Any:
     """A host copy brought back to ``device`` as a ``memory_type`` array."""
-    if isinstance(host, np.ndarray) and not device.is_gpu and memory_type == "numpy":
-        return host  # already what was saved (a masked array keeps its mask)
-    if not isinstance(host, np.ndarray):  # a pinned torch tensor
-        from memtype.frameworks import load_adapter
+    from memtype.frameworks import _hooks as hooks
+    from memtype.frameworks import load_adapter
 
-        return load_adapter("torch").to_device(host, device)
+    if isinstance(host, np.ndarray) and not device.is_gpu and hooks.rules(
+            load_adapter(memory_type)).host_native:
+        return host  # already what was saved (a masked array keeps its mask)
+    if not isinstance(host, np.ndarray):  # a pinned host array of the framework's own
+        return load_adapter(memory_type).to_device(host, device)
     import memtype
 
     gpu_id = device.index if device.is_gpu else None
@@ -141,11 +142,12 @@ class SpillFiles:
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.directory, True)
 
     def write(self, uid: int, host: Any) -> Spilled:
-        """Write a host array (NumPy, masked, or a pinned torch tensor) to a new file."""
-        if not isinstance(host, np.ndarray):  # a pinned torch tensor
+        """Write a host array (NumPy, masked, or a framework's pinned host array) to a file."""
+        if not isinstance(host, np.ndarray):  # a pinned host array (see to_host)
+            from memtype.detect import detect_framework
             from memtype.frameworks import load_adapter
 
-            host = load_adapter("torch").to_numpy(host)
+            host = load_adapter(detect_framework(host).name).to_numpy(host)
         parts = _parts(host)
         name = f"{uid}.raw"
         path = os.path.join(self.directory, name)

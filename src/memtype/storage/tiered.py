@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import StoreFormatError, StoreUsageError
-from memtype.frameworks._protocol import Device
+from memtype.frameworks import Device
 from memtype.storage._spill import Entry as _Entry
 from memtype.storage._spill import SpillFiles, TieredStats, reload, spillable, to_host
 from memtype.storage.base import PathLike, StoreStat
@@ -363,7 +363,7 @@ class TieredStore(TreeStore):
         gpu = candidate.device.index if candidate.device.is_gpu else None
         gauge = self.pressure
         if gauge is None:
-            if candidate.device.kind != "cuda":  # memory_pressure measures CUDA GPUs
+            if not candidate.device.is_managed_gpu:  # memory_pressure measures these
                 return False
             from memtype.gpu import memory_pressure
 
