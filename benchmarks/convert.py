@@ -69,6 +69,17 @@ def _direct_calls() -> dict[tuple[str, str], Callable[[Any], Any]]:
         calls[("pyclesperanto", "torch")] = lambda c: torch.from_numpy(c.get())
         calls[("pyclesperanto", "jax")] = lambda c: jnp.asarray(c.get())
         calls[("pyclesperanto", "tensorflow")] = lambda c: tf.convert_to_tensor(c.get())
+    if "mlx" in usable_types():
+        import mlx.core as mx
+
+        host_of = {"numpy": lambda a: a, "torch": lambda t: t.numpy(), "jax": np.asarray,
+                   "tensorflow": np.asarray}
+        for src, fn in host_of.items():  # MLX copies every import (mx.array or from_dlpack)
+            calls[(src, "mlx")] = lambda x, fn=fn: mx.array(fn(x))
+        calls[("mlx", "numpy")] = np.asarray  # NumPy's view of the MLX buffer
+        calls[("mlx", "torch")] = torch.from_dlpack
+        calls[("mlx", "jax")] = lambda m: jnp.asarray(np.asarray(m))
+        calls[("mlx", "tensorflow")] = lambda m: tf.convert_to_tensor(np.asarray(m))
     return calls
 
 
@@ -106,7 +117,7 @@ def _ratio(a: float, b: float) -> str:
     return "n/a" if a != a or b != b or b == 0 else f"{a / b:.2f}x"
 
 
-def run(sizes: list[str], repeats: int) -> str:
+def run(sizes: list[str], repeats: int, only: list[str] | None = None) -> str:
     types = usable_types()
     direct = _direct_calls()
     peer = _arraybridge()
@@ -116,6 +127,8 @@ def run(sizes: list[str], repeats: int) -> str:
         for s in types:
             x = source_array(nbytes, s)
             for t in types:
+                if only and s not in only and t not in only:
+                    continue
                 out = mt.convert(x, t)
                 zero = mt.shares_memory(x, out)
                 del out
@@ -130,7 +143,8 @@ def run(sizes: list[str], repeats: int) -> str:
                       f"direct {_fmt(best):>10}"
                       f"  arraybridge {_fmt(theirs):>10}  zero-copy={zero}", file=sys.stderr)
     OUT.mkdir(exist_ok=True)
-    heatmap(cells, types, [parse_size(s) for s in sizes], str(OUT / "convert_heatmap.png"))
+    if not only:  # the heatmap needs every pair
+        heatmap(cells, types, [parse_size(s) for s in sizes], str(OUT / "convert_heatmap.png"))
     return _report(rows, types)
 
 
@@ -172,10 +186,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["1KiB", "1MiB", "64MiB", "256MiB"])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--only", nargs="+", default=None,
+                        help="only pairs from or to these types (report: convert_<types>.md)")
     args = parser.parse_args()
-    report = run(args.sizes, args.repeats)
+    report = run(args.sizes, args.repeats, args.only)
     OUT.mkdir(exist_ok=True)
-    (OUT / "convert.md").write_text(report + "\n")
+    name = "convert" + ("_" + "_".join(args.only) if args.only else "") + ".md"
+    (OUT / name).write_text(report + "\n")
     print(report)
 
 
