@@ -202,3 +202,8 @@ def holds_dtype(dtype: np.dtype[Any]) -> bool:
 
 def unsupported(x: Any) -> str | None:
     return None
+
+
+def parse_dtype(dtype: object) -> np.dtype[Any] | None:
+    """The NumPy dtype of an MLX dtype object (``mx.float32``), or None for anything else."""
+    return _numpy_dtypes().get(dtype) if isinstance(dtype, mx.Dtype) else None
