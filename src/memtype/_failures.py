@@ -21,6 +21,7 @@ import numpy as np
 
 from memtype.errors import MemoryConversionError, MemtypeError, UnsupportedArrayError
 from memtype.frameworks import Framework, load_adapter
+from memtype.frameworks import _hooks as hooks
 from memtype.frameworks._host import is_extension
 
 __all__ = ["conversion_failure", "unsupported_reason"]
@@ -31,14 +32,13 @@ _NUMERIC_EXTRAS = ("bfloat16", "float8", "float4", "float6", "int4", "uint4", "i
 
 def unsupported_reason(fw: Framework, x: Any) -> str | None:
     """Why ``x`` cannot leave its framework ``fw`` (``None`` when nothing is known against it)."""
-    check = getattr(load_adapter(fw.name), "unsupported", None)
-    return None if check is None else check(x)
+    return hooks.unsupported(load_adapter(fw.name))(x)
 
 
 def _is_oom(exc: BaseException, *frameworks: Framework) -> bool:
     for fw in frameworks:
-        is_oom = getattr(load_adapter(fw.name), "is_oom", None)
-        if is_oom is not None and is_oom(exc):
+        adapter = load_adapter(fw.name)
+        if isinstance(exc, adapter.oom_errors()) and hooks.is_oom(adapter, exc):
             return True
     return isinstance(exc, MemoryError)
 
@@ -69,8 +69,8 @@ def conversion_failure(x: Any, sfw: Framework, dfw: Framework,
         return None
     dtype = _dtype(sfw, x)
     what = f"a {sfw.name} array" + ("" if dtype is None else f" of dtype {dtype}")
-    holds = getattr(load_adapter(dfw.name), "holds_dtype", None)
-    if dtype is not None and is_extension(dtype) and holds is not None and not holds(dtype):
+    holds = hooks.holds_dtype(load_adapter(dfw.name))
+    if dtype is not None and is_extension(dtype) and not holds(dtype):
         return MemoryConversionError(
             f"{dfw.name} cannot hold dtype {dtype}; received {what}. Cast it to a dtype "
             f"{dfw.name} holds first (e.g. x.astype('float32')).",

@@ -45,6 +45,7 @@ from numpy.typing import DTypeLike
 from memtype.detect import detect_framework
 from memtype.errors import DtypePolicyError
 from memtype.frameworks import Adapter, load_adapter
+from memtype.frameworks import _hooks as hooks
 from memtype.types import DtypeConversion
 
 __all__ = ["Scaling", "SCALINGS", "cast", "result_dtype", "output_dtype", "OutputDtype",
@@ -218,8 +219,7 @@ def _outside_memtype() -> int:
 
 def holds_dtype(adapter: Adapter, dtype: np.dtype[Any]) -> bool:
     """Whether the adapter's framework can hold ``dtype`` (JAX without x64, pyclesperanto)."""
-    holds = getattr(adapter, "holds_dtype", None)
-    return True if holds is None else bool(holds(dtype))
+    return bool(hooks.holds_dtype(adapter)(dtype))
 
 
 def nearest_held_dtype(adapter: Adapter, dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -280,7 +280,7 @@ def cast(x: Any, dtype: DTypeLike, *, scaling: Scaling = "clip") -> Any:
             f"{fw.name} cannot hold dtype {dst}; the nearest it holds is "
             f"{nearest_held_dtype(adapter, dst)}."
         )
-    if adapter.namespace() is None or not hasattr(adapter, "astype"):
+    if adapter.namespace() is None or hooks.dtype_ops(adapter) is None:
         return _via_host(x, adapter, dst, scaling)
     return _ops(fw.name, adapter).cast(x, src, dst, scaling)
 
@@ -336,12 +336,15 @@ class _Ops:
 
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
+        ops = hooks.dtype_ops(adapter)
+        assert ops is not None, "callers build _Ops only for adapters with astype/rint"
+        self.ops = ops
         self.xp: Any = adapter.namespace()
         self.has64 = holds_dtype(adapter, _F64)
 
     def astype(self, x: Any, dtype: np.dtype[Any]) -> Any:
         """``x`` cast plainly (callers have made every value fit)."""
-        return self.adapter.astype(x, dtype)  # type: ignore[attr-defined]
+        return self.ops.astype(x, dtype)
 
     def const(self, value: int, dtype: np.dtype[Any], like: Any) -> Any:
         """A 0-d array of ``dtype`` beside ``like`` (JAX parses Python ints as int32)."""
@@ -408,7 +411,7 @@ class _Ops:
     def float_to_int(self, x: Any, dst: np.dtype[Any]) -> Any:
         """Rounded, NaN -> 0, saturated; exact at both ends (``hi + 1`` is a power of two)."""
         lo, hi = _int_range(dst)
-        r = self.adapter.rint(x)  # type: ignore[attr-defined]
+        r = self.ops.rint(x)
         if hi < _exact_below(self.adapter.dtype_of(x)):  # the bounds are exact as floats
             r = self.where(self.xp.isnan(r), 0.0, r)
             return self.astype(self.xp.clip(r, float(lo), float(hi)), dst)
@@ -453,7 +456,7 @@ class _Ops:
         if not _is_int(dst):
             return self.astype(u, dst)
         lo = _int_range(dst)[0]
-        u = self.adapter.rint(u)  # type: ignore[attr-defined]
+        u = self.ops.rint(u)
         return self.float_to_int(u if lo == 0 else u + float(lo), dst)
 
     def _nan_to_bottom(self, xf: Any, out: Any, dst: np.dtype[Any]) -> Any:

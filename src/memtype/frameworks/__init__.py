@@ -18,6 +18,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any, cast
 
 from memtype.errors import FrameworkNotInstalledError, ImportOrderError, UnknownMemoryTypeError
+from memtype.frameworks import _hooks
 from memtype.frameworks._protocol import (
     CPU,
     GPU_KIND,
@@ -36,6 +37,7 @@ __all__ = [
     "managed_gpu",
     "gpu_adapters",
     "Framework",
+    "builtin_frameworks",
     "FRAMEWORKS",
     "register_framework",
     "unregister_framework",
@@ -149,6 +151,11 @@ def on_table_change(callback: Callable[[], None]) -> None:
     _on_change.append(callback)
 
 
+def builtin_frameworks() -> tuple[Framework, ...]:
+    """The rows memtype ships (the ``MemoryType`` members and the decorators made for them)."""
+    return _BUILTIN
+
+
 def known_names() -> tuple[str, ...]:
     """Memory type values in the table, in order."""
     return tuple(_table)
@@ -213,10 +220,6 @@ def unregister_framework(name: str) -> None:
 
 
 def _forget(name: str) -> None:
-    from memtype.types import MemoryType
-
-    if name not in {m.value for m in MemoryType}:  # drop a run-time member, keep built-ins
-        MemoryType._value2member_map_.pop(name, None)
     _adapters.pop(name, None)
     _resolved_types.pop(name, None)
     for callback in _on_change:
@@ -331,5 +334,5 @@ def gpu_adapters(*, started: bool = True) -> Iterator[tuple[Framework, Adapter]]
         if not fw.managed_gpu:
             continue
         adapter = load_adapter(fw.name)
-        if not started or adapter.runtime_started():
+        if not started or _hooks.runtime_started(adapter):
             yield fw, adapter

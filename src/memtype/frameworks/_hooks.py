@@ -23,6 +23,7 @@ from memtype.frameworks._protocol import (
     HoldsDtype,
     HostCheck,
     ReadOnlyView,
+    Runtime,
     Streams,
 )
 
@@ -30,7 +31,7 @@ __all__ = [
     "Rules", "rules", "dtype_ops", "holds_dtype", "readonly_view", "on_host", "streams",
     "current_device", "unsupported", "no_device_reason", "runtime_info", "device_properties",
     "set_memory_cap", "reset_peak", "timing_events", "pinned_host_copy", "parse_dtype",
-    "has_holds_dtype",
+    "has_holds_dtype", "runtime_started", "is_oom",
 ]
 
 
@@ -63,6 +64,19 @@ def rules(adapter: Adapter) -> Rules:
                  int(pick("DLPACK_ALIGN", d.dlpack_align)),
                  bool(pick("DLPACK_ANY_DTYPE", d.dlpack_any_dtype)),
                  pick("PEAK_KEY", d.peak_key))
+
+
+def runtime_started(adapter: Adapter) -> bool:
+    """The adapter's ``runtime_started()``; default True (nothing to start)."""
+    return _get(adapter, "runtime_started") is None or bool(
+        cast(Runtime, adapter).runtime_started())
+
+
+def is_oom(adapter: Adapter, exc: BaseException) -> bool:
+    """The adapter's ``is_oom(exc)``; default: ``exc`` is one of its ``oom_errors()``."""
+    if _get(adapter, "is_oom") is None:
+        return isinstance(exc, adapter.oom_errors())
+    return bool(cast(Runtime, adapter).is_oom(exc))
 
 
 def dtype_ops(adapter: Adapter) -> DtypeOps | None:

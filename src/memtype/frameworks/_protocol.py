@@ -19,7 +19,7 @@ import numpy as np
 __all__ = [
     "Adapter", "Device", "CPU", "GPU_KIND", "managed_gpu", "DeviceProperties",
     "DtypeOps", "ReadOnlyView", "HostCheck", "Streams", "DeviceContext", "Diagnostics",
-    "GPUHooks", "DtypeParsing", "HoldsDtype",
+    "GPUHooks", "DtypeParsing", "HoldsDtype", "Runtime",
 ]
 
 GPU_KIND = "cuda"
@@ -157,14 +157,20 @@ class Adapter(Protocol):
     def oom_errors(self) -> tuple[type[BaseException], ...]:
         """Exception types that mean the framework ran out of device memory."""
 
+
+
+# -- optional groups: an adapter defines all of a group's functions, or none -----------------
+
+class Runtime(Protocol):
+    """Defaults: the runtime counts as started (nothing to start); every ``oom_errors``
+    instance is an out-of-memory error."""
+
     def runtime_started(self) -> bool:
         """Whether the framework's device runtime is already initialised (asking starts nothing)."""
 
     def is_oom(self, exc: BaseException) -> bool:
         """Whether ``exc`` (one of :func:`oom_errors`) really is an out-of-memory error."""
 
-
-# -- optional groups: an adapter defines all of a group's functions, or none -----------------
 
 class DtypeOps(Protocol):
     """Casting on the device (frameworks with a :func:`Adapter.namespace`).

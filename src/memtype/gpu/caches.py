@@ -13,7 +13,8 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from memtype.frameworks import get_framework, iter_frameworks, known_names, load_adapter
+from memtype.frameworks import Adapter, get_framework, iter_frameworks, known_names, load_adapter
+from memtype.frameworks import _hooks as hooks
 from memtype.types import MemoryTypeLike
 
 __all__ = [
@@ -60,10 +61,9 @@ class CleanupReport:
         return max(0, max(self.before[k] - self.after[k] for k in common))
 
 
-def _started(adapter: object) -> bool:
+def _started(adapter: Adapter) -> bool:
     """The adapter's ``runtime_started()``, or True when it has none (nothing to start)."""
-    check: Callable[[], bool] | None = getattr(adapter, "runtime_started", None)
-    return True if check is None else bool(check())
+    return hooks.runtime_started(adapter)
 
 
 def cleanup_framework(memory_type: MemoryTypeLike, gpu_id: int | None = None) -> CleanupReport:

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from memtype.frameworks import _hooks as hooks
 from memtype.frameworks import load_adapter, loaded_frameworks
 from memtype.gpu.caches import cleanup_all_gpu_frameworks
 
@@ -47,7 +48,7 @@ def is_oom_error(exc: BaseException) -> bool:
         return True
     for fw in loaded_frameworks():
         adapter = load_adapter(fw.name)
-        if isinstance(exc, adapter.oom_errors()) and adapter.is_oom(exc):
+        if isinstance(exc, adapter.oom_errors()) and hooks.is_oom(adapter, exc):
             return True
     return False
 

@@ -59,11 +59,12 @@ def copy_value(value: Any) -> Any:
     name = _framework_of(value)
     if name is None:
         return _deep_copy(value)
+    from memtype.frameworks import _hooks as hooks
     from memtype.frameworks import get_framework, load_adapter
 
     adapter = load_adapter(name)
     if get_framework(name).immutable:
-        view = getattr(adapter, "readonly_view", None)
+        view = hooks.readonly_view(adapter)
         return value if view is None else view(value)
     return adapter.copy(value)
 
