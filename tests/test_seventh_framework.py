@@ -71,14 +71,7 @@ def test_no_decorator_for_an_unregistered_name() -> None:
     assert "toy" not in dir(mt)
 
 
-_LISTED_BY_HAND = ("numpy", "cupy", "torch", "tensorflow", "jax", "pyclesperanto")
-
-
-@pytest.mark.parametrize("name", [
-    n if n in _LISTED_BY_HAND else pytest.param(n, marks=pytest.mark.xfail(
-        strict=True, reason="memtype/__init__.py _LAZY (hence __all__ and dir) names the six "
-        "decorators by hand instead of reading the table (issue 14)"))
-    for n in builtin_names()])
+@pytest.mark.parametrize("name", builtin_names())
 def test_dir_and_all_list_every_builtin_decorator(name: str) -> None:
     assert name in dir(mt) and name in mt.__all__
     assert getattr(mt, name) is getattr(mt.decorators, name)
@@ -88,3 +81,18 @@ def test_dir_lists_no_implementation_names() -> None:
     names = dir(mt)
     assert "memory_types" in names and "convert" in names and "MemtypeError" in names
     assert "importlib" not in names and "Any" not in names
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_row_is_a_member_of_the_enum(name: str) -> None:
+    assert mt.MemoryType[name.upper()] is mt.MemoryType(name)
+    assert mt.MemoryType(name) in list(mt.MemoryType)
+
+
+def test_a_run_time_member_leaves_the_enum_with_its_row(toy: object) -> None:
+    member = mt.MemoryType("toy")
+    assert member.value == "toy" and member not in list(mt.MemoryType)
+    unregister_framework("toy")
+    with pytest.raises(ValueError):
+        mt.MemoryType("toy")
+    register_framework(toy)  # type: ignore[arg-type]  # the fixture unregisters it again

@@ -13,6 +13,7 @@ from memtype.convert import convert, convert_memory, shares_memory
 from memtype.detect import detect_memory_type
 from memtype.errors import *  # noqa: F403  (every memtype error, each also a builtin)
 from memtype.errors import __all__ as _error_names
+from memtype.frameworks import builtin_frameworks
 from memtype.stack import stack_slices, unstack_slices
 from memtype.types import DtypeConversion, MemoryType
 
@@ -21,12 +22,7 @@ __version__ = "0.1.0"
 # names defined in later layers, imported on first use
 _LAZY: dict[str, str] = {
     "memory_types": "memtype.decorators",
-    "numpy": "memtype.decorators",
-    "cupy": "memtype.decorators",
-    "torch": "memtype.decorators",
-    "tensorflow": "memtype.decorators",
-    "jax": "memtype.decorators",
-    "pyclesperanto": "memtype.decorators",
+    **{fw.name: "memtype.decorators" for fw in builtin_frameworks()},  # one per table row
     "gpu": "memtype.gpu",
     "storage": "memtype.storage",
     "pipeline": "memtype.pipeline",
