@@ -268,3 +268,52 @@ def test_an_absent_optional_package_is_a_missing_package_error(
             as info:
         act(str(tmp_path))
     assert isinstance(info.value, ImportError)
+
+
+# Framework names still spelled outside frameworks/ (issue 14 leftovers; shrink, never grow):
+# "numpy" as the host hub, the demo's fixed recipe, configure()'s keyword table, the default
+# of thread_stream and the optional-package table.
+_NAMED_OUTSIDE = {
+    "_optional.py": {"torch"}, "dtypes.py": {"numpy"},
+    "gpu/config.py": {"jax", "tensorflow", "torch"},
+    "gpu/streams.py": {"torch"}, "pipeline/demo.py": {"torch", "jax", "numpy", "pyclesperanto"},
+    "pipeline/runner.py": {"numpy"}, "pipeline/tables.py": {"numpy"},
+    "storage/_formats.py": {"numpy"}, "storage/memory.py": {"numpy"},
+}
+
+
+def _literals(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """String constants of a module, docstrings left out."""
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.lineno, node.value
+
+
+def _outside_frameworks() -> Iterator[tuple[str, ast.Module]]:
+    for name, tree in TREES.items():
+        if not name.startswith("memtype.frameworks"):
+            yield str(MODULES[name].relative_to(ROOT)), tree
+
+
+def test_no_device_kind_literal_outside_frameworks() -> None:
+    kinds = {k for fw in iter_frameworks() for k in fw.device_kinds} - {"cpu"}  # cpu: the host
+    found = [f"{path}:{line} {value!r}" for path, tree in _outside_frameworks()
+             for line, value in _literals(tree) if value in kinds]
+    assert found == [], "ask Device.is_managed_gpu / Framework.managed_gpu instead: " + str(found)
+
+
+def test_no_framework_name_outside_frameworks_beyond_the_known_leftovers() -> None:
+    names = {fw.name for fw in iter_frameworks()} | {fw.module for fw in iter_frameworks()}
+    found = [f"{path}:{line} {value!r}" for path, tree in _outside_frameworks()
+             for line, value in _literals(tree)
+             if value in names and value not in _NAMED_OUTSIDE.get(path, set())]
+    assert found == [], "ask the adapters (frameworks/_hooks) instead: " + str(found)
+
+
+def test_the_literal_scan_sees_a_device_kind() -> None:
+    tree = ast.parse('"""doc "cuda"."""\nx = "cuda"\n')
+    assert [v for _, v in _literals(tree)] == ["cuda"]
