@@ -67,7 +67,7 @@ package-check: $(VENV)/.test
 	$(BIN)/python scripts/extras_matrix.py --extras none,torch
 
 package-matrix: $(VENV)/.test
-	$(BIN)/python scripts/extras_matrix.py --extras none,torch,jax,tensorflow,cle,zarr,dask
+	$(BIN)/python scripts/extras_matrix.py --extras none,torch,jax,tensorflow,cle,mlx,zarr,dask
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = ("none", "torch", "jax", "tensorflow", "cle", "zarr", "dask")
+EXTRAS = ("none", "torch", "jax", "tensorflow", "cle", "mlx", "zarr", "dask")
 # The memory type each extra brings (round trip with numpy); None: storage/pipeline extras.
-FRAMEWORK = {"torch": "torch", "jax": "jax", "tensorflow": "tensorflow",
+FRAMEWORK = {"torch": "torch", "jax": "jax", "tensorflow": "tensorflow", "mlx": "mlx",
              "cle": "pyclesperanto"}
 TEST_TOOLS = ("pytest", "hypothesis", "pytest-timeout")
 ROUND_TRIP = """
