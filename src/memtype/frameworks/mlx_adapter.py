@@ -104,7 +104,7 @@ def _refuse(dtype: np.dtype[Any]) -> Any:
 
     held = ", ".join(str(d) for d in _dtypes())
     raise MemoryConversionError(
-        f"MLX cannot hold dtype {dtype}; it holds {held}.", "numpy", "mlx")
+        f"mlx cannot hold dtype {dtype}; it holds {held}.", "numpy", "mlx")
 
 
 def from_dlpack(x: Any, device: Device) -> Any:
