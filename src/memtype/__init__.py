@@ -26,6 +26,7 @@ _LAZY: dict[str, str] = {
     "gpu": "memtype.gpu",
     "storage": "memtype.storage",
     "pipeline": "memtype.pipeline",
+    "variants": "memtype.pipeline",
     "frameworks": "memtype.frameworks",
     "dtypes": "memtype.dtypes",
 }

@@ -68,6 +68,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="address of a dask scheduler (implies --executor dask)")
     run.add_argument("--pattern", default=None,
                      help="file-name pattern, e.g. '{well}_s{site}_c{channel}_z{z}.tif'")
+    run.add_argument("--plan", action="store_true",
+                     help="print the plan (implementations, conversions, peak memory) and exit "
+                          "without running")
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true",
                       help="keep an existing output and skip the groups it already holds")
@@ -161,6 +164,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CommandError(str(exc)) from None
     pipeline = load_pipeline_file(args.pipeline_file)
+    if args.plan:
+        try:
+            print(pipeline.plan(args.input, pattern=args.pattern).table())
+        except ValueError as exc:  # configuration, or no chain of implementations
+            raise CommandError(str(exc)) from None
+        return 0
     args.interrupt_hint = ("; the groups that finished are kept: run again with --resume "
                            "to do the rest")
     executor = "dask" if args.scheduler else args.executor

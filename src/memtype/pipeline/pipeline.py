@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memtype.errors import InvalidArgumentError, NoImagesError, StoreNotFoundError
+from memtype.errors import InvalidArgumentError, MemtypeError, NoImagesError, StoreNotFoundError
 from memtype.frameworks import get_framework
 from memtype.pipeline.executors import Executor, make_executor
 from memtype.pipeline.outputs import OutputSpec, zarr_roles
@@ -19,6 +19,7 @@ from memtype.pipeline.patterns import (
     match_files,
     split_well,
 )
+from memtype.pipeline.plan import Plan, make_plan
 from memtype.pipeline.plates import layout_of
 from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.report import GroupResult, RunReport
@@ -246,8 +247,10 @@ class Pipeline:
         done = {t.key for t in todo}
         skipped = [GroupResult(t.key, "skipped") for t in tasks if t.key not in done]
         uses_gpu = self.uses_gpu()
+        plan, note = self._run_plan(store, compiled, todo, uses_gpu)
+        steps = plan.apply(self.steps) if plan is not None else self.steps
         bar = progress if isinstance(progress, Progress) else make_progress(progress)
-        ctx = RunContext(tuple(self.steps), compiled, store, out, uses_gpu,
+        ctx = RunContext(tuple(steps), compiled, store, out, uses_gpu,
                          intermediate_budget, bar.step)
         gpus = _gpu_count() if uses_gpu else 0
         ex = make_executor(executor, workers, client, scheduler, gpus)
@@ -258,8 +261,61 @@ class Pipeline:
                 ex.close()
         names = ["[load]", *(s.name for s in self.steps), "[write]"]
         outputs = out.finish([t.key for t in tasks])
-        return RunReport.collect(names, [*skipped, *results], time.perf_counter() - start,
-                                 ex.describe(), outputs)
+        report = RunReport.collect(names, [*skipped, *results], time.perf_counter() - start,
+                                   ex.describe(), outputs)
+        report.plan, report.plan_note = plan, note
+        return report
+
+    def plan(self, source: PathOrStore | Sequence[Any] | Any, *, pattern: str | None = None,
+             gpu_id: int | None = None) -> Plan:
+        """Plan a run: each step's implementation, the conversions, the peak memory.
+
+        Parameters
+        ----------
+        source : path, Store, 3D array or sequence of 2D arrays
+            The input directory (or Store), planned from its first group's stack shapes and
+            the first image's dtype; or the images of one stack.
+        pattern : str, optional
+            Overrides the pipeline's file-name pattern.
+        gpu_id : int, optional
+            The GPU the run would use.
+
+        Returns
+        -------
+        Plan
+            Prints as a table; ``plan.choices`` names the implementation of every step that
+            offers several (``FunctionStep({"torch": f, "numpy": g})``, ``mt.variants``).
+
+        Raises
+        ------
+        FileNotFoundError
+            A missing input directory, or no image matching the pattern.
+        ValueError
+            No chain of available implementations exists.
+        """
+        from memtype.pipeline.planning import group_shapes, image_shapes
+
+        if isinstance(source, (str, os.PathLike)) or _is_store(source):
+            compiled = FilenamePattern(pattern) if pattern else self.pattern
+            store = _input_store(source)
+            shapes, dtype = group_shapes(store, self._tasks(store, compiled, None)[0],
+                                         self.steps[0])
+        else:
+            shapes, dtype = image_shapes(source)
+        return make_plan(self.steps, shapes, dtype, gpu_id)
+
+    def _run_plan(self, store: Any, pattern: FilenamePattern, todo: Sequence[GroupTask],
+                  uses_gpu: bool) -> tuple[Plan | None, str | None]:
+        """The plan of a run from its first group, or None and why there is none."""
+        from memtype.pipeline.planning import group_shapes
+
+        if not todo:
+            return None, "no group to run"
+        try:
+            shapes, dtype = group_shapes(store, todo[0], self.steps[0])
+            return make_plan(self.steps, shapes, dtype, 0 if uses_gpu else None), None
+        except (MemtypeError, OSError) as exc:  # the run goes on with declared implementations
+            return None, f"no plan ({type(exc).__name__}: {exc}); first implementations run"
 
     def _output_spec(self, output: str, pattern: FilenamePattern,
                      tasks: Sequence[GroupTask]) -> OutputSpec:
@@ -305,6 +361,13 @@ def _plate_grid(wells: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     parts = [split_well(w) for w in wells]
     rows = sorted({r for r, _ in parts}, key=lambda r: (len(r), r))
     return tuple(rows), tuple(str(c) for c in sorted({c for _, c in parts}))
+
+
+def _is_store(source: object) -> bool:
+    """Whether ``source`` is a memtype Store."""
+    from memtype.storage import Store
+
+    return isinstance(source, Store)
 
 
 def _gpu_count() -> int:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from memtype.errors import PipelineError
 from memtype.pipeline.patterns import Key, key_label, key_order
+
+if TYPE_CHECKING:
+    from memtype.pipeline.plan import Plan
 
 __all__ = ["StepStats", "GroupResult", "RunReport"]
 
@@ -113,6 +116,9 @@ class RunReport:
         Which executor ran it (``dask (2 workers)``).
     outputs : dict of str to str
         What was written: ``{"images": ".../plate.zarr", "counts": ".../counts.csv"}``.
+    plan : Plan or None
+        The plan the run followed (made from its first group); ``plan_note`` says why there
+        is none.
     """
 
     groups: list[GroupResult]
@@ -120,6 +126,8 @@ class RunReport:
     wall_seconds: float
     executor: str
     outputs: dict[str, str] = field(default_factory=dict)
+    plan: Plan | None = None
+    plan_note: str | None = None
 
     @classmethod
     def collect(cls, step_names: Sequence[str], groups: Iterable[GroupResult], wall: float,
@@ -163,6 +171,33 @@ class RunReport:
             more = f" (and {len(failed) - 1} more failed groups)" if len(failed) > 1 else ""
             raise PipelineError(f"{failed[0].error}{more}")
 
+    def plan_vs_actual(self) -> list[tuple[str, int, int, int, int]]:
+        """Per phase: predicted conversions and bytes (per group x groups done), and counted."""
+        if self.plan is None:
+            return []
+        done = len(self.done)
+        counted = {s.name: s for s in self.steps}
+        rows = []
+        for name, (events, nbytes) in self.plan.predicted().items():
+            actual = counted.get(name, StepStats(name))
+            rows.append((name, events * done, nbytes * done, actual.conversions,
+                         actual.bytes_converted))
+        return rows
+
+    def _plan_lines(self) -> list[str]:
+        """The plan-against-actual table of the summary."""
+        if self.plan is None:
+            return [f"plan: {self.plan_note}"] if self.plan_note else []
+        lines = [f"{'plan vs actual':<22}{'conv':>7}{'MiB':>10}{'conv':>9}{'MiB':>10}",
+                 f"{'':<22}{'(predicted)':>17}{'(counted)':>19}"]
+        for name, pe, pb, ae, ab in self.plan_vs_actual():
+            mark = "" if (pe, pb) == (ae, ab) else "  differs"
+            lines.append(f"{name[:21]:<22}{pe:>7}{pb / _MIB:>10.1f}{ae:>9}{ab / _MIB:>10.1f}"
+                         f"{mark}")
+        if self.plan.choices:
+            lines.append("chosen: " + ", ".join(f"{k}={v}" for k, v in self.plan.choices.items()))
+        return lines
+
     def summary(self) -> str:
         """A plain-text table: one row per step, then totals and failures."""
         header = (f"{'step':<22}{'time s':>9}{'stacks':>8}{'conv':>7}{'MiB conv':>10}"
@@ -177,4 +212,5 @@ class RunReport:
                      f"{len(self.skipped)} skipped, {len(self.failed)} failed; "
                      f"{self.wall_seconds:.2f} s wall on {self.executor}")
         lines.extend(f"FAILED {g.label}: {g.error}" for g in self.failed)
+        lines.extend(self._plan_lines())
         return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from memtype.errors import ArgumentTypeError, FieldError, InvalidArgumentError
 from memtype.frameworks import get_framework
 from memtype.pipeline.patterns import FieldValue, Key
+from memtype.pipeline.variants import Variants, is_variants_mapping
 
 __all__ = ["FunctionStep", "FuncSpec", "StepCall"]
 
@@ -78,11 +80,13 @@ class FunctionStep:
 
     Parameters
     ----------
-    func : function, (function, kwargs), list of those, or dict of those
+    func : function, (function, kwargs), list of those, dict of those, or Variants
         A memtype-decorated function; a pair adds keyword arguments; a list is a chain run
         in order with nothing stored between its functions; a dict maps values of the
         ``group_by`` component to what runs on stacks with that value (e.g. one function
-        per channel).
+        per channel). Without ``group_by``, a dict keyed by memory types
+        (``{"torch": blur_t, "numpy": blur_np}``) or :func:`memtype.variants` gives the step
+        several implementations; the pipeline's plan picks one (see ``Pipeline.plan``).
     name : str, optional
         Shown in progress and summaries; the first function's name by default.
     variable_components : sequence of str
@@ -128,6 +132,8 @@ class FunctionStep:
         self.kwargs: dict[str, Any] = dict(kwargs)
         self.routes: dict[FieldValue, tuple[StepCall, ...]] | None = None
         self.chain: tuple[StepCall, ...] = ()
+        if group_by is None and is_variants_mapping(func):
+            func = Variants(func)  # type: ignore[arg-type]  # keys checked just above
         if isinstance(func, Mapping):
             self._set_routes(func)
         else:
@@ -156,6 +162,31 @@ class FunctionStep:
     def __repr__(self) -> str:
         return (f"FunctionStep({self.name!r}, variable_components={self.variable_components}, "
                 f"materialize={self.materialize})")
+
+    @property
+    def variants(self) -> Variants | None:
+        """The step's implementations when it offers several (one call, a Variants)."""
+        if self.routes is None and len(self.chain) == 1:
+            func = self.chain[0].func
+            return func if isinstance(func, Variants) else None
+        return None
+
+    def with_implementation(self, memory_type: str) -> FunctionStep:
+        """A copy of this step that runs its ``memory_type`` implementation.
+
+        Raises
+        ------
+        ValueError
+            The step has no implementation for ``memory_type``.
+        """
+        options = self.variants
+        if options is None or memory_type not in options.implementations:
+            offered = list(options) if options is not None else []
+            raise InvalidArgumentError(f"step {self.name!r} has no {memory_type!r} "
+                                       f"implementation; it offers {offered}.")
+        chosen = copy.copy(self)
+        chosen.chain = (StepCall(options[memory_type], self.chain[0].kwargs),)
+        return chosen
 
     def calls_for(self, key: Key) -> tuple[StepCall, ...]:
         """The chain that runs on the stack with these fixed field values.

@@ -1,0 +1,345 @@
+"""The plan of a run: which implementation each step runs, and the conversions on the way.
+
+The planner is a shortest path over steps x implementations. A node is one implementation
+of one step (a step with one function has one node); an edge is the conversion of the
+group's stacks from one node's output type to the next node's input type. Costs come from
+:class:`~memtype.pipeline.probe.Prober` (each conversion made once on a sample of the
+first group's stack shape and dtype): a zero-copy conversion costs 1, a copy its bytes, a
+copy through host memory :data:`HOST_WEIGHT` times its bytes. Ties go to the earlier
+declared implementation. The prediction assumes every step keeps its stacks' shape and
+dtype, and that every step stacks along the same components as the first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memtype.detect import detect_framework
+from memtype.errors import InvalidArgumentError, MemtypeError
+from memtype.pipeline.probe import Probe, Prober, Shape
+from memtype.pipeline.steps import FunctionStep
+
+__all__ = ["Plan", "PlannedConversion", "PlannedStep", "make_plan", "HOST_WEIGHT"]
+
+HOST_WEIGHT = 8
+"""How much more a copied byte costs when the copy goes through host memory."""
+
+_MIB = 1024 * 1024
+HOST_STACK = detect_framework(np.empty(0)).name
+"""The memory type images are stacked in when read (and written from): NumPy's."""
+
+
+@dataclass(frozen=True)
+class PlannedConversion:
+    """The conversions of one group's stacks from one memory type to another."""
+
+    source: str
+    target: str
+    source_device: str
+    target_device: str
+    events: int
+    nbytes: int
+    zero_copy: bool
+    crosses_host: bool
+
+    @property
+    def cost(self) -> float:
+        """What the planner minimises: 1 per zero-copy event, bytes per copied byte."""
+        if not self.events:
+            return 0.0
+        if self.zero_copy:
+            return float(self.events)
+        return float(self.nbytes * (HOST_WEIGHT if self.crosses_host else 1) + self.events)
+
+    def describe(self) -> str:
+        """``numpy(cpu) -> torch(cpu) 0-copy`` or ``... copy 4.0 MiB via host``."""
+        how = "0-copy" if self.zero_copy else f"copy {self.nbytes / _MIB:.1f} MiB"
+        host = " via host" if self.crosses_host else ""
+        return (f"{self.source}({self.source_device}) -> {self.target}({self.target_device}) "
+                f"{how}{host}")
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One phase of the plan: ``[load]``, a step, or ``[write]``."""
+
+    name: str
+    memory_type: str
+    device: str
+    conversions: tuple[PlannedConversion, ...]
+    explanation: str = ""
+
+    @property
+    def events(self) -> int:
+        """Conversions the hook will count in this phase, per group."""
+        return sum(c.events for c in self.conversions)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes those conversions report, per group."""
+        return sum(c.nbytes for c in self.conversions)
+
+
+@dataclass
+class Plan:
+    """What a run will do per group: implementations, conversions, peak memory.
+
+    Attributes
+    ----------
+    phases : list of PlannedStep
+        ``[load]``, one per step, ``[write]``.
+    choices : dict of str to str
+        Step name -> chosen memory type, for the steps with several implementations.
+    peak_memory : dict of str to int
+        Predicted peak bytes of one group's stacks per device.
+    stack_shapes : list of tuple
+        The first group's stack shapes; ``dtype`` their dtype.
+    cost : float
+        The chain's total cost (see :data:`HOST_WEIGHT`).
+    notes : list of str
+        Where the prediction may differ from the run.
+    """
+
+    phases: list[PlannedStep]
+    choices: dict[str, str]
+    peak_memory: dict[str, int]
+    stack_shapes: list[Shape]
+    dtype: str
+    cost: float
+    notes: list[str] = field(default_factory=list)
+
+    def predicted(self) -> dict[str, tuple[int, int]]:
+        """Phase name -> (conversion events, bytes) per group."""
+        return {p.name: (p.events, p.nbytes) for p in self.phases}
+
+    def apply(self, steps: Sequence[FunctionStep]) -> list[FunctionStep]:
+        """The steps with each multi-implementation step set to its chosen implementation."""
+        return [s.with_implementation(self.choices[s.name]) if s.name in self.choices else s
+                for s in steps]
+
+    def table(self) -> str:
+        """The plan as a plain-text table, then peak memory, choices and notes."""
+        shapes = ", ".join(str(s) for s in sorted(set(self.stack_shapes)))
+        lines = [f"plan per group: {len(self.stack_shapes)} stacks {shapes} {self.dtype}; "
+                 f"cost {self.cost:.0f}",
+                 f"{'phase':<18}{'runs in':<24}{'conv':>5}{'MiB':>8}  conversions"]
+        lines.append("-" * 100)
+        for p in self.phases:
+            convs = "; ".join(c.describe() for c in p.conversions if c.events) or "-"
+            lines.append(f"{p.name[:17]:<18}{p.memory_type + ' (' + p.device + ')':<24}"
+                         f"{p.events:>5}{p.nbytes / _MIB:>8.1f}  {convs}")
+        lines.append("-" * 100)
+        peak = ", ".join(f"{d} {b / _MIB:.1f} MiB" for d, b in self.peak_memory.items())
+        lines.append(f"predicted peak memory: {peak}")
+        lines.extend(f"{p.name}: {p.explanation}" for p in self.phases if p.explanation)
+        lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+@dataclass(frozen=True)
+class _Option:
+    """One way to run a step: its memory types in and out, and what runs inside it."""
+
+    name: str
+    input_type: str
+    output_type: str
+    inner: tuple[tuple[str, str], ...]  # conversions inside the step (chains, typed outputs)
+
+
+def _options(step: FunctionStep) -> list[_Option]:
+    """The step's implementations (one for a step with one function or chain)."""
+    options = step.variants
+    if options is not None:
+        out = []
+        for name, func in options.implementations.items():
+            i, o = func.input_memory_type.value, func.output_memory_type.value
+            out.append(_Option(name, i, o, ((i, o),) if i != o else ()))
+        return out
+    calls = step.all_calls() if step.routes is not None else list(step.chain)
+    inner: list[tuple[str, str]] = []
+    for k, call in enumerate(calls):
+        if k and calls[k - 1].output_type != call.input_type:
+            inner.append((calls[k - 1].output_type, call.input_type))
+        if call.input_type != call.output_type:
+            inner.append((call.input_type, call.output_type))
+    if step.routes is not None:
+        inner = []  # routed chains differ per stack: no prediction inside the step
+    return [_Option(calls[0].input_type, calls[0].input_type, calls[-1].output_type,
+                    tuple(inner))]
+
+
+class _Planner:
+    """Forward and backward shortest paths over steps x options."""
+
+    def __init__(self, steps: Sequence[FunctionStep], shapes: list[Shape],
+                 dtype: np.dtype[Any], prober: Prober) -> None:
+        self.steps, self.shapes, self.dtype, self.prober = steps, shapes, dtype, prober
+        self.options = [_options(s) for s in steps]
+        self.unavailable: dict[tuple[int, int], str] = {}
+        self.notes: list[str] = []
+        self._conversions: dict[tuple[str, str], PlannedConversion | None] = {}
+        for i, opts in enumerate(self.options):
+            if steps[i].variants is None:
+                continue
+            for j, o in enumerate(opts):
+                reason = prober.available(o.input_type, shapes[0], dtype)
+                if reason is not None:
+                    self.unavailable[(i, j)] = reason
+
+    def conversion(self, source: str, target: str) -> PlannedConversion | None:
+        """The group's stacks converted; None when the conversion fails."""
+        if (source, target) not in self._conversions:
+            self._conversions[(source, target)] = self._convert(source, target)
+        return self._conversions[(source, target)]
+
+    def _convert(self, source: str, target: str) -> PlannedConversion | None:
+        """Probe the conversion of every stack shape."""
+        probes: list[Probe] = []
+        try:
+            for shape in self.shapes:
+                probes.append(self.prober.probe(source, target, shape, self.dtype))
+        except MemtypeError as exc:  # an impossible edge: no path through it
+            self.notes.append(f"{source} -> {target} is not possible: {exc}")
+            return None
+        first = probes[0]
+        return PlannedConversion(source, target, first.source_device, first.target_device,
+                                 sum(p.events for p in probes), sum(p.nbytes for p in probes),
+                                 all(p.zero_copy for p in probes),
+                                 any(p.crosses_host for p in probes))
+
+    def edge(self, source: str, target: str) -> float:
+        conv = self.conversion(source, target)
+        return math.inf if conv is None else conv.cost
+
+    def node(self, i: int, j: int) -> float:
+        """Cost inside step ``i`` with option ``j``, plus its write when it writes."""
+        if (i, j) in self.unavailable:
+            return math.inf
+        o = self.options[i][j]
+        cost = sum(self.edge(s, t) for s, t in o.inner)
+        if self._writes(i):
+            cost += self.edge(o.output_type, HOST_STACK)
+        return cost
+
+    def _writes(self, i: int) -> bool:
+        return self.steps[i].materialize or i == len(self.steps) - 1
+
+    def forward(self) -> tuple[list[list[float]], list[list[int]]]:
+        """Cheapest cost ending at each node, and its predecessor (ties: declared order)."""
+        cost = [[self.edge(HOST_STACK, o.input_type) + self.node(0, j)
+                 for j, o in enumerate(self.options[0])]]
+        back: list[list[int]] = [[-1] * len(self.options[0])]
+        for i in range(1, len(self.steps)):
+            row, prev = [], []
+            for k, o in enumerate(self.options[i]):
+                here = [cost[-1][j] + self.edge(p.output_type, o.input_type)
+                        for j, p in enumerate(self.options[i - 1])]
+                best = min(range(len(here)), key=lambda j: (here[j], j))
+                row.append(here[best] + self.node(i, k))
+                prev.append(best)
+            cost.append(row)
+            back.append(prev)
+        return cost, back
+
+    def backward(self) -> list[list[float]]:
+        """Cheapest cost from each node (after it) to the end."""
+        last = len(self.steps) - 1
+        rest = [[0.0] * len(self.options[last])]
+        for i in range(last - 1, -1, -1):
+            nxt = self.options[i + 1]
+            rest.insert(0, [min(self.edge(o.output_type, n.input_type) + self.node(i + 1, k)
+                                + rest[0][k] for k, n in enumerate(nxt))
+                            for o in self.options[i]])
+        return rest
+
+
+def _explain(planner: _Planner, i: int, chosen: int, through: list[float]) -> str:
+    """Why step ``i`` runs ``chosen``: every option's best whole-chain cost."""
+    parts = []
+    for j, o in enumerate(planner.options[i]):
+        if (i, j) in planner.unavailable:
+            parts.append(f"{o.name} unavailable ({planner.unavailable[(i, j)]})")
+        else:
+            mark = " <- chosen" if j == chosen else ""
+            parts.append(f"{o.name} {through[j]:.0f}{mark}")
+    return "chain cost with " + ", ".join(parts)
+
+
+def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
+              gpu_id: int | None = None) -> Plan:
+    """Plan ``steps`` for one group of stacks of these shapes and dtype.
+
+    Raises
+    ------
+    ValueError
+        No chain of available implementations and possible conversions exists.
+    """
+    planner = _Planner(steps, shapes, dtype, Prober(gpu_id))
+    cost, back = planner.forward()
+    last = len(steps) - 1
+    end = min(range(len(cost[last])), key=lambda j: (cost[last][j], j))
+    if math.isinf(cost[last][end]):
+        raise InvalidArgumentError(
+            "No plan: every chain of implementations needs a conversion that is not possible "
+            f"or an implementation that is unavailable; {'; '.join(planner.notes) or 'see above'}.")
+    picks = [end]
+    for i in range(last, 0, -1):
+        picks.insert(0, back[i][picks[0]])
+    rest = planner.backward()
+    return _assemble(planner, picks, cost, rest, cost[last][end])
+
+
+def _assemble(planner: _Planner, picks: list[int], cost: list[list[float]],
+              rest: list[list[float]], total: float) -> Plan:
+    """The Plan of the chosen path."""
+    steps, prober, shape, dtype = planner.steps, planner.prober, planner.shapes[0], planner.dtype
+    chosen = [planner.options[i][j] for i, j in enumerate(picks)]
+    convs = planner.conversion
+    load = convs(HOST_STACK, chosen[0].input_type)
+    phases = [PlannedStep("[load]", HOST_STACK, str(prober.device(HOST_STACK, shape, dtype)),
+                          (load,) if load is not None else ())]
+    writes: list[PlannedConversion] = []
+    prev = chosen[0].input_type
+    for i, o in enumerate(chosen):
+        here = [c for c in (convs(prev, o.input_type), *(convs(s, t) for s, t in o.inner))
+                if c is not None]
+        why = ""
+        if steps[i].variants is not None:
+            why = _explain(planner, i, picks[i], [a + b for a, b in zip(cost[i], rest[i])])
+        phases.append(PlannedStep(steps[i].name, o.input_type,
+                                  str(prober.device(o.input_type, shape, dtype)), tuple(here), why))
+        if planner._writes(i):
+            w = convs(o.output_type, HOST_STACK)
+            writes.extend([w] if w is not None else [])
+        prev = o.output_type
+    phases.append(PlannedStep("[write]", HOST_STACK, phases[0].device, tuple(writes)))
+    choices = {s.name: o.name for s, o in zip(steps, chosen) if s.variants is not None}
+    group = sum(int(np.prod(s)) for s in planner.shapes) * dtype.itemsize
+    notes = list(dict.fromkeys(planner.notes))
+    if any(s.variable_components != steps[0].variable_components for s in steps):
+        notes.append("some steps restack along other components: conversions at those "
+                     "boundaries are not predicted exactly")
+    return Plan(phases, choices, _peaks(phases[1:-1], group), list(planner.shapes), dtype.name,
+                total, notes)
+
+
+def _peaks(phases: list[PlannedStep], group: int) -> dict[str, int]:
+    """Predicted peak bytes per device: a step holds its input and output stacks on its
+    device, and a copied input also still on the device it came from."""
+    peak: dict[str, int] = {}
+    for p in phases:
+        held = {p.device: 2 * group}
+        for c in p.conversions:
+            if c.events and not c.zero_copy:
+                held[c.source_device] = held.get(c.source_device, 0) + group
+        for device, nbytes in held.items():
+            peak[device] = max(peak.get(device, 0), nbytes)
+    return peak

@@ -1,0 +1,207 @@
+"""Planned pipelines (issue 15): variants, Pipeline.plan, plan against actual, lazy conversion."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import memtype as mt
+from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
+from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline.plan import Plan
+from memtype.pipeline.variants import Variants
+from tests.pipeline_support import write_plate
+
+NATIVE = {"dtype_conversion": mt.DtypeConversion.NATIVE_OUTPUT}
+
+
+@pytest.fixture(scope="module")
+def plate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_plate(tmp_path_factory.mktemp("plate"))
+
+
+# -- implementations (module level: importable by name) -----------------------------------
+def scale_np(stack: Any) -> Any:
+    return stack * 2.0
+
+
+def scale_torch(stack: Any) -> Any:
+    return stack * 2.0
+
+
+def scale_jax(stack: Any) -> Any:
+    return stack * 2.0
+
+
+@mt.torch
+def torch_only(stack: Any) -> Any:
+    return stack + 1.0
+
+
+@mt.numpy
+def numpy_only(stack: Any) -> Any:
+    return stack - 1.0
+
+
+@mt.pyclesperanto
+def cle_only(stack: Any) -> Any:
+    import pyclesperanto as cle
+
+    return cle.add_image_and_scalar(stack, scalar=1.0)
+
+
+def _scale_step(name: str = "scale", **kw: Any) -> FunctionStep:
+    return FunctionStep({"numpy": scale_np, "torch": scale_torch, "jax": scale_jax},
+                        name=name, **NATIVE, **kw)
+
+
+# -- 1. steps with several implementations -------------------------------------------------
+def test_dict_keyed_by_memory_types_makes_variants() -> None:
+    step = _scale_step()
+    assert isinstance(step.variants, Variants)
+    assert list(step.variants) == ["numpy", "torch", "jax"]
+    chosen = step.with_implementation("torch")
+    assert chosen.chain[0].input_type == "torch" and step.chain[0].input_type == "numpy"
+
+
+def test_mt_variants_is_usable_as_a_function() -> None:
+    double = mt.variants(torch=scale_torch, numpy=scale_np)
+    out = double(np.ones((1, 2, 2), np.float32))  # runs the first implementation (torch)
+    assert type(out).__name__ == "Tensor" and float(out.sum()) == 8.0
+    assert FunctionStep(double).variants is double
+
+
+def test_variants_refuse_a_mismatched_decorated_function() -> None:
+    with pytest.raises(mt.InvalidArgumentError, match="takes torch"):
+        mt.variants(numpy=torch_only)
+
+
+def test_group_by_dict_still_routes() -> None:
+    step = FunctionStep({1: numpy_only, 2: torch_only}, group_by="channel")
+    assert step.variants is None and step.routes is not None
+
+
+def test_unknown_implementation_is_refused() -> None:
+    with pytest.raises(mt.InvalidArgumentError, match="offers"):
+        _scale_step().with_implementation("pyclesperanto")
+
+
+# -- 2. the plan ---------------------------------------------------------------------------
+def test_plan_keeps_the_chain_in_one_framework(plate_dir: Path) -> None:
+    pipeline = Pipeline([FunctionStep(torch_only, **NATIVE), _scale_step(),
+                         FunctionStep(torch_only, name="again", **NATIVE)])
+    plan = pipeline.plan(plate_dir)
+    assert isinstance(plan, Plan)
+    assert plan.choices == {"scale": "torch"}
+    assert "scale: chain cost with numpy" in plan.table()
+    assert plan.predicted()["scale"] == (0, 0)
+
+
+def test_plan_ties_go_to_the_declared_order() -> None:
+    # torch -> (numpy or torch) -> numpy: one zero-copy conversion either way
+    images = np.zeros((3, 16, 16), np.float32)
+    both = {"numpy": scale_np, "torch": scale_torch}
+    for order in (["numpy", "torch"], ["torch", "numpy"]):
+        step = FunctionStep({k: both[k] for k in order}, name="scale", **NATIVE)
+        pipeline = Pipeline([FunctionStep(torch_only, **NATIVE), step, numpy_only])
+        assert pipeline.plan(images).choices == {"scale": order[0]}
+
+
+def test_plan_of_one_step_stays_on_the_host_type() -> None:
+    plan = Pipeline([_scale_step()]).plan(np.zeros((3, 16, 16), np.float32))
+    assert plan.choices == {"scale": "numpy"} and plan.cost == 0
+
+
+def test_plan_avoids_device_copies() -> None:
+    step = FunctionStep({"pyclesperanto": cle_only, "numpy": numpy_only}, name="add")
+    plan = Pipeline([step]).plan([np.zeros((16, 16), np.float32)] * 2)
+    assert plan.choices == {"add": "numpy"}
+    assert f"pyclesperanto {2 * 2 * 16 * 16 * 4 * 8 + 2}," in plan.table()  # 2 host copies
+
+
+def test_plan_of_a_device_step_predicts_host_crossings() -> None:
+    plan = Pipeline([FunctionStep(cle_only)]).plan(np.zeros((2, 8, 8), np.float32))
+    load = plan.phases[0]
+    assert load.conversions[0].crosses_host and not load.conversions[0].zero_copy
+    assert load.nbytes == 2 * 8 * 8 * 4
+    assert sum(plan.peak_memory.values()) > 0
+
+
+def test_plan_refuses_a_2d_array() -> None:
+    with pytest.raises(mt.ShapeError, match="3D"):
+        Pipeline([FunctionStep(numpy_only)]).plan(np.zeros((4, 4)))
+
+
+# -- 3. the run follows the plan; plan against actual --------------------------------------
+@pytest.mark.parametrize("executor", ["inline", "threads"])
+def test_run_matches_the_prediction_exactly(plate_dir: Path, tmp_path: Path,
+                                            executor: str) -> None:
+    # default dtype_conversion (PRESERVE_INPUT): every step keeps the stacks' dtype
+    scale = {"numpy": scale_np, "torch": scale_torch, "jax": scale_jax}
+    steps = [FunctionStep(cle_only), FunctionStep(scale, name="scale"), FunctionStep(torch_only),
+             FunctionStep(numpy_only, materialize=True), FunctionStep(scale, name="scale2")]
+    report = Pipeline(steps).run(plate_dir, tmp_path / "out", executor=executor)
+    report.raise_for_failures()
+    assert report.plan is not None
+    rows = report.plan_vs_actual()
+    assert any(r[1] for r in rows)
+    for name, pe, pb, ae, ab in rows:
+        assert (pe, pb) == (ae, ab), name
+    assert "plan vs actual" in report.summary() and "differs" not in report.summary()
+
+
+def test_run_computes_with_the_chosen_implementation(plate_dir: Path, tmp_path: Path) -> None:
+    steps = [FunctionStep(torch_only), _scale_step(), FunctionStep(torch_only, name="again")]
+    report = Pipeline(steps).run(plate_dir, tmp_path / "out")
+    report.raise_for_failures()
+    assert report.plan is not None and report.plan.choices == {"scale": "torch"}
+    by_name = {s.name: s for s in report.steps}
+    assert by_name["scale"].stacks == 8 and by_name["scale"].conversions == 0  # stayed in torch
+    assert by_name["[write]"].conversions == 8  # torch -> numpy once per stack, at the end
+
+
+# -- 4. lazy conversion: producer -> consumer, once ----------------------------------------
+def test_one_conversion_from_producer_to_consumer(plate_dir: Path, tmp_path: Path) -> None:
+    # the per-phase figures come from the conversion hook (memtype.gpu.profile)
+    report = Pipeline([FunctionStep(torch_only, **NATIVE),
+                       FunctionStep(torch_only, name="t2", **NATIVE),
+                       FunctionStep(numpy_only)]).run(plate_dir, tmp_path / "out")
+    report.raise_for_failures()
+    conv = {s.name: (s.stacks, s.conversions, s.copied) for s in report.steps}
+    # load: numpy -> torch once per stack; torch -> torch none; torch -> numpy once per
+    # stack, zero-copy, straight into the consumer; nothing left to convert at the write
+    assert conv["[load]"] == (8, 8, 0)
+    assert conv["torch_only"] == (8, 0, 0) and conv["t2"] == (8, 0, 0)
+    assert conv["numpy_only"] == (8, 8, 0)
+    assert conv["[write]"] == (8, 0, 0)
+
+
+def test_a_hook_sees_the_conversions_of_a_chain_once() -> None:
+    events: list[ConversionEvent] = []
+    add_conversion_hook(events.append)
+    try:
+        numpy_only(torch_only(torch_only(np.zeros((2, 4, 4), np.float32))))
+    finally:
+        remove_conversion_hook(events.append)
+    assert [(e.source_type, e.target_type) for e in events] == [("numpy", "torch"),
+                                                                ("torch", "numpy")]
+
+
+# -- the CLI -------------------------------------------------------------------------------
+def test_cli_run_plan_prints_and_runs_nothing(plate_dir: Path, tmp_path: Path) -> None:
+    file = tmp_path / "pipe.py"
+    file.write_text("from memtype.pipeline import FunctionStep, Pipeline\n"
+                    "from tests.test_pipeline_plan import _scale_step, torch_only\n"
+                    "pipeline = Pipeline([FunctionStep(torch_only), _scale_step()])\n")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "memtype", "run", str(file), "--input",
+                           str(plate_dir), "--output", str(out), "--plan"],
+                          capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert "scale: chain cost" in done.stdout and "<- chosen" in done.stdout
+    assert not out.exists()
