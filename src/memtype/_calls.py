@@ -15,7 +15,8 @@ from typing import Any, Literal
 import numpy as np
 
 from memtype.dtypes import Scaling, check_scaling
-from memtype.errors import CallOptionError, DeviceError
+from memtype.errors import CallOptionError
+from memtype.frameworks import gpu_index
 from memtype.types import DtypeConversion
 
 __all__ = ["CallOptions", "DEFAULT_OPTIONS", "OPTION_NAMES", "read_options",
@@ -71,12 +72,8 @@ def _dtype_conversion(value: object) -> DtypeConversion:
 
 
 def _gpu_id(value: object) -> int | None:
-    """``None`` or a non-negative int."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise DeviceError(f"gpu_id must be a non-negative int or None; received {value!r}.")
-    return value
+    """``None`` or a non-negative int (the one check: :func:`memtype.frameworks.gpu_index`)."""
+    return gpu_index(value)
 
 
 def _flag(name: str, value: object) -> bool:

@@ -32,6 +32,7 @@ from memtype.frameworks import (
     Device,
     Framework,
     get_framework,
+    gpu_index,
     load_adapter,
     on_table_change,
 )
@@ -73,14 +74,6 @@ def remove_conversion_hook(hook: Callable[[ConversionEvent], None]) -> None:
         _hooks.remove(hook)
 
 
-def _check_gpu_id(gpu_id: object) -> int:
-    if isinstance(gpu_id, bool) or not isinstance(gpu_id, int):
-        raise DeviceError(f"gpu_id must be a non-negative int or None; received {gpu_id!r}.")
-    if gpu_id < 0:
-        raise DeviceError(f"gpu_id must be a non-negative int or None; received {gpu_id}.")
-    return gpu_id
-
-
 def _gpu_kind(fw: Framework) -> str | None:
     return next((k for k in fw.device_kinds if k != "cpu"), None)
 
@@ -104,7 +97,7 @@ def target_device(fw: Framework, source: Device, gpu_id: int | None) -> Device:
     """
     kind = _gpu_kind(fw)
     if gpu_id is not None:
-        index = _check_gpu_id(gpu_id)
+        index = gpu_index(gpu_id, allow_none=False)
         if kind is None:
             return CPU
         if source.kind == kind and source.index == index:

@@ -25,6 +25,7 @@ from memtype.frameworks._protocol import (
     Adapter,
     Device,
     DeviceProperties,
+    gpu_index,
     managed_gpu,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "DeviceProperties",
     "GPU_KIND",
     "managed_gpu",
+    "gpu_index",
     "gpu_adapters",
     "Framework",
     "builtin_frameworks",

@@ -8,18 +8,21 @@ adapter has one and supplies the default when it does not, so callers never ``ge
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, overload
 
 import numpy as np
+
+from memtype.errors import DeviceError
 
 __all__ = [
     "Adapter", "Device", "CPU", "GPU_KIND", "managed_gpu", "DeviceProperties",
     "DtypeOps", "ReadOnlyView", "HostCheck", "Streams", "DeviceContext", "Diagnostics",
-    "GPUHooks", "DtypeParsing", "HoldsDtype", "Runtime",
+    "GPUHooks", "DtypeParsing", "HoldsDtype", "Runtime", "gpu_index",
 ]
 
 GPU_KIND = "cuda"
@@ -57,6 +60,31 @@ class Device:
 
 
 CPU = Device("cpu", 0)
+
+
+@overload
+def gpu_index(value: object, *, allow_none: Literal[False]) -> int: ...
+
+
+@overload
+def gpu_index(value: object, *, allow_none: bool = True) -> int | None: ...
+
+
+def gpu_index(value: object, *, allow_none: bool = True) -> int | None:
+    """The one check of a ``gpu_id`` argument: ``None`` (where allowed) or a non-negative
+    integer (a Python int or a NumPy integer, never a bool), returned as a Python int.
+
+    Raises
+    ------
+    DeviceError
+        Anything else, naming what was received.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 0:
+        expected = "a non-negative int or None" if allow_none else "a non-negative int"
+        raise DeviceError(f"gpu_id must be {expected}; received {value!r}.")
+    return int(value)
 
 
 def managed_gpu(index: int) -> Device:

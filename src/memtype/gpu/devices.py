@@ -27,6 +27,7 @@ from memtype.frameworks import (
     Framework,
     get_framework,
     gpu_adapters,
+    gpu_index,
     load_adapter,
     loaded_frameworks,
 )
@@ -337,9 +338,8 @@ def _loaded_key() -> tuple[str, ...]:
 
 def _check_index(gpu_id: object, count: int) -> None:
     """Raise DeviceError unless ``gpu_id`` names one of ``count`` GPUs."""
-    if isinstance(gpu_id, bool) or not isinstance(gpu_id, int) or gpu_id < 0:
-        raise DeviceError(f"gpu_id must be a non-negative int; received {gpu_id!r}.")
-    if gpu_id >= count:
+    index = gpu_index(gpu_id, allow_none=False)
+    if index >= count:
         have = f"only GPUs 0..{count - 1} are visible" if count else "no GPU is visible"
         raise DeviceError(f"GPU {gpu_id} was requested, but {have}.")
 

@@ -20,11 +20,12 @@ from types import MappingProxyType
 
 import psutil
 
-from memtype.errors import ArgumentTypeError, DeviceError, InvalidArgumentError
+from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.frameworks import _hooks as hooks
 from memtype.frameworks import (
     get_framework,
     gpu_adapters,
+    gpu_index,
     load_adapter,
     loaded_frameworks,
     managed_gpu,
@@ -116,10 +117,7 @@ def _gpu(gpu_id: int) -> DeviceMemory:
 
 def _check_gpu_id(gpu_id: object) -> None:
     """Raise DeviceError unless ``gpu_id`` is None or a non-negative int."""
-    if gpu_id is None:
-        return
-    if isinstance(gpu_id, bool) or not isinstance(gpu_id, numbers.Integral) or int(gpu_id) < 0:
-        raise DeviceError(f"gpu_id must be a non-negative int or None; received {gpu_id!r}.")
+    gpu_index(gpu_id)
 
 
 def device_memory(gpu_id: int | None = None) -> DeviceMemory:
