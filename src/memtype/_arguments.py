@@ -28,6 +28,8 @@ import numpy as np
 
 from memtype._walk import LEAVES, walk
 from memtype.convert import convert
+from memtype.detect import KNOWN_TYPES as _known
+from memtype.detect import framework_of
 from memtype.dtypes import holds_dtype
 from memtype.errors import InputWriteError, MemoryConversionError
 from memtype.frameworks import (
@@ -35,35 +37,15 @@ from memtype.frameworks import (
     Adapter,
     Device,
     Framework,
-    array_types,
     load_adapter,
-    loaded_frameworks,
     on_table_change,
 )
 from memtype.gpu.streams import call_device
 
-__all__ = ["Inputs", "Policy", "framework_of", "prepare", "arrays_in", "write_count",
+__all__ = ["Inputs", "Policy", "prepare", "arrays_in", "write_count",
            "check_guarded", "check_unwritten", "note_read_only"]
 
-_NOT_ARRAYS = frozenset({int, float, complex, str, bytes, bool, type(None), slice,
-                         type(Ellipsis), dict, set, frozenset, range})
-_known: dict[type, Framework] = {}
-on_table_change(_known.clear)
 _NEAREST_FLOAT = {"f8": "f4", "c16": "c8", "f2": "f4"}
-
-
-def framework_of(x: Any) -> Framework | None:
-    """The framework that owns ``x``, or ``None`` for anything that is not an array."""
-    cls = type(x)
-    fw = _known.get(cls)
-    if fw is not None or cls in _NOT_ARRAYS:
-        return fw
-    for candidate in loaded_frameworks():
-        classes = array_types(candidate)
-        if classes and issubclass(cls, classes):
-            _known[cls] = candidate
-            return candidate
-    return None
 
 
 _adapters: dict[str, Adapter] = {}

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from memtype._arguments import Inputs, _known, framework_of
+from memtype._arguments import Inputs
 from memtype._calls import CallOptions
 from memtype.convert import convert
+from memtype.detect import KNOWN_TYPES as _known
+from memtype.detect import framework_of
 from memtype.dtypes import Scaling, cast, holds_dtype, nearest_held_dtype, output_dtype
 from memtype.errors import CallOptionError, ContractError
 from memtype.frameworks import Framework, load_adapter

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memtype._arguments import Inputs, framework_of
+from memtype._arguments import Inputs
+from memtype.detect import framework_of
 from memtype.errors import ContractError, ShapeError
 from memtype.frameworks import load_adapter
 from memtype.stack import stack_slices

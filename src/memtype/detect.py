@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from memtype.errors import UnsupportedArrayError
@@ -14,12 +15,16 @@ from memtype.frameworks import (
 )
 from memtype.types import MemoryType
 
-__all__ = ["detect_memory_type", "detect_framework"]
+__all__ = ["detect_memory_type", "detect_framework", "framework_of", "KNOWN_TYPES"]
 
-# type(x) -> framework row; cleared when the table changes. Misses are not cached, because a
-# framework imported later may own the type after all.
+# type(x) -> framework row, the one cache of "which framework owns x"; cleared when the table
+# changes. Misses are not cached, because a framework imported later may own the type after
+# all. Hot paths may read it directly (``KNOWN_TYPES.get(type(x))``).
 _cache: dict[type, Framework] = {}
+KNOWN_TYPES: Mapping[type, Framework] = _cache
 on_table_change(_cache.clear)
+_NOT_ARRAYS = frozenset({int, float, complex, str, bytes, bool, type(None), slice,
+                         type(Ellipsis), dict, set, frozenset, range, list, tuple})
 
 
 def _lookup(cls: type) -> Framework | None:
@@ -30,6 +35,18 @@ def _lookup(cls: type) -> Framework | None:
     return None
 
 
+def framework_of(x: Any) -> Framework | None:
+    """The table row of the framework that owns ``x``, or ``None`` for anything else."""
+    cls = type(x)
+    fw = _cache.get(cls)
+    if fw is not None or cls in _NOT_ARRAYS:
+        return fw
+    fw = _lookup(cls)
+    if fw is not None:
+        _cache[cls] = fw
+    return fw
+
+
 def detect_framework(x: Any) -> Framework:
     """The table row of the framework that owns ``x``.
 
@@ -38,18 +55,14 @@ def detect_framework(x: Any) -> Framework:
     UnsupportedArrayError
         If ``x`` is not an array of a loaded framework.
     """
-    cls = type(x)
-    fw = _cache.get(cls)
-    if fw is not None:
-        return fw
-    fw = _lookup(cls)
+    fw = framework_of(x)
     if fw is None:
+        cls = type(x)
         names = ", ".join(f.name for f in iter_frameworks())
         raise UnsupportedArrayError(
             f"Expected an array of one of: {names}; received an object of type "
             f"{cls.__module__}.{cls.__qualname__}, which is not an array of any loaded framework."
         )
-    _cache[cls] = fw
     return fw
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import StoreFormatError, UnsupportedArrayError
+from memtype.errors import StoreFormatError
 from memtype.storage._tree import KeyTree
 from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_sorted
 
@@ -90,12 +90,10 @@ def _deep_copy(value: Any) -> Any:
 
 def _framework_of(value: Any) -> str | None:
     """The memory type name of an array of a loaded framework, or None for other objects."""
-    from memtype.detect import detect_memory_type
+    from memtype.detect import framework_of
 
-    try:
-        return str(detect_memory_type(value).value)
-    except UnsupportedArrayError:
-        return None
+    fw = framework_of(value)
+    return None if fw is None else fw.name
 
 
 def nbytes_of(value: Any) -> int:
