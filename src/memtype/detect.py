@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,12 +11,14 @@ from memtype.frameworks import (
     Framework,
     array_types,
     iter_frameworks,
+    load_adapter,
     loaded_frameworks,
     on_table_change,
 )
 from memtype.types import MemoryType
 
-__all__ = ["detect_memory_type", "detect_framework", "framework_of", "KNOWN_TYPES"]
+__all__ = ["detect_memory_type", "detect_framework", "framework_of", "KNOWN_TYPES",
+           "array_nbytes"]
 
 # type(x) -> framework row, the one cache of "which framework owns x"; cleared when the table
 # changes. Misses are not cached, because a framework imported later may own the type after
@@ -94,3 +97,13 @@ def detect_memory_type(x: Any) -> MemoryType:
     <MemoryType.NUMPY: 'numpy'>
     """
     return MemoryType(detect_framework(x).name)
+
+
+def array_nbytes(x: Any) -> int | None:
+    """Bytes of data an array of any loaded framework holds (dtype size x element count,
+    from its adapter; nothing is copied or synchronised), or ``None`` for a non-array."""
+    fw = framework_of(x)
+    if fw is None:
+        return None
+    adapter = load_adapter(fw.name)
+    return math.prod(adapter.shape_of(x)) * int(adapter.dtype_of(x).itemsize)

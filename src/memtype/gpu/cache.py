@@ -7,14 +7,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from memtype.detect import detect_framework
+from memtype.detect import array_nbytes
 from memtype.errors import (
     ArgumentTypeError,
     InvalidArgumentError,
     StoreKeyError,
-    UnsupportedArrayError,
 )
-from memtype.frameworks import load_adapter
 
 __all__ = ["GPUTensorCache", "measure_nbytes"]
 
@@ -33,15 +31,8 @@ def measure_nbytes(value: Any) -> int:
     TypeError
         If the size cannot be measured.
     """
-    try:
-        fw = detect_framework(value)
-    except UnsupportedArrayError:
-        return _measure_other(value)
-    adapter = load_adapter(fw.name)
-    count = 1
-    for dim in adapter.shape_of(value):
-        count *= dim
-    return count * int(adapter.dtype_of(value).itemsize)
+    nbytes = array_nbytes(value)
+    return _measure_other(value) if nbytes is None else nbytes
 
 
 def _measure_other(value: Any) -> int:

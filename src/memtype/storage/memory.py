@@ -104,13 +104,9 @@ def nbytes_of(value: Any) -> int:
         return len(value)
     if isinstance(value, str):
         return len(value.encode("utf-8"))
-    name = _framework_of(value)
-    if name is None:
-        return 0
-    from memtype.frameworks import load_adapter
+    from memtype.detect import array_nbytes
 
-    adapter = load_adapter(name)
-    return int(adapter.dtype_of(value).itemsize) * int(np.prod(adapter.shape_of(value)))
+    return array_nbytes(value) or 0
 
 
 def _writable_copy(value: Any) -> Any:
