@@ -205,3 +205,18 @@ def test_cli_run_plan_prints_and_runs_nothing(plate_dir: Path, tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert "scale: chain cost" in done.stdout and "<- chosen" in done.stdout
     assert not out.exists()
+
+
+def test_all_calls_lists_every_implementation() -> None:
+    # Pipeline.uses_gpu reads all_calls: a GPU implementation anywhere in a step counts
+    types = [c.input_type for c in _scale_step().all_calls()]
+    assert types == ["numpy", "torch", "jax"]
+
+
+def test_variants_step_pickles_by_reference() -> None:
+    import pickle
+
+    step = pickle.loads(pickle.dumps(_scale_step()))
+    assert step.variants is not None and list(step.variants) == ["numpy", "torch", "jax"]
+    chosen = pickle.loads(pickle.dumps(_scale_step().with_implementation("jax")))
+    assert chosen.chain[0].input_type == "jax"

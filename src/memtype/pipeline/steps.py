@@ -211,7 +211,11 @@ class FunctionStep:
                        f"it has {sorted(map(str, self.routes))}.")
 
     def all_calls(self) -> list[StepCall]:
-        """Every function the step can run."""
+        """Every function the step can run (each implementation of a Variants step)."""
+        options = self.variants
+        if options is not None:
+            kwargs = self.chain[0].kwargs
+            return [StepCall(f, kwargs) for f in options.implementations.values()]
         if self.routes is None:
             return list(self.chain)
         return [c for chain in self.routes.values() for c in chain]
