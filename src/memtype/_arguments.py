@@ -40,12 +40,12 @@ from memtype.frameworks import (
     load_adapter,
     on_table_change,
 )
+from memtype.frameworks import DTYPE_KIN as KIN
 from memtype.gpu.streams import call_device
 
 __all__ = ["Inputs", "Policy", "prepare", "arrays_in", "write_count",
            "check_guarded", "check_unwritten", "note_read_only"]
 
-_NEAREST_FLOAT = {"f8": "f4", "c16": "c8", "f2": "f4"}
 
 
 _adapters: dict[str, Adapter] = {}
@@ -315,7 +315,7 @@ def _fit_float(v: Any, vfw: Framework, target: Adapter) -> Any:
         return v
     source: Any = _adapter(vfw)
     dtype = source.dtype_of(v)
-    code = _NEAREST_FLOAT.get(dtype.str[1:])
+    code = KIN.get(dtype.str[1:]) if dtype.kind in "fc" else None  # floats: nearest kin
     if code is None or holds_dtype(target, dtype) or not holds_dtype(target, np.dtype(code)):
         return v
     if not hasattr(source, "astype") or source.namespace() is None:

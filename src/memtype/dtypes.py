@@ -44,6 +44,7 @@ from numpy.typing import DTypeLike
 
 from memtype.detect import detect_framework
 from memtype.errors import DtypePolicyError
+from memtype.frameworks import DTYPE_KIN as KIN
 from memtype.frameworks import Adapter, load_adapter
 from memtype.frameworks import _hooks as hooks
 from memtype.types import DtypeConversion
@@ -57,7 +58,6 @@ SCALINGS: tuple[str, ...] = get_args(Scaling)
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _OPS: dict[tuple[str, bool], _Ops] = {}
-_NEAREST = {"f8": "f4", "i8": "i4", "u8": "u4", "c16": "c8", "f2": "f4", "b1": "u1"}
 
 
 def check_scaling(scaling: object) -> Scaling:
@@ -226,7 +226,7 @@ def nearest_held_dtype(adapter: Adapter, dtype: np.dtype[Any]) -> np.dtype[Any]:
     """``dtype``, or its nearest kin the framework holds (float64 -> float32, bool -> uint8)."""
     seen = dtype
     while not holds_dtype(adapter, seen):
-        code = _NEAREST.get(seen.str[1:])
+        code = KIN.get(seen.str[1:])
         if code is None:
             raise DtypePolicyError(f"No dtype near {dtype} can be held here; received {dtype}.")
         seen = np.dtype(code)

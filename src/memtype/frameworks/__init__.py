@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from memtype.errors import FrameworkNotInstalledError, ImportOrderError, UnknownMemoryTypeError
 from memtype.frameworks import _hooks
+from memtype.frameworks._host import KIN as DTYPE_KIN
 from memtype.frameworks._protocol import (
     CPU,
     GPU_KIND,
@@ -37,6 +38,7 @@ __all__ = [
     "GPU_KIND",
     "managed_gpu",
     "gpu_index",
+    "DTYPE_KIN",
     "gpu_adapters",
     "Framework",
     "builtin_frameworks",

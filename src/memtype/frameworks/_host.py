@@ -12,6 +12,13 @@ from memtype.errors import MemoryConversionError
 
 ALIGN = 64  # TensorFlow and XLA share host buffers only at 64-byte alignment
 
+# The one table of dtype kin (``dtype.str[1:]`` codes), used wherever a framework cannot hold
+# a dtype: each 64-bit dtype's 32-bit kin (narrowed only when every value survives), and the
+# lossless widenings for frameworks without bool or float16.
+NARROWER: dict[str, str] = {"f8": "f4", "i8": "i4", "u8": "u4", "c16": "c8"}
+WIDER: dict[str, str] = {"b1": "u1", "f2": "f4"}
+KIN: dict[str, str] = {**NARROWER, **WIDER}
+
 
 def numpy_dlpack_dtype(dtype: np.dtype[Any]) -> bool:
     """Whether NumPy itself exports ``dtype`` through DLPack.

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from memtype.frameworks._host import (
+    NARROWER,
     base_ndarray,
     host_checker,
     is_extension,
@@ -33,7 +34,6 @@ _X64_HINT = (
     "Enable 64-bit JAX with memtype.gpu.configure(jax_enable_x64=True) "
     "(jax.config.update('jax_enable_x64', True)), or cast to a 32-bit dtype first."
 )
-_NARROW = {"f8": "f4", "i8": "i4", "u8": "u4", "c16": "c8"}
 
 
 def version() -> str:
@@ -97,7 +97,7 @@ def _fit_dtype(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """64-bit values narrowed exactly when JAX runs without x64; otherwise an error."""
     if not _is_wide(a.dtype) or jax.config.jax_enable_x64:
         return a
-    return narrow_lossless(a, np.dtype(_NARROW[a.dtype.str[1:]]), "jax", _X64_HINT)
+    return narrow_lossless(a, np.dtype(NARROWER[a.dtype.str[1:]]), "jax", _X64_HINT)
 
 
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:

@@ -21,7 +21,14 @@ import pyclesperanto as cle
 
 from memtype.errors import DeviceError, MemoryConversionError
 from memtype.frameworks import _opencl
-from memtype.frameworks._host import base_ndarray, is_extension, narrow_lossless, native_copy
+from memtype.frameworks._host import (
+    NARROWER,
+    WIDER,
+    base_ndarray,
+    is_extension,
+    narrow_lossless,
+    native_copy,
+)
 from memtype.frameworks._protocol import Device
 
 HOST_NATIVE = False
@@ -29,8 +36,6 @@ DLPACK_CONTIGUOUS = True
 DLPACK_ALIGN = 1
 DLPACK_ANY_DTYPE = False
 
-_WIDEN = {"b1": "u1", "f2": "f4"}
-_NARROW = {"i8": "i4", "u8": "u4", "f8": "f4"}
 _HINT = "Cast it to a 32-bit dtype first (e.g. x.astype('float32'))."
 
 
@@ -116,10 +121,10 @@ def _fit(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
             f"pyclesperanto holds 1-3 dimensional, non-empty arrays; received shape {a.shape}.",
             "numpy", "pyclesperanto",
         )
-    if code in _WIDEN:
-        return a.astype(_WIDEN[code])
-    if code in _NARROW:
-        return narrow_lossless(a, np.dtype(_NARROW[code]), "pyclesperanto", _HINT)
+    if code in WIDER:
+        return a.astype(WIDER[code])
+    if code in NARROWER and a.dtype.kind != "c":  # complex: refused below
+        return narrow_lossless(a, np.dtype(NARROWER[code]), "pyclesperanto", _HINT)
     if not holds_dtype(a.dtype):  # also float8 (kind 'f' in ml_dtypes) and other extensions
         raise MemoryConversionError(
             f"pyclesperanto cannot hold dtype {a.dtype}; it holds int8..int32, uint8..uint32 "
