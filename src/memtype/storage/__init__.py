@@ -22,10 +22,9 @@ are in :mod:`memtype.storage.base`.
 from __future__ import annotations
 
 import importlib
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from memtype.errors import StoreKeyError
+from memtype.storage._registry import BACKENDS, get_store_class
 from memtype.storage.base import Store, StoreStat, natural_key, natural_sorted, normalize_path
 
 if TYPE_CHECKING:
@@ -51,14 +50,6 @@ __all__ = [
     "normalize_path",
 ]
 
-BACKENDS: MappingProxyType[str, str] = MappingProxyType({
-    "memory": "memtype.storage.memory:MemoryStore",
-    "disk": "memtype.storage.disk:DiskStore",
-    "zarr": "memtype.storage.zarr_store:ZarrStore",
-    "tiered": "memtype.storage.tiered:TieredStore",
-})
-"""Registered store name -> ``"module:Class"`` (read-only)."""
-
 _LAZY: dict[str, str] = {
     "MemoryStore": "memtype.storage.memory",
     "DiskStore": "memtype.storage.disk",
@@ -67,29 +58,6 @@ _LAZY: dict[str, str] = {
     "TieredStats": "memtype.storage.tiered",
     "FileManager": "memtype.storage.file_manager",
 }
-
-
-def get_store_class(name: str) -> type[Store]:
-    """The store class registered as ``name``, importing its module on first use.
-
-    Parameters
-    ----------
-    name : str
-        A key of :data:`BACKENDS` (``"memory"``, ``"disk"``, ``"zarr"``, ``"tiered"``).
-
-    Raises
-    ------
-    StoreKeyError
-        No store is registered under ``name``.
-    """
-    target = BACKENDS.get(name) if isinstance(name, str) else None
-    if target is None:
-        raise StoreKeyError(
-            f"Unknown store backend {name!r}. Expected one of: {', '.join(BACKENDS)}."
-        )
-    module_name, _, attr = target.partition(":")
-    cls: type[Store] = getattr(importlib.import_module(module_name), attr)
-    return cls
 
 
 def __getattr__(name: str) -> Any:

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from memtype.errors import ArgumentTypeError, StoreKeyError
+from memtype.storage._registry import get_store_class
 from memtype.storage.base import PathLike, Store, StoreStat
 
 __all__ = ["FileManager"]
@@ -59,8 +60,6 @@ class FileManager:
 
         >>> FileManager.from_spec({"disk": ("disk", {"root": "/data"})})   # doctest: +SKIP
         """
-        from memtype.storage import get_store_class
-
         return cls({name: get_store_class(kind)(**dict(params))
                     for name, (kind, params) in spec.items()})
 
