@@ -220,3 +220,31 @@ def test_variants_step_pickles_by_reference() -> None:
     assert step.variants is not None and list(step.variants) == ["numpy", "torch", "jax"]
     chosen = pickle.loads(pickle.dumps(_scale_step().with_implementation("jax")))
     assert chosen.chain[0].input_type == "jax"
+
+
+@mt.numpy
+def project(stack: Any) -> Any:
+    return stack.max(axis=0, keepdims=True)
+
+
+def test_prediction_follows_dtype_changes_and_projections(plate_dir: Path,
+                                                          tmp_path: Path) -> None:
+    # uint16 in; NATIVE_OUTPUT lets torch and numpy widen; the projection keeps one plane
+    steps = [FunctionStep(cle_only), _scale_step(), FunctionStep(torch_only, **NATIVE),
+             FunctionStep(project, materialize=True), _scale_step(name="scale2")]
+    report = Pipeline(steps).run(plate_dir, tmp_path / "out")
+    report.raise_for_failures()
+    for name, pe, pb, ae, ab in report.plan_vs_actual():
+        assert (pe, pb) == (ae, ab), name
+    assert report.plan is not None and not report.plan.notes
+
+
+def test_a_step_that_fails_on_the_sample_is_noted() -> None:
+    @mt.numpy
+    def needs_big(stack: Any) -> Any:
+        if stack.shape[-1] < 64:
+            raise ValueError("too small")
+        return stack
+
+    plan = Pipeline([FunctionStep(needs_big)]).plan(np.zeros((2, 128, 128), np.float32))
+    assert "was not tried on a sample (ValueError: too small)" in plan.table()

@@ -4,10 +4,12 @@ The planner is a shortest path over steps x implementations. A node is one imple
 of one step (a step with one function has one node); an edge is the conversion of the
 group's stacks from one node's output type to the next node's input type. Costs come from
 :class:`~memtype.pipeline.probe.Prober` (each conversion made once on a sample of the
-first group's stack shape and dtype): a zero-copy conversion costs 1, a copy its bytes, a
-copy through host memory :data:`HOST_WEIGHT` times its bytes. Ties go to the earlier
-declared implementation. The prediction assumes every step keeps its stacks' shape and
-dtype, and that every step stacks along the same components as the first.
+first group's stacks at that point: shapes and dtypes from one trial of each step on a small
+sample, see :func:`~memtype.pipeline.planning.infer_boundaries`): a zero-copy conversion
+costs 1, a copy its bytes, a copy through host memory :data:`HOST_WEIGHT` times its bytes.
+Ties go to the earlier declared implementation. The prediction assumes that every
+implementation of a step returns the same shape and dtype, and that every step stacks along
+the same components as the first.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 from memtype.detect import detect_framework
 from memtype.errors import InvalidArgumentError, MemtypeError
+from memtype.pipeline.planning import Boundary, infer_boundaries
 from memtype.pipeline.probe import Probe, Prober, Shape
 from memtype.pipeline.steps import FunctionStep
 
@@ -179,13 +182,14 @@ def _options(step: FunctionStep) -> list[_Option]:
 class _Planner:
     """Forward and backward shortest paths over steps x options."""
 
-    def __init__(self, steps: Sequence[FunctionStep], shapes: list[Shape],
-                 dtype: np.dtype[Any], prober: Prober) -> None:
-        self.steps, self.shapes, self.dtype, self.prober = steps, shapes, dtype, prober
+    def __init__(self, steps: Sequence[FunctionStep], bounds: list[Boundary],
+                 prober: Prober) -> None:
+        self.steps, self.bounds, self.prober = steps, bounds, prober
+        shapes, dtype = bounds[0]
         self.options = [_options(s) for s in steps]
         self.unavailable: dict[tuple[int, int], str] = {}
         self.notes: list[str] = []
-        self._conversions: dict[tuple[str, str], PlannedConversion | None] = {}
+        self._conversions: dict[tuple[str, str, int], PlannedConversion | None] = {}
         for i, opts in enumerate(self.options):
             if steps[i].variants is None:
                 continue
@@ -194,18 +198,20 @@ class _Planner:
                 if reason is not None:
                     self.unavailable[(i, j)] = reason
 
-    def conversion(self, source: str, target: str) -> PlannedConversion | None:
-        """The group's stacks converted; None when the conversion fails."""
-        if (source, target) not in self._conversions:
-            self._conversions[(source, target)] = self._convert(source, target)
-        return self._conversions[(source, target)]
+    def conversion(self, source: str, target: str, at: int) -> PlannedConversion | None:
+        """The group's stacks before step ``at`` converted; None when that fails."""
+        key = (source, target, at)
+        if key not in self._conversions:
+            self._conversions[key] = self._convert(source, target, *self.bounds[at])
+        return self._conversions[key]
 
-    def _convert(self, source: str, target: str) -> PlannedConversion | None:
+    def _convert(self, source: str, target: str, shapes: list[Shape],
+                 dtype: np.dtype[Any]) -> PlannedConversion | None:
         """Probe the conversion of every stack shape."""
         probes: list[Probe] = []
         try:
-            for shape in self.shapes:
-                probes.append(self.prober.probe(source, target, shape, self.dtype))
+            for shape in shapes:
+                probes.append(self.prober.probe(source, target, shape, dtype))
         except MemtypeError as exc:  # an impossible edge: no path through it
             self.notes.append(f"{source} -> {target} is not possible: {exc}")
             return None
@@ -215,8 +221,8 @@ class _Planner:
                                  all(p.zero_copy for p in probes),
                                  any(p.crosses_host for p in probes))
 
-    def edge(self, source: str, target: str) -> float:
-        conv = self.conversion(source, target)
+    def edge(self, source: str, target: str, at: int) -> float:
+        conv = self.conversion(source, target, at)
         return math.inf if conv is None else conv.cost
 
     def node(self, i: int, j: int) -> float:
@@ -224,9 +230,9 @@ class _Planner:
         if (i, j) in self.unavailable:
             return math.inf
         o = self.options[i][j]
-        cost = sum(self.edge(s, t) for s, t in o.inner)
+        cost = sum(self.edge(s, t, i + 1) for s, t in o.inner)
         if self._writes(i):
-            cost += self.edge(o.output_type, HOST_STACK)
+            cost += self.edge(o.output_type, HOST_STACK, i + 1)
         return cost
 
     def _writes(self, i: int) -> bool:
@@ -234,13 +240,13 @@ class _Planner:
 
     def forward(self) -> tuple[list[list[float]], list[list[int]]]:
         """Cheapest cost ending at each node, and its predecessor (ties: declared order)."""
-        cost = [[self.edge(HOST_STACK, o.input_type) + self.node(0, j)
+        cost = [[self.edge(HOST_STACK, o.input_type, 0) + self.node(0, j)
                  for j, o in enumerate(self.options[0])]]
         back: list[list[int]] = [[-1] * len(self.options[0])]
         for i in range(1, len(self.steps)):
             row, prev = [], []
             for k, o in enumerate(self.options[i]):
-                here = [cost[-1][j] + self.edge(p.output_type, o.input_type)
+                here = [cost[-1][j] + self.edge(p.output_type, o.input_type, i)
                         for j, p in enumerate(self.options[i - 1])]
                 best = min(range(len(here)), key=lambda j: (here[j], j))
                 row.append(here[best] + self.node(i, k))
@@ -255,7 +261,8 @@ class _Planner:
         rest = [[0.0] * len(self.options[last])]
         for i in range(last - 1, -1, -1):
             nxt = self.options[i + 1]
-            rest.insert(0, [min(self.edge(o.output_type, n.input_type) + self.node(i + 1, k)
+            rest.insert(0, [min(self.edge(o.output_type, n.input_type, i + 1)
+                                + self.node(i + 1, k)
                                 + rest[0][k] for k, n in enumerate(nxt))
                             for o in self.options[i]])
         return rest
@@ -282,7 +289,9 @@ def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtyp
     ValueError
         No chain of available implementations and possible conversions exists.
     """
-    planner = _Planner(steps, shapes, dtype, Prober(gpu_id))
+    bounds, notes = infer_boundaries(steps, shapes, dtype)
+    planner = _Planner(steps, bounds, Prober(gpu_id))
+    planner.notes.extend(notes)
     cost, back = planner.forward()
     last = len(steps) - 1
     end = min(range(len(cost[last])), key=lambda j: (cost[last][j], j))
@@ -294,40 +303,50 @@ def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtyp
     for i in range(last, 0, -1):
         picks.insert(0, back[i][picks[0]])
     rest = planner.backward()
+    # the chosen implementations' own output shapes and dtypes (numpy may widen where torch
+    # does not): the reported conversions are those of the path that will run
+    chosen = [s.with_implementation(planner.options[i][j].name) if s.variants is not None
+              else s for i, (s, j) in enumerate(zip(steps, picks, strict=True))]
+    planner.bounds, notes = infer_boundaries(chosen, shapes, dtype)
+    planner.notes.extend(notes)
+    planner._conversions.clear()
     return _assemble(planner, picks, cost, rest, cost[last][end])
 
 
 def _assemble(planner: _Planner, picks: list[int], cost: list[list[float]],
               rest: list[list[float]], total: float) -> Plan:
     """The Plan of the chosen path."""
-    steps, prober, shape, dtype = planner.steps, planner.prober, planner.shapes[0], planner.dtype
+    steps, prober = planner.steps, planner.prober
+    shapes, dtype = planner.bounds[0]
+    shape = shapes[0]
     chosen = [planner.options[i][j] for i, j in enumerate(picks)]
     convs = planner.conversion
-    load = convs(HOST_STACK, chosen[0].input_type)
+    load = convs(HOST_STACK, chosen[0].input_type, 0)
     phases = [PlannedStep("[load]", HOST_STACK, str(prober.device(HOST_STACK, shape, dtype)),
                           (load,) if load is not None else ())]
     writes: list[PlannedConversion] = []
     prev = chosen[0].input_type
     for i, o in enumerate(chosen):
-        here = [c for c in (convs(prev, o.input_type), *(convs(s, t) for s, t in o.inner))
-                if c is not None]
+        here = [c for c in (convs(prev, o.input_type, i),
+                            *(convs(s, t, i + 1) for s, t in o.inner)) if c is not None]
         why = ""
         if steps[i].variants is not None:
             why = _explain(planner, i, picks[i], [a + b for a, b in zip(cost[i], rest[i])])
         phases.append(PlannedStep(steps[i].name, o.input_type,
                                   str(prober.device(o.input_type, shape, dtype)), tuple(here), why))
         if planner._writes(i):
-            w = convs(o.output_type, HOST_STACK)
+            w = convs(o.output_type, HOST_STACK, i + 1)
             writes.extend([w] if w is not None else [])
         prev = o.output_type
     phases.append(PlannedStep("[write]", HOST_STACK, phases[0].device, tuple(writes)))
     choices = {s.name: o.name for s, o in zip(steps, chosen) if s.variants is not None}
-    group = sum(int(np.prod(s)) for s in planner.shapes) * dtype.itemsize
+    group = max(sum(int(np.prod(s)) for s in b_shapes) * b_dtype.itemsize
+                for b_shapes, b_dtype in planner.bounds)
     notes = list(dict.fromkeys(planner.notes))
     if any(s.variable_components != steps[0].variable_components for s in steps):
         notes.append("some steps restack along other components: conversions at those "
                      "boundaries are not predicted exactly")
-    return Plan(phases, choices, _peaks(phases[1:-1], group), list(planner.shapes), dtype.name,
+    return Plan(phases, choices, _peaks(phases[1:-1], group), list(shapes), dtype.name,
                 total, notes)
 
 

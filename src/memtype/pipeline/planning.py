@@ -58,3 +58,53 @@ def image_shapes(images: Sequence[Any] | Any) -> tuple[list[Shape], np.dtype[Any
         raise ShapeError(f"Pipeline.plan: expected a 3D [Z, Y, X] stack or a list of 2D "
                          f"images; received shape {shape}.")
     return [shape], np.dtype(adapter.dtype_of(images))
+
+
+Boundary = tuple[list[Shape], np.dtype[Any]]
+"""The stacks between two steps: their shapes and dtype."""
+
+_TRIAL_PLANE = 32
+
+
+def infer_boundaries(steps: Sequence[FunctionStep], shapes: list[Shape],
+                     dtype: np.dtype[Any]) -> tuple[list[Boundary], list[str]]:
+    """The stacks before each step and after the last, and notes on what was assumed.
+
+    Each step runs once (its first implementation) on a small ramp of the real Z and dtype
+    and at most 32 x 32 pixels: the result's Z and dtype are taken as the step's, Y and X
+    scaled in proportion. A step that fails on the sample (or routes by a field) is taken
+    to keep its stacks as they are, and the note says so.
+    """
+    bounds: list[Boundary] = [(list(shapes), dtype)]
+    notes: list[str] = []
+    for step in steps:
+        current, kind = bounds[-1]
+        try:
+            out = [_trial(step, s, kind) for s in current]
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # recorded in the plan: the step is assumed to keep them
+            # SystemExit too: as in the run (runner.execute_group), a step's exit fails its
+            # group only, and the run reports it there
+            notes.append(f"step {step.name!r} was not tried on a sample ({type(exc).__name__}: "
+                         f"{exc}); its output is assumed to keep the shape and dtype")
+            bounds.append((current, kind))
+            continue
+        bounds.append(([s for s, _ in out], out[0][1]))
+    return bounds, notes
+
+
+def _trial(step: FunctionStep, shape: Shape, dtype: np.dtype[Any]) -> tuple[Shape, np.dtype[Any]]:
+    """The step's output shape and dtype for stacks of ``shape``, from one small sample."""
+    if step.routes is not None:
+        raise InvalidArgumentError("the step routes by a field value")
+    z, y, x = shape
+    small = (z, min(y, _TRIAL_PLANE), min(x, _TRIAL_PLANE))
+    ramp = (np.arange(int(np.prod(small)), dtype=np.float64) % 97 + 1).reshape(small)
+    image, _ = step.run(ramp.astype(dtype), (), None)
+    adapter = load_adapter(detect_framework(image).name)
+    out = tuple(adapter.shape_of(image))
+    if len(out) != 3:
+        raise ShapeError(f"it returned shape {out}")
+    scaled = (out[0], out[1] * y // small[1], out[2] * x // small[2])
+    return scaled, np.dtype(adapter.dtype_of(image))
