@@ -340,25 +340,26 @@ def _assemble(planner: _Planner, picks: list[int], cost: list[list[float]],
         prev = o.output_type
     phases.append(PlannedStep("[write]", HOST_STACK, phases[0].device, tuple(writes)))
     choices = {s.name: o.name for s, o in zip(steps, chosen) if s.variants is not None}
-    group = max(sum(int(np.prod(s)) for s in b_shapes) * b_dtype.itemsize
-                for b_shapes, b_dtype in planner.bounds)
+    sizes = [sum(int(np.prod(s)) for s in b_shapes) * b_dtype.itemsize
+             for b_shapes, b_dtype in planner.bounds]
     notes = list(dict.fromkeys(planner.notes))
     if any(s.variable_components != steps[0].variable_components for s in steps):
         notes.append("some steps restack along other components: conversions at those "
                      "boundaries are not predicted exactly")
-    return Plan(phases, choices, _peaks(phases[1:-1], group), list(shapes), dtype.name,
+    return Plan(phases, choices, _peaks(phases[1:-1], sizes), list(shapes), dtype.name,
                 total, notes)
 
 
-def _peaks(phases: list[PlannedStep], group: int) -> dict[str, int]:
-    """Predicted peak bytes per device: a step holds its input and output stacks on its
-    device, and a copied input also still on the device it came from."""
+def _peaks(phases: list[PlannedStep], sizes: list[int]) -> dict[str, int]:
+    """Predicted peak bytes per device: step ``i`` holds the group's input (``sizes[i]``)
+    and output (``sizes[i + 1]``) on its device, and a copied input also still on the
+    device it came from."""
     peak: dict[str, int] = {}
-    for p in phases:
-        held = {p.device: 2 * group}
+    for i, p in enumerate(phases):
+        held = {p.device: sizes[i] + sizes[i + 1]}
         for c in p.conversions:
             if c.events and not c.zero_copy:
-                held[c.source_device] = held.get(c.source_device, 0) + group
+                held[c.source_device] = held.get(c.source_device, 0) + sizes[i]
         for device, nbytes in held.items():
             peak[device] = max(peak.get(device, 0), nbytes)
     return peak
