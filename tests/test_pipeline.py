@@ -390,6 +390,7 @@ class _Terminal(io.StringIO):
         return True
 
 
+@pytest.mark.requires("rich")
 def test_progress_is_quiet_off_a_terminal_and_a_bar_on_one() -> None:
     assert type(make_progress(None, io.StringIO())) is Progress
     assert type(make_progress(False, _Terminal())) is Progress
