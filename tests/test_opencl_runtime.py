@@ -121,21 +121,16 @@ def test_a_value_the_user_set_is_never_replaced(tmp_path: Path) -> None:
 
 
 @needs_pip_pocl
-def test_an_installed_platform_with_a_device_is_used_as_it_is(tmp_path: Path) -> None:
+@pytest.mark.parametrize("library,source", [("pip-pocl", "system"), ("libgone.so", "pip")],
+                         ids=["platform-with-a-device-is-used", "broken-platform-gets-pip"])
+def test_installed_platforms_are_used_only_when_they_offer_a_device(
+        tmp_path: Path, library: str, source: str) -> None:
     env = _env(tmp_path)
-    (Path(env["OCL_ICD_VENDORS"]) / "pocl.icd").write_text(f"{PIP_POCL}\n")
+    icd = PIP_POCL if library == "pip-pocl" else tmp_path / library
+    (Path(env["OCL_ICD_VENDORS"]) / "vendor.icd").write_text(f"{icd}\n")
     out = _probe(env)
-    assert out["source"] == "system"
-    assert out["env_after_load"] is None
-    assert out["round_trip"] is True
-
-
-@needs_pip_pocl
-def test_an_installed_platform_without_device_gets_the_pip_runtime(tmp_path: Path) -> None:
-    env = _env(tmp_path)
-    (Path(env["OCL_ICD_VENDORS"]) / "broken.icd").write_text(f"{tmp_path / 'libgone.so'}\n")
-    out = _probe(env)
-    assert out["source"] == "pip"
+    assert out["source"] == source
+    assert out["env_after_load"] == (None if source == "system" else str(PIP_POCL))
     assert out["round_trip"] is True
 
 
