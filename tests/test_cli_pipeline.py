@@ -60,6 +60,7 @@ def _check_demo_output(out: Path) -> None:
         assert png.size == (2 * 128, 2 * 128) and png.mode == "RGB"
 
 
+@pytest.mark.requires("torch", "jax", "scipy", "zarr", "tifffile", "PIL", "ome_zarr")
 def test_demo_writes_plate_counts_and_montage(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo"

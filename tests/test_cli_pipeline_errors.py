@@ -154,6 +154,7 @@ def test_demo_plate_must_be_96_or_384(tmp_path: Path) -> None:
     assert result.returncode == 2 and "invalid choice" in result.stderr
 
 
+@pytest.mark.requires("torch", "jax", "scipy", "zarr", "tifffile", "PIL")
 def test_demo_with_48_wells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.pipeline_support import read_csv
 

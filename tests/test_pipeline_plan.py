@@ -102,6 +102,7 @@ def test_plan_keeps_the_chain_in_one_framework(plate_dir: Path) -> None:
     assert plan.predicted()["scale"] == (0, 0)
 
 
+@pytest.mark.requires("torch")
 def test_plan_ties_go_to_the_declared_order() -> None:
     # torch -> (numpy or torch) -> numpy: one zero-copy conversion either way
     images = np.zeros((3, 16, 16), np.float32)
@@ -117,6 +118,7 @@ def test_plan_of_one_step_stays_on_the_host_type() -> None:
     assert plan.choices == {"scale": "numpy"} and plan.cost == 0
 
 
+@pytest.mark.requires("pyclesperanto")
 def test_plan_avoids_device_copies() -> None:
     step = FunctionStep({"pyclesperanto": cle_only, "numpy": numpy_only}, name="add")
     plan = Pipeline([step]).plan([np.zeros((16, 16), np.float32)] * 2)
@@ -124,6 +126,7 @@ def test_plan_avoids_device_copies() -> None:
     assert f"pyclesperanto {2 * 2 * 16 * 16 * 4 * 8 + 2}," in plan.table()  # 2 host copies
 
 
+@pytest.mark.requires("pyclesperanto")
 def test_plan_of_a_device_step_predicts_host_crossings() -> None:
     plan = Pipeline([FunctionStep(cle_only)]).plan(np.zeros((2, 8, 8), np.float32))
     load = plan.phases[0]
@@ -191,6 +194,17 @@ def test_a_hook_sees_the_conversions_of_a_chain_once() -> None:
         remove_conversion_hook(events.append)
     assert [(e.source_type, e.target_type) for e in events] == [("numpy", "torch"),
                                                                 ("torch", "numpy")]
+
+
+def test_planning_is_hidden_from_user_hooks(plate_dir: Path) -> None:
+    events: list[ConversionEvent] = []
+    add_conversion_hook(events.append)
+    try:
+        plan = Pipeline([FunctionStep(torch_only, **NATIVE), _scale_step()]).plan(plate_dir)
+    finally:
+        remove_conversion_hook(events.append)
+    assert plan.predicted()["[load]"][0] > 0  # the planner did convert samples
+    assert events == []
 
 
 # -- the CLI -------------------------------------------------------------------------------

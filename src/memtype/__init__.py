@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from memtype.convert import convert, convert_memory, shares_memory
+from memtype.convert import capture_conversions, convert, convert_memory, shares_memory
 from memtype.detect import detect_memory_type
 from memtype.errors import *  # noqa: F403  (every memtype error, each also a builtin)
 from memtype.errors import __all__ as _error_names
@@ -38,6 +38,7 @@ __all__ = [
     "convert",
     "convert_memory",
     "shares_memory",
+    "capture_conversions",
     "stack_slices",
     "unstack_slices",
     *_error_names,

@@ -14,7 +14,9 @@ Paths, in order of preference:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +48,7 @@ __all__ = [
     "ConversionEvent",
     "add_conversion_hook",
     "remove_conversion_hook",
+    "capture_conversions",
 ]
 
 
@@ -61,6 +64,8 @@ class ConversionEvent:
 
 
 _hooks: list[Callable[[ConversionEvent], None]] = []
+_captured: ContextVar[list[ConversionEvent] | None] = ContextVar("memtype_captured", default=None)
+_captures = [0]  # captures open in any thread: the fast path checks it without a ContextVar
 
 
 def add_conversion_hook(hook: Callable[[ConversionEvent], None]) -> None:
@@ -72,6 +77,33 @@ def remove_conversion_hook(hook: Callable[[ConversionEvent], None]) -> None:
     """Stop calling ``hook``; a hook that is not registered is ignored."""
     if hook in _hooks:
         _hooks.remove(hook)
+
+
+@contextmanager
+def capture_conversions() -> Iterator[list[ConversionEvent]]:
+    """Collect the conversions made in this context, hidden from the registered hooks.
+
+    Inside the ``with`` block, every conversion this thread (or asyncio task) makes is
+    appended to the yielded list and is *not* reported to the hooks of
+    :func:`add_conversion_hook`; other threads are unaffected. memtype's pipeline planner
+    uses it so that its trial conversions do not show up in a user's profiler.
+
+    Examples
+    --------
+    >>> import numpy as np, memtype as mt
+    >>> with mt.capture_conversions() as events:
+    ...     _ = mt.convert(np.zeros(4), "torch")
+    >>> [(e.source_type, e.target_type, e.zero_copy) for e in events]
+    [('numpy', 'torch', True)]
+    """
+    events: list[ConversionEvent] = []
+    token = _captured.set(events)
+    _captures[0] += 1
+    try:
+        yield events
+    finally:
+        _captures[0] -= 1
+        _captured.reset(token)
 
 
 def _gpu_kind(fw: Framework) -> str | None:
@@ -246,6 +278,10 @@ def _observed(x: Any, route: _Route, gpu_id: int | None, allow_cpu_roundtrip: bo
     src = load_adapter(sfw.name)
     nbytes = int(src.dtype_of(x).itemsize) * _size(src.shape_of(x))
     event = ConversionEvent(sfw.name, dfw.name, nbytes, shares_memory(x, out), seconds)
+    captured = _captured.get()
+    if captured is not None:
+        captured.append(event)
+        return out
     for hook in tuple(_hooks):
         hook(event)
     return out
@@ -312,10 +348,11 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
     if route is None:
         route = _build_route(x, to)
     try:
-        if gpu_id is None and route.host is not None and not _hooks:
+        observed = _hooks or _captures[0]
+        if gpu_id is None and route.host is not None and not observed:
             if route.on_host is None or route.on_host(x):
                 return route.host(x)
-        if _hooks:
+        if observed:
             return _observed(x, route, gpu_id, allow_cpu_roundtrip)
         return _plan(x, route, gpu_id, allow_cpu_roundtrip)
     except Exception as exc:  # explained (and chained) when a framework refused the input

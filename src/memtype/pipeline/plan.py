@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from memtype.convert import capture_conversions
 from memtype.detect import detect_framework
 from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.pipeline.planning import Boundary, infer_boundaries
@@ -284,11 +285,20 @@ def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtyp
               gpu_id: int | None = None) -> Plan:
     """Plan ``steps`` for one group of stacks of these shapes and dtype.
 
+    The trial conversions and step runs on samples are hidden from the user's conversion
+    hooks (:func:`memtype.capture_conversions`).
+
     Raises
     ------
     ValueError
         No chain of available implementations and possible conversions exists.
     """
+    with capture_conversions():
+        return _make_plan(steps, shapes, dtype, gpu_id)
+
+
+def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
+               gpu_id: int | None) -> Plan:
     bounds, notes = infer_boundaries(steps, shapes, dtype)
     planner = _Planner(steps, bounds, Prober(gpu_id))
     planner.notes.extend(notes)

@@ -1,8 +1,9 @@
 """What one conversion costs, learnt by making it once on a sample of the real shape and dtype.
 
-The planner asks :func:`memtype.convert` itself (with a conversion hook, as the run's
-figures do), so a prediction is what the run's hook will count: the same routes, the same
-zero-copy rules, the same events.
+The planner asks :func:`memtype.convert` itself (capturing its events as the run's hook
+counts them), so a prediction is what the run's hook will count: the same routes, the same
+zero-copy rules, the same events. The trial conversions are hidden from the user's
+conversion hooks (:func:`memtype.capture_conversions`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.convert import ConversionEvent, add_conversion_hook, convert, remove_conversion_hook
+from memtype.convert import capture_conversions, convert
 from memtype.errors import MemtypeError
 from memtype.frameworks import load_adapter
 
@@ -72,12 +73,8 @@ class Prober:
             return self._probes[key]
         x = self.sample(source, shape, dtype)
         sdev = load_adapter(source).device_of(x)
-        events: list[ConversionEvent] = []
-        add_conversion_hook(events.append)
-        try:
+        with capture_conversions() as events:
             out = convert(x, target, gpu_id=self.gpu_id)
-        finally:
-            remove_conversion_hook(events.append)
         ddev = load_adapter(target).device_of(out)
         zero = all(e.zero_copy for e in events)
         result = Probe(len(events), sum(e.nbytes for e in events), zero,
