@@ -1,0 +1,86 @@
+"""One round of benchmarks/compare_revisions.py: time conversions and decorated calls with
+the memtype found on ``sys.path`` (the parent puts one revision's ``src`` first) and print
+one JSON object ``{case: seconds per call}`` (the best of a few batches).
+
+Not meant to be run by hand; see compare_revisions.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402  (torch before tensorflow)
+
+import memtype as mt  # noqa: E402
+
+BATCHES = 7
+
+
+def per_call(fn: Callable[[], Any], budget: float = 0.02) -> float:
+    """Seconds per call of ``fn``: the best of BATCHES batches of about ``budget`` each."""
+    fn()
+    n, start = 1, time.perf_counter()
+    while time.perf_counter() - start < budget / 10:
+        fn()
+        n += 1
+    best = float("inf")
+    for _ in range(BATCHES):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+def identity(x: Any) -> Any:
+    return x
+
+
+def cases() -> dict[str, Callable[[], Any]]:
+    """Conversion and decorator cases on 1 KiB float32 arrays (overhead, not bandwidth)."""
+    import jax
+    import tensorflow as tf
+
+    host = np.arange(256, dtype=np.float32).reshape(1, 16, 16)  # [Z, Y, X]: decorators' rule
+    t = torch.arange(256, dtype=torch.float32).reshape(1, 16, 16)
+    j = jax.numpy.arange(256, dtype=jax.numpy.float32).reshape(1, 16, 16)
+    tfx = tf.reshape(tf.range(256, dtype=tf.float32), (1, 16, 16))
+    out: dict[str, Callable[[], Any]] = {
+        "convert numpy->torch": lambda: mt.convert(host, "torch"),
+        "convert torch->numpy": lambda: mt.convert(t, "numpy"),
+        "convert numpy->jax": lambda: mt.convert(host, "jax"),
+        "convert jax->numpy": lambda: mt.convert(j, "numpy"),
+        "convert numpy->tensorflow": lambda: mt.convert(host, "tensorflow"),
+        "convert torch->jax": lambda: mt.convert(t, "jax"),
+        "convert numpy->numpy": lambda: mt.convert(host, "numpy"),
+        "detect torch": lambda: mt.detect_memory_type(t),
+    }
+    deco_np, deco_torch = mt.numpy(identity), mt.torch(identity)
+    deco_jax, deco_tf = mt.jax(identity), mt.tensorflow(identity)
+    out |= {
+        "@mt.numpy(numpy)": lambda: deco_np(host),
+        "@mt.torch(torch)": lambda: deco_torch(t),
+        "@mt.torch(numpy)": lambda: deco_torch(host),
+        "@mt.jax(jax)": lambda: deco_jax(j),
+        "@mt.tensorflow(tensorflow)": lambda: deco_tf(tfx),
+        "@mt.numpy(torch)": lambda: deco_np(t),
+    }
+    return out
+
+
+def main() -> None:
+    only = set(sys.argv[1].split(",")) if len(sys.argv) > 1 and sys.argv[1] else None
+    results = {name: per_call(fn) for name, fn in cases().items()
+               if only is None or name in only}
+    print(json.dumps({"memtype_file": mt.__file__, "results": results}))
+
+
+if __name__ == "__main__":
+    main()
