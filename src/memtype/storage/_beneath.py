@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from memtype.errors import StoreNotFoundError, StorePathError
 from memtype.storage._openat2 import open_beneath
 
-__all__ = ["Loc", "Resolver", "DIR_FLAGS", "NOFOLLOW", "HAS_DIR_FD", "UNKNOWN"]
+__all__ = ["Loc", "Resolver", "DIR_FLAGS", "NOFOLLOW", "HAS_DIR_FD", "UNKNOWN", "lstat_at",
+           "resolves_outside"]
 
 DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -56,6 +57,26 @@ class Loc:
     name: str
     key: str
     full: str
+
+
+def lstat_at(name: str, dir_fd: int | None, follow: bool = False) -> os.stat_result | None:
+    """lstat (stat with ``follow``) of ``name`` in directory ``dir_fd``, None when missing."""
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=follow)
+    except FileNotFoundError:
+        return None
+
+
+def resolves_outside(path: str, root: str) -> tuple[str, str] | None:
+    """(resolved path, resolved root) when ``path``, links resolved, leaves ``root``; else None.
+
+    A check of one moment (not race-safe): for stores that read by path (zarr) and for
+    platforms without ``dir_fd``."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+        return real, real_root
+    return None
 
 
 class Resolver:
@@ -185,7 +206,7 @@ class Resolver:
 
     def _is_link(self, name: str, fd: int) -> bool:
         """Whether ``name`` in ``fd`` is a symbolic link."""
-        st = self._lstat(name, fd)
+        st = lstat_at(name, fd)
         return st is not None and stat.S_ISLNK(st.st_mode)
 
     # -- the walk ------------------------------------------------------------------------
@@ -205,11 +226,11 @@ class Resolver:
                 last = not todo  # "" and "." were never queued
                 if last and not follow_last:
                     return fd, name
-                st = self._lstat(name, fd)
+                st = lstat_at(name, fd)
                 if st is None and not last and create:
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(name, dir_fd=fd)
-                    st = self._lstat(name, fd)
+                    st = lstat_at(name, fd)
                 if st is not None and stat.S_ISLNK(st.st_mode) and not self.follow_outside:
                     links += 1
                     if links > MAX_LINKS:
@@ -225,14 +246,6 @@ class Resolver:
         except BaseException:
             os.close(fd)
             raise
-
-    @staticmethod
-    def _lstat(name: str, fd: int) -> os.stat_result | None:
-        """lstat of ``name`` in ``fd``, None when missing."""
-        try:
-            return os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
 
     def _descend(self, fd: int, name: str, st: os.stat_result | None, stack: list[str],
                  key: str) -> int:
@@ -288,11 +301,9 @@ class Resolver:
         """A full path checked against the real root (platforms without ``dir_fd``)."""
         full = self.full(key)
         probe = full if follow_last else os.path.dirname(full)
-        if not self.follow_outside:
-            real_root = os.path.realpath(self.root)
-            real = os.path.realpath(probe)
-            if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
-                raise self._escape(key, key, real)
+        escaped = None if self.follow_outside else resolves_outside(probe, self.root)
+        if escaped is not None:
+            raise self._escape(key, key, escaped[0])
         return Loc(None, full, key, full)
 
     # -- errors -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ outside the file (a TIFF ``key``) raises ``StoreIndexError`` (an ``IndexError``)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import re
 import struct
 import sys
 import zlib
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -24,8 +26,8 @@ import numpy as np
 from memtype._optional import require
 from memtype.errors import MemtypeError, StoreFormatError, StoreIndexError
 
-__all__ = ["CorruptFile", "decode", "read_npy", "read_tiff", "read_png", "read_json", "read_text",
-           "array_header", "DECODE_ERRORS"]
+__all__ = ["CorruptFile", "decode", "decoding", "read_npy", "read_tiff", "read_png", "read_json",
+           "read_text", "array_header", "DECODE_ERRORS"]
 
 DECODE_ERRORS: tuple[type[BaseException], ...] = (
     ValueError, EOFError, LookupError, TypeError, AttributeError, SyntaxError,
@@ -47,13 +49,20 @@ def _decode_errors() -> tuple[type[BaseException], ...]:
 
 
 def decode(read: Any, fh: BinaryIO, what: str, where: str, options: dict[str, Any]) -> Any:
-    """``read(fh, options)``, with a decoder's complaint raised as StoreFormatError.
+    """``read(fh, options)``, with a decoder's complaint raised as StoreFormatError."""
+    with decoding(what, where):
+        return read(fh, options)
+
+
+@contextlib.contextmanager
+def decoding(what: str, where: str) -> Iterator[None]:
+    """Raise a decoder's complaint inside the block as StoreFormatError about ``where``.
 
     An ``OSError`` with an ``errno`` is a real I/O error and propagates (the store turns it
     into its memtype error); one without (pillow's "image file is truncated") is a decoder's.
     """
     try:
-        return read(fh, options)
+        yield
     except CorruptFile as exc:
         raise corrupt(what, where, str(exc)) from exc
     except MemtypeError:

@@ -239,6 +239,13 @@ class Store(ABC):
         """Normalise an ``extensions`` filter argument."""
         return _extension_set(extensions)
 
+    def _listing(self, directory: PathLike, keys: Iterable[str], pattern: str | None,
+                 extensions: frozenset[str] | None) -> list[str]:
+        """What ``list_files`` returns: the keys whose names pass the filters, in natural
+        order, in the form the caller gave ``directory``."""
+        found = [k for k in keys if match_name(k.rpartition("/")[2], pattern, extensions)]
+        return [self._present(directory, k) for k in natural_sorted(found)]
+
     def params(self) -> dict[str, Any]:
         """Constructor arguments that recreate this store (used for pickling).
 

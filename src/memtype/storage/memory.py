@@ -30,7 +30,7 @@ import numpy as np
 
 from memtype.errors import StoreFormatError
 from memtype.storage._tree import KeyTree
-from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_sorted
+from memtype.storage.base import PathLike, Store, StoreStat, natural_sorted
 
 __all__ = ["MemoryStore", "TreeStore", "copy_value", "nbytes_of", "array_info"]
 
@@ -173,8 +173,7 @@ class TreeStore(Store):
         exts = self._extensions(extensions)
         with self._lock:
             found = list(self._tree.walk_files(key, recursive))
-        names = [k for k in found if match_name(k.rpartition("/")[2], pattern, exts)]
-        return [self._present(directory, k) for k in natural_sorted(names)]
+        return self._listing(directory, found, pattern, exts)
 
     def list_dir(self, directory: PathLike = "") -> list[str]:
         key = self.key(directory)

@@ -38,8 +38,7 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memtype._optional import require
@@ -51,10 +50,11 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
-from memtype.storage import _ome, _pyramid
-from memtype.storage._atomic import ignore_temporaries, temp_name
-from memtype.storage._readers import DECODE_ERRORS, CorruptFile, corrupt
-from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
+from memtype.storage import _ome, _plate_groups, _pyramid
+from memtype.storage._atomic import temp_name
+from memtype.storage._plate_paths import PlatePaths
+from memtype.storage._readers import decoding
+from memtype.storage.base import PathLike, Store, StoreStat, natural_key
 
 __all__ = ["ZarrStore"]
 
@@ -100,6 +100,7 @@ class ZarrStore(Store):
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise StorePathError(f"Plate root {self.root!r} is a file; expected a directory.")
         _ome.compressors(codec, level)
+        self._paths = PlatePaths(self.root, self.follow_symlinks_outside)
         self.rows = [str(r) for r in rows] if rows is not None else []
         self.columns = [str(c) for c in columns] if columns is not None else []
         for r in self.rows:
@@ -123,91 +124,25 @@ class ZarrStore(Store):
         """The store path of a field: ``"B/3/0"``."""
         return f"{row}/{column}/{field}"
 
-    # -- paths -------------------------------------------------------------------------
+    # -- paths and groups (see _plate_paths and _plate_groups) ---------------------------
     def _parts(self, path: PathLike) -> tuple[str, list[str]]:
         """(key, components) of a plate path, checked: at most row/column/field."""
         key = self.key(path)
-        parts = key.split("/") if key else []
-        if len(parts) > 3:
-            raise StorePathError(
-                f"Invalid plate path {key!r}: expected at most 'row/column/field' (3 parts); "
-                f"received {len(parts)}."
-            )
-        for part, what in zip(parts, ("row", "column", "field")[:len(parts)], strict=True):
-            _ome.check_name(part, what, key)
-        return key, parts
+        return key, self._paths.parts(key)
 
     def _field(self, path: PathLike) -> str:
         """The key of a path that must name a field."""
-        key, parts = self._parts(path)
-        if len(parts) != 3:
-            raise StorePathError(
-                f"{key or '/'!r} is a {('plate', 'row', 'well')[len(parts)]}, a directory; "
-                "expected a field path 'row/column/field'."
-            )
-        return key
+        return self._paths.field(self.key(path))
 
-    def _full(self, key: str) -> str:
-        """Absolute path of a key, checked on its resolved path (see the module notes)."""
-        full = posixpath.join(self.root, key) if key else self.root
-        if key and not self.follow_symlinks_outside:
-            real_root = os.path.realpath(self.root)
-            real = os.path.realpath(full)
-            if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
-                raise StorePathError(
-                    f"Cannot use {key!r}: it resolves to {real!r}, outside the plate "
-                    f"{real_root!r} (a symbolic link leads out). Expected links that stay "
-                    "inside, or a store created with follow_symlinks_outside=True.")
-        return full
-
-    @contextmanager
-    def _metadata(self, key: str) -> Iterator[None]:
-        """Raise a tampered document's KeyError, TypeError... as StoreFormatError."""
-        where = f"The metadata of {key or '/'!r} in the plate {self.root!r}"
-        try:
-            yield
-        except CorruptFile as exc:
-            raise corrupt("OME-Zarr document", where, str(exc)) from exc
-        except MemtypeError:
-            raise
-        except DECODE_ERRORS as exc:
-            raise corrupt("OME-Zarr document", where, exc) from exc
-
-    def _node_exists(self, key: str) -> bool:
-        """Whether a group (plate, row, well or field) exists at ``key``."""
-        return os.path.isfile(posixpath.join(self._full(key), "zarr.json"))
-
-    # -- metadata ----------------------------------------------------------------------
     def _ensure_plate(self) -> None:
         """Create the plate directory and metadata if missing (race-free)."""
-        if self._node_exists(""):
-            return
-        os.makedirs(self.root, exist_ok=True)
-        doc = _ome.plate_doc(self.name, self.rows, self.columns)
-        _ome.write_json(posixpath.join(self.root, "zarr.json"), doc, overwrite=False,
-                        fsync=self.fsync)
+        _plate_groups.ensure_plate(self._paths, self.name, self.rows, self.columns, self.fsync)
 
     def _ensure_groups(self, parts: list[str], parents: bool) -> None:
         """Make sure the row and well groups along ``parts`` exist (the plate is created on
         demand); missing ones are created only with ``parents``."""
         self._ensure_plate()
-        for depth in range(1, len(parts) + 1):
-            key = "/".join(parts[:depth])
-            if self._node_exists(key):
-                continue
-            if not parents:
-                raise StoreNotFoundError(
-                    f"No {('row', 'well')[depth - 1]} at {key!r} in the plate {self.root!r}; "
-                    "create it with ensure_directory or pass parents=True."
-                )
-            self._create_group(key, depth)
-
-    def _create_group(self, key: str, depth: int) -> None:
-        """Create the row (depth 1) or well (depth 2) group at ``key``."""
-        os.makedirs(self._full(key), exist_ok=True)
-        doc = _ome.group_doc() if depth == 1 else _ome.well_doc([])
-        _ome.write_json(posixpath.join(self._full(key), "zarr.json"), doc, overwrite=False,
-                        fsync=self.fsync)
+        _plate_groups.ensure_groups(self._paths, parts, parents, self.fsync)
 
     # -- save / load ----------------------------------------------------------------------
     def save(self, data: Any, path: PathLike, *, overwrite: bool = False,
@@ -254,13 +189,13 @@ class ZarrStore(Store):
         compressors = _ome.compressors(codec or self.codec, self.level if level is None else level)
         parts = key.split("/")
         self._ensure_groups(parts[:2], parents)
-        if not overwrite and self._node_exists(key):
+        if not overwrite and self._paths.exists(key):
             raise StoreExistsError(f"{key!r} already exists; pass overwrite=True to replace it.")
-        tmp = temp_name(self._full("/".join(parts[:2])), parts[2])
+        tmp = temp_name(self._paths.full("/".join(parts[:2])), parts[2])
         try:
             _ome.write_image(tmp, _pyramid.pyramid(a, levels, downsample), ax, doc, shape,
                              compressors)
-            with self._metadata(key):
+            with self._paths.metadata(key):
                 _ome.commit_field(self.root, tmp, key, overwrite, self.fsync)
         finally:
             if os.path.lexists(tmp):
@@ -288,31 +223,29 @@ class ZarrStore(Store):
 
         key = self._field(path)
         with _ome.well_read_lock(self.root, key.rsplit("/", 1)[0]):
-            if not self._node_exists(key):
+            if not self._paths.exists(key):
                 raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
-            with self._metadata(key):
+            with self._paths.metadata(key):
                 level = self._resolution(key, resolution)
-                self._full(f"{key}/{level}")
-                arr = zarr.open_array(store=LocalStore(self._full(key), read_only=True),
+                self._paths.full(f"{key}/{level}")
+                arr = zarr.open_array(store=LocalStore(self._paths.full(key), read_only=True),
                                       path=level, mode="r", zarr_format=3)
             return self._read(arr, index, key)
 
     def _read(self, arr: Any, index: Any, key: str) -> Any:
         """``arr[index]``: an index outside is StoreIndexError, a bad chunk StoreFormatError."""
-        try:
-            return arr[...] if index is None else arr[index]
-        except MemtypeError:
-            raise
-        except IndexError as exc:  # zarr's BoundsCheckError, too many indices...
-            raise StoreIndexError(
-                f"index={index!r} does not fit {key!r} (shape {arr.shape}): {exc}.") from exc
-        except DECODE_ERRORS as exc:
-            where = f"A chunk of {key!r} in the plate {self.root!r}"
-            raise corrupt("zarr chunk", where, exc) from exc
+        with decoding("zarr chunk", f"A chunk of {key!r} in the plate {self.root!r}"):
+            try:
+                return arr[...] if index is None else arr[index]
+            except IndexError as exc:  # zarr's BoundsCheckError, too many indices...
+                if isinstance(exc, MemtypeError):
+                    raise
+                raise StoreIndexError(
+                    f"index={index!r} does not fit {key!r} (shape {arr.shape}): {exc}.") from exc
 
     def _resolution(self, key: str, resolution: object) -> str:
         """The path of pyramid level ``resolution`` of field ``key``; an error if absent."""
-        doc = _ome.ome_attrs(_ome.read_json(posixpath.join(self._full(key), "zarr.json")))
+        doc = _ome.ome_attrs(_ome.read_json(posixpath.join(self._paths.full(key), "zarr.json")))
         paths = [d["path"] for d in doc["multiscales"][0]["datasets"]]
         if isinstance(resolution, bool) or not isinstance(resolution, int) \
                 or not 0 <= resolution < len(paths):
@@ -324,44 +257,29 @@ class ZarrStore(Store):
     # -- queries -----------------------------------------------------------------------
     def exists(self, path: PathLike) -> bool:
         key, _ = self._parts(path)
-        return self._node_exists(key)
+        return self._paths.exists(key)
 
     def is_file(self, path: PathLike) -> bool:
         key, parts = self._parts(path)
-        return len(parts) == 3 and self._node_exists(key)
+        return len(parts) == 3 and self._paths.exists(key)
 
     def is_dir(self, path: PathLike) -> bool:
         key, parts = self._parts(path)
-        return len(parts) < 3 and self._node_exists(key)
-
-    def _require_dir(self, path: PathLike) -> tuple[str, list[str]]:
-        """(key, parts) of an existing plate, row or well; raise otherwise."""
-        key, parts = self._parts(path)
-        if len(parts) == 3:
-            raise StorePathError(f"{key!r} is a field (an image); expected a directory.")
-        if not self._node_exists(key):
-            what = ("plate", "row", "well")[len(parts)]
-            raise StoreNotFoundError(f"No {what} at {key or self.root!r}.")
-        return key, parts
-
-    def _children(self, key: str) -> list[str]:
-        """Names of the groups directly under ``key`` (no temporaries, no lock dir)."""
-        return _ome.child_groups(self._full(key))
+        return len(parts) < 3 and self._paths.exists(key)
 
     def list_files(self, directory: PathLike = "", pattern: str | None = None,
                    extensions: Iterable[str] | str | None = None,
                    recursive: bool = False) -> list[str]:
-        key, parts = self._require_dir(directory)
+        key = self.key(directory)
+        parts = self._paths.require_dir(key)
         exts = self._extensions(extensions)
         found: list[str] = []
         self._collect(key, len(parts), recursive, found)
-        found = [k for k in found if match_name(k.rpartition("/")[2], pattern, exts)]
-        found.sort(key=natural_key)
-        return [self._present(directory, k) for k in found]
+        return self._listing(directory, found, pattern, exts)
 
     def _collect(self, key: str, depth: int, recursive: bool, out: list[str]) -> None:
         """Append the field keys under ``key`` (a group at ``depth``) to ``out``."""
-        for name in self._children(key):
+        for name in self._paths.children(key):
             child = posixpath.join(key, name) if key else name
             if depth == 2:
                 out.append(child)
@@ -369,21 +287,22 @@ class ZarrStore(Store):
                 self._collect(child, depth + 1, True, out)
 
     def list_dir(self, directory: PathLike = "") -> list[str]:
-        key, _ = self._require_dir(directory)
-        return sorted(self._children(key), key=natural_key)
+        key = self.key(directory)
+        self._paths.require_dir(key)
+        return sorted(self._paths.children(key), key=natural_key)
 
     def stat(self, path: PathLike) -> StoreStat:
         key, parts = self._parts(path)
-        full = self._full(key)
-        if not self._node_exists(key):
+        full = self._paths.full(key)
+        if not self._paths.exists(key):
             raise StoreNotFoundError(f"Nothing at {key or self.root!r} in the plate.")
         mtime = os.stat(posixpath.join(full, "zarr.json")).st_mtime
         if len(parts) < 3:
             return StoreStat(key, True, 0, mtime)
         import numpy as np
 
-        with self._metadata(key):
-            meta = _ome.read_json(posixpath.join(self._full(f"{key}/0"), "zarr.json"))
+        with self._paths.metadata(key):
+            meta = _ome.read_json(posixpath.join(self._paths.full(f"{key}/0"), "zarr.json"))
             shape = tuple(int(s) for s in meta["shape"])
             dtype = np.dtype(meta["data_type"])
         return StoreStat(key, False, int(np.prod(shape)) * dtype.itemsize, mtime, shape,
@@ -396,7 +315,7 @@ class ZarrStore(Store):
             raise StorePathError(
                 f"{key!r} is a field path (an image); expected a plate, row or well directory."
             )
-        if not self._node_exists(key):
+        if not self._paths.exists(key):
             self._require_writable("create directory", path)
             self._ensure_groups(parts, True)
         return key
@@ -406,53 +325,24 @@ class ZarrStore(Store):
         key, parts = self._parts(path)
         if not parts:
             raise StorePathError("The plate root cannot be deleted; use delete_all('').")
-        if not self._node_exists(key):
+        if not self._paths.exists(key):
             raise StoreNotFoundError(f"Nothing at {key!r} in the plate {self.root!r}.")
-        if len(parts) < 3 and self._children(key):
+        if len(parts) < 3 and self._paths.children(key):
             raise StorePathError(
                 f"{key!r} is not empty; use delete_all to remove it with its contents."
             )
-        self._remove(key, parts)
+        _plate_groups.remove(self._paths, key, parts, self.fsync)
 
     def delete_all(self, path: PathLike) -> None:
         self._require_writable("delete", path)
         key, parts = self._parts(path)
-        if not self._node_exists(key):
+        if not self._paths.exists(key):
             raise StoreNotFoundError(f"Nothing at {key or self.root!r} in the plate.")
         if parts:
-            self._remove(key, parts)
+            _plate_groups.remove(self._paths, key, parts, self.fsync)
             return
-        for row in self._children(""):
-            self._remove(row, [row])
-
-    def _remove(self, key: str, parts: list[str]) -> None:
-        """Remove a field, well or row and update the metadata that listed it."""
-        with self._metadata(key):
-            self._remove_node(key, parts)
-
-    def _remove_node(self, key: str, parts: list[str]) -> None:
-        """:meth:`_remove` without the metadata check."""
-        if len(parts) < 3:
-            _ome.update_plate_wells(self.root, [], self._wells_under(key, len(parts)),
-                                    self.fsync)
-            shutil.rmtree(self._full(key))
-            return
-        well, field = key.rsplit("/", 1)
-        with _ome.well_lock(self.root, well):
-            _, now_empty = _ome.edit_well_images(self.root, well, None, field, self.fsync)
-            if now_empty:
-                _ome.update_plate_wells(self.root, [], [well], self.fsync)
-            shutil.rmtree(self._full(key))
-
-    def _wells_under(self, key: str, depth: int) -> list[str]:
-        """Well keys under a row (depth 1), of a well (2), or holding a field (3)."""
-        if depth == 3:
-            return [key.rsplit("/", 1)[0]]
-        if depth == 2:
-            return [key]
-        if depth == 1:
-            return [f"{key}/{c}" for c in self._children(key)]
-        return []
+        for row in self._paths.children(""):
+            _plate_groups.remove(self._paths, row, [row], self.fsync)
 
     def move(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
@@ -474,19 +364,11 @@ class ZarrStore(Store):
                 f"Cannot move or copy {skey or '/'!r} to {dkey or '/'!r}: expected two "
                 "different paths of the same level (field to field, well to well, row to row)."
             )
-        if not self._node_exists(skey):
+        if not self._paths.exists(skey):
             raise StoreNotFoundError(f"Nothing at {skey!r} in the plate {self.root!r}.")
         self._ensure_groups(dparts[:-1], parents)
-        if self._node_exists(dkey):
+        if self._paths.exists(dkey):
             if not overwrite:
                 raise StoreExistsError(f"{dkey!r} already exists; pass overwrite=True.")
-            self._remove(dkey, dparts)
-        before = self._wells_under(skey, len(sparts))
-        tmp = temp_name(posixpath.dirname(self._full(dkey)), dparts[-1])
-        shutil.copytree(self._full(skey), tmp, ignore=ignore_temporaries)
-        os.rename(tmp, self._full(dkey))
-        if move:
-            self._remove(skey, sparts)
-        wells = (before if move else []) + self._wells_under(dkey, len(dparts))
-        with self._metadata(dkey):
-            _ome.resync_wells(self.root, wells, self.fsync)
+            _plate_groups.remove(self._paths, dkey, dparts, self.fsync)
+        _plate_groups.place_copy(self._paths, skey, sparts, dkey, dparts, move, self.fsync)
