@@ -4,7 +4,8 @@ A write goes to a temporary file in the destination's directory, is flushed (and
 request, fsync'ed), then takes the destination's name in one step: ``os.replace`` when
 overwriting, ``os.link`` (which fails if the name exists) otherwise. A crash at any point
 leaves the old file or no file, never a torn one; the only leftover is a hidden temporary
-file, which listings skip and :func:`purge_temporaries` removes.
+file, which listings skip and :meth:`DiskStore.purge_temporaries
+<memtype.storage.DiskStore.purge_temporaries>` removes.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -181,47 +180,6 @@ def fsync_directory(directory: str, dir_fd: int | None = None) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def purge_temporaries(directory: str, *, min_age_s: float = 60.0) -> int:
-    """Remove temporary files left under ``directory`` by interrupted writes.
-
-    Parameters
-    ----------
-    directory : str
-        Absolute directory, searched recursively.
-    min_age_s : float
-        Only remove temporaries older than this, so writes still running are not disturbed.
-
-    Returns
-    -------
-    int
-        How many were removed.
-    """
-    removed = 0
-    limit = time.time() - min_age_s
-    for parent, dirs, files in os.walk(directory):
-        for name in files + dirs:
-            full = os.path.join(parent, name)
-            if is_temporary(name) and os.lstat(full).st_mtime <= limit:
-                remove_path(full)
-                removed += 1
-        dirs[:] = [d for d in dirs if not is_temporary(d)]
-    return removed
-
-
-def remove_path(path: str) -> None:
-    """Remove a file, link or directory tree."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
-
-
-def copy_into(src: str, fh: BinaryIO) -> None:
-    """Copy the bytes of file ``src`` into the open file ``fh``."""
-    with open(src, "rb") as source:
-        shutil.copyfileobj(source, fh, 1 << 20)
 
 
 def ignore_temporaries(directory: str, names: list[str]) -> list[str]:

@@ -19,7 +19,8 @@ from typing import BinaryIO
 from memtype.storage._atomic import is_temporary
 from memtype.storage._beneath import DIR_FLAGS, NOFOLLOW
 
-__all__ = ["scan", "remove_tree", "copy_tree", "walk_files", "purge", "copy_file_into"]
+__all__ = ["scan", "remove_tree", "copy_tree", "walk_files", "purge", "copy_file_into",
+           "copy_stream"]
 
 _CHUNK = 1 << 20
 FileFilter = Callable[[str, str], bool]
@@ -81,7 +82,13 @@ def copy_file_into(src_fd: int | None, name: str, fh: BinaryIO) -> None:
     """Copy the bytes of regular file ``name`` (not a link) into the open file ``fh``."""
     fd = os.open(name, os.O_RDONLY | NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=src_fd)
     with os.fdopen(fd, "rb") as source:
-        shutil.copyfileobj(source, fh, _CHUNK)
+        copy_stream(source, fh)
+
+
+def copy_stream(source: BinaryIO, fh: BinaryIO) -> None:
+    """Copy the open file ``source``, from its start, into the open file ``fh``."""
+    source.seek(0)
+    shutil.copyfileobj(source, fh, _CHUNK)
 
 
 def _copy_entry(entry: os.DirEntry[str], src: int, dst: int) -> str | None:

@@ -39,12 +39,13 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
-from memtype.storage import _fdops
-from memtype.storage._atomic import atomic_write, temp_name
-from memtype.storage._beneath import NOFOLLOW, UNKNOWN, Loc, Resolver
+from memtype.storage import _disk_ops, _fdops
+from memtype.storage._atomic import atomic_write
+from memtype.storage._beneath import UNKNOWN, Loc, Resolver
+from memtype.storage._disk_ops import as_fd
 from memtype.storage._formats import check_options, format_for
 from memtype.storage._readers import array_header, decode
-from memtype.storage.base import PathLike, Store, StoreStat, match_name, natural_key
+from memtype.storage.base import PathLike, Store, StoreStat, natural_key
 
 __all__ = ["DiskStore"]
 
@@ -131,7 +132,7 @@ class DiskStore(Store):
         payload = fmt.prepare(data, key, options)
         sync = self.fsync if fsync is None else bool(fsync)
         with self._paths.locate(key, follow_last=False, create=parents) as loc:
-            st = _lstat(loc)
+            st = _disk_ops.lstat(loc)
             if st is not None and stat.S_ISDIR(st.st_mode):
                 raise StorePathError(f"{key!r} is a directory; expected a file path.")
             if st is not None and not overwrite:
@@ -204,7 +205,7 @@ class DiskStore(Store):
             return mode
         try:
             with self._paths.locate(key, follow_last=follow) as loc:
-                st = _lstat(loc, follow and self.follow_symlinks_outside)
+                st = _disk_ops.lstat(loc, follow and self.follow_symlinks_outside)
         except (StoreNotFoundError, StorePathError):
             return None  # missing, a file on the way, or a link leading outside
         return None if st is None else st.st_mode
@@ -226,10 +227,8 @@ class DiskStore(Store):
         key = self.key(directory)
         exts = self._extensions(extensions)
         with self._paths.directory(key) as fd:
-            found = [k for k, name in _fdops.walk_files(_fd(fd), key, recursive, self.is_file)
-                     if match_name(name, pattern, exts)]
-        found.sort(key=natural_key)
-        return [self._present(directory, k) for k in found]
+            found = [k for k, _ in _fdops.walk_files(as_fd(fd), key, recursive, self.is_file)]
+        return self._listing(directory, found, pattern, exts)
 
     def list_dir(self, directory: PathLike = "") -> list[str]:
         with self._paths.directory(self.key(directory)) as fd:
@@ -239,7 +238,7 @@ class DiskStore(Store):
     def stat(self, path: PathLike) -> StoreStat:
         key = self.key(path)
         with self._paths.locate(key, follow_last=True) as loc:
-            st = _lstat(loc, self.follow_symlinks_outside)
+            st = _disk_ops.lstat(loc, self.follow_symlinks_outside)
         if st is None:
             raise StoreNotFoundError(f"No file or directory at {key!r} in {self.root!r}.")
         if stat.S_ISDIR(st.st_mode):
@@ -262,7 +261,7 @@ class DiskStore(Store):
         self._require_writable("delete", path)
         key = self._file_key(path)
         with self._paths.locate(key, follow_last=False) as loc:
-            st = self._existing(loc)
+            st = _disk_ops.existing(loc, self.root)
             if not stat.S_ISDIR(st.st_mode):
                 os.unlink(loc.name, dir_fd=loc.dir_fd)
                 return
@@ -275,25 +274,17 @@ class DiskStore(Store):
                     f"Directory {key!r} is not empty; use delete_all to remove it with its "
                     "contents.") from exc
 
-    def _existing(self, loc: Loc) -> os.stat_result:
-        """lstat of a location that must exist."""
-        st = _lstat(loc)
-        if st is None:
-            raise StoreNotFoundError(
-                f"No file or directory at {loc.key!r} in {self.root!r}.")
-        return st
-
     def delete_all(self, path: PathLike) -> None:
         self._require_writable("delete", path)
         key = self.key(path)
         if not key:
             with self._paths.directory("") as fd:
                 for entry in _fdops.scan(fd):
-                    _remove(Loc(_fd(fd), entry.name, entry.name, entry.path))
+                    _disk_ops.remove(Loc(as_fd(fd), entry.name, entry.name, entry.path))
             return
         with self._paths.locate(key, follow_last=False) as loc:
-            self._existing(loc)
-            _remove(loc)
+            _disk_ops.existing(loc, self.root)
+            _disk_ops.remove(loc)
 
     def move(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
@@ -301,28 +292,7 @@ class DiskStore(Store):
         skey, dkey = self._transfer_keys(src, dst)
         with self._paths.locate(skey, follow_last=False) as s, \
                 self._paths.locate(dkey, follow_last=False, create=parents) as d:
-            is_dir = stat.S_ISDIR(self._existing(s).st_mode)
-            existed = self._clear_destination(d, overwrite)
-            if is_dir:
-                if existed and _lstat(d) is not None:  # a file in the way of a directory
-                    os.unlink(d.name, dir_fd=d.dir_fd)
-                os.rename(s.name, d.name, src_dir_fd=s.dir_fd, dst_dir_fd=d.dir_fd)
-            elif existed:
-                os.replace(s.name, d.name, src_dir_fd=s.dir_fd, dst_dir_fd=d.dir_fd)
-            else:
-                _move_no_clobber(s, d)
-
-    def _clear_destination(self, d: Loc, overwrite: bool) -> bool:
-        """Make room at ``d``: refuse without ``overwrite``, remove a directory in the way.
-        Returns whether something was there."""
-        st = _lstat(d)
-        if st is None:
-            return False
-        if not overwrite:
-            raise StoreExistsError(f"{d.key!r} already exists; pass overwrite=True to replace it.")
-        if stat.S_ISDIR(st.st_mode):
-            _fdops.remove_tree(d.dir_fd, d.name)
-        return True
+            _disk_ops.move(s, d, overwrite, self.root)
 
     def copy(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
@@ -333,34 +303,13 @@ class DiskStore(Store):
             return
         with self._open_file(skey) as source, \
                 self._paths.locate(dkey, follow_last=False, create=parents) as d:
-            st = _lstat(d)
-            if st is not None and not overwrite:
-                raise StoreExistsError(f"{dkey!r} already exists; pass overwrite=True.")
-            if st is not None and stat.S_ISDIR(st.st_mode):
-                _fdops.remove_tree(d.dir_fd, d.name)
-            atomic_write(d.name, lambda fh: _copy_stream(source, fh), overwrite=overwrite,
-                         fsync=self.fsync, dir_fd=d.dir_fd)
+            _disk_ops.copy_file(source, d, overwrite, self.fsync)
 
     def _copy_dir(self, skey: str, dkey: str, overwrite: bool, parents: bool) -> None:
         """Copy a directory tree (links copied as links) into place through a temporary."""
         with self._paths.directory(skey) as sfd, \
                 self._paths.locate(dkey, follow_last=False, create=parents) as d:
-            if _lstat(d) is not None and not overwrite:
-                raise StoreExistsError(f"{dkey!r} already exists; pass overwrite=True.")
-            tmp = temp_name("", d.name)
-            os.mkdir(tmp, dir_fd=d.dir_fd)
-            try:
-                tfd = os.open(tmp, os.O_RDONLY | NOFOLLOW, dir_fd=d.dir_fd)
-                try:
-                    _fdops.copy_tree(_fd(sfd), tfd)
-                finally:
-                    os.close(tfd)
-                self._clear_destination(d, overwrite)
-                os.replace(tmp, d.name, src_dir_fd=d.dir_fd, dst_dir_fd=d.dir_fd)
-            except BaseException:
-                if _lstat(Loc(d.dir_fd, tmp, tmp, tmp)) is not None:
-                    _fdops.remove_tree(d.dir_fd, tmp)
-                raise
+            _disk_ops.copy_dir(sfd, d, overwrite)
 
     def _transfer_keys(self, src: PathLike, dst: PathLike) -> tuple[str, str]:
         """Checked keys of a move or copy."""
@@ -393,56 +342,5 @@ class DiskStore(Store):
         """
         self._require_writable("purge", directory)
         with self._paths.directory(self.key(directory)) as fd:
-            return _fdops.purge(_fd(fd), min_age_s)
-
-
-def _fd(handle: int | str) -> int:
-    """A directory descriptor (the DiskStore needs ``dir_fd`` support from the OS)."""
-    if isinstance(handle, str):
-        raise StorePathError(
-            f"Cannot use {handle!r}: this platform has no dir_fd support, which the DiskStore "
-            "needs to keep paths inside its root.")
-    return handle
-
-
-def _require(loc: Loc) -> int:
-    """The descriptor of a location that is a directory itself (name "")."""
-    return _fd(loc.dir_fd if loc.dir_fd is not None else loc.name)
-
-
-def _lstat(loc: Loc, follow: bool = False) -> os.stat_result | None:
-    """lstat (stat with ``follow``) of a location, None when missing."""
-    try:
-        if not loc.name:
-            return os.fstat(_require(loc))
-        return os.stat(loc.name, dir_fd=loc.dir_fd, follow_symlinks=follow)
-    except FileNotFoundError:
-        return None
-
-
-def _remove(loc: Loc) -> None:
-    """Remove a file, a link (not its target) or a directory tree."""
-    st = _lstat(loc)
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        _fdops.remove_tree(loc.dir_fd, loc.name)
-    else:
-        os.unlink(loc.name, dir_fd=loc.dir_fd)
-
-
-def _move_no_clobber(s: Loc, d: Loc) -> None:
-    """Rename a file to a name that must not exist (atomic where hard links exist)."""
-    try:
-        os.link(s.name, d.name, src_dir_fd=s.dir_fd, dst_dir_fd=d.dir_fd, follow_symlinks=False)
-    except FileExistsError:
-        raise StoreExistsError(f"{d.key!r} already exists; pass overwrite=True to replace it.") \
-            from None
-    os.unlink(s.name, dir_fd=s.dir_fd)
-
-
-def _copy_stream(source: Any, fh: Any) -> None:
-    """Copy an open file into another."""
-    import shutil
-
-    source.seek(0)
-    shutil.copyfileobj(source, fh, 1 << 20)
+            return _fdops.purge(as_fd(fd), min_age_s)
 
