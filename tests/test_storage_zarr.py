@@ -337,3 +337,21 @@ def test_a_resolution_that_was_not_written(plate: ZarrStore) -> None:
     plate.save(np.zeros((8, 8), np.uint8), "A/1/0", parents=True, pyramid_levels=2)
     with pytest.raises(StoreFormatError, match="levels 0 to 1"):
         plate.load("A/1/0", resolution=2)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("shape", {}), ("shape", ""), ("shape", "24"), ("shape", {"24": 0, "20": 0}),
+    ("shape", [24.0, 20]), ("shape", [True, 20]), ("shape", [-1, 20]), ("data_type", None),
+], ids=str)
+def test_stat_refuses_a_tampered_array_header(plate: ZarrStore, field: str, value: Any) -> None:
+    """stat read 'shape' with tuple(int(s) for s in ...) and np.dtype(...): {} and "" gave
+    shape (), "24" gave (2, 4), a None data type float64 (found by the tamper fuzz test)."""
+    plate.save(np.zeros((24, 20), np.uint16), "A/1/0", parents=True)
+    path = os.path.join(plate.root, "A/1/0/0/zarr.json")
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    doc[field] = value
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    with pytest.raises(StoreFormatError, match="not a valid OME-Zarr document"):
+        plate.stat("A/1/0")

@@ -202,6 +202,16 @@ def ome_attrs(doc: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
+def array_header(doc: dict[str, Any]) -> tuple[tuple[int, ...], str]:
+    """(shape, data type name) of a zarr v3 array document, checked (not coerced)."""
+    shape, dtype = doc["shape"], doc["data_type"]
+    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        raise CorruptFile(f"array 'shape' {shape!r} is not a list of non-negative ints")
+    if not isinstance(dtype, str):
+        raise CorruptFile(f"array 'data_type' {dtype!r} is not a data type name")
+    return tuple(shape), dtype
+
+
 def lock_path(root: str, name: str, create: bool = True) -> str:
     """Path of the lock file ``name`` of the plate at ``root`` (its directory created)."""
     directory = os.path.join(root, LOCK_DIR)

@@ -303,8 +303,8 @@ class ZarrStore(Store):
 
         with self._paths.metadata(key):
             meta = _ome.read_json(posixpath.join(self._paths.full(f"{key}/0"), "zarr.json"))
-            shape = tuple(int(s) for s in meta["shape"])
-            dtype = np.dtype(meta["data_type"])
+            shape, name = _ome.array_header(meta)
+            dtype = np.dtype(name)
         return StoreStat(key, False, int(np.prod(shape)) * dtype.itemsize, mtime, shape,
                          str(dtype))
 
