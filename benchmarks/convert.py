@@ -44,19 +44,22 @@ def _direct_calls() -> dict[tuple[str, str], Callable[[Any], Any]]:
     import jax.numpy as jnp
     import tensorflow as tf
 
+    # Host arrays enter JAX by jax.device_put (zero-copy for 64-byte-aligned buffers), as in
+    # memtype: jax.dlpack.from_dlpack of a host array donates it to XLA, which frees it on a
+    # worker thread where NumPy's and TensorFlow's deleters take the GIL (an abort at exit).
     calls: dict[tuple[str, str], Callable[[Any], Any]] = {
         ("numpy", "torch"): torch.from_numpy,
-        ("numpy", "jax"): jax.dlpack.from_dlpack,
+        ("numpy", "jax"): jax.device_put,
         ("numpy", "tensorflow"): lambda a: tf.experimental.dlpack.from_dlpack(a.__dlpack__()),
         ("torch", "numpy"): lambda t: t.numpy(),
-        ("torch", "jax"): jax.dlpack.from_dlpack,
+        ("torch", "jax"): lambda t: jax.device_put(t.numpy()),
         ("torch", "tensorflow"): lambda t: tf.experimental.dlpack.from_dlpack(t.__dlpack__()),
         ("jax", "numpy"): np.asarray,
         ("jax", "torch"): torch.from_dlpack,
         ("jax", "tensorflow"): lambda j: tf.experimental.dlpack.from_dlpack(j.__dlpack__()),
         ("tensorflow", "numpy"): np.asarray,
         ("tensorflow", "torch"): torch.from_dlpack,
-        ("tensorflow", "jax"): jax.dlpack.from_dlpack,
+        ("tensorflow", "jax"): lambda t: jax.device_put(t.numpy()),
     }
     if "pyclesperanto" in usable_types():
         import pyclesperanto as cle

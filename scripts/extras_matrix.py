@@ -4,7 +4,10 @@ the test suite its frameworks allow (the rest skips, with the reason).
 
 Usage: python scripts/extras_matrix.py [--extras none,torch,jax,...] [--keep DIR]
 
-Versions come from constraints.txt (the tested set). Exits 1 if any environment failed.
+Versions come from constraints.txt (the tested set). ``lowest-<extra>`` (``lowest`` for no
+extra) installs instead the lowest versions pyproject.toml declares, for the base
+requirements and that extra's (a lower bound ``>=X`` becomes ``==X``), the rest of the
+environment from constraints.txt. Exits 1 if any environment failed.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS = ("none", "torch", "jax", "tensorflow", "cle", "mlx", "zarr", "dask")
+# torch is left out of the lowest-version runs: an old torch from PyPI is the multi-GB CUDA
+# build (only the tested CPU build is at hand), which fresh machines here cannot afford.
+LOWEST = ("lowest", "lowest-zarr", "lowest-dask", "lowest-jax")
 # The memory type each extra brings (round trip with numpy); None: storage/pipeline extras.
 FRAMEWORK = {"torch": "torch", "jax": "jax", "tensorflow": "tensorflow", "mlx": "mlx",
              "cle": "pyclesperanto"}
@@ -68,22 +75,49 @@ def _summary(pytest_out: str) -> str:
     return lines[-1].strip("= ") if lines else "(no pytest summary)"
 
 
+def _name(requirement: str) -> str:
+    return re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def lowest_constraints(extra: str, out: Path) -> Path:
+    """constraints.txt with the base requirements and ``extra``'s at their lower bounds."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    if extra:
+        requirements += project["optional-dependencies"][extra]
+    lowest: dict[str, str] = {}
+    for requirement in requirements:
+        spec = requirement.split(";")[0]
+        bound = re.search(r">=\s*([\w.]+)", spec)
+        if bound and "memtype" not in spec:
+            lowest[_name(spec)] = f"{_name(spec)}=={bound.group(1)}"
+    kept = [line for line in (ROOT / "constraints.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#") and _name(line) not in lowest]
+    out.write_text("\n".join([*kept, *lowest.values()]) + "\n")
+    return out
+
+
 def check_extra(extra: str, wheel: Path, work: Path, env: dict[str, str]) -> Outcome:
     """One fresh venv: install, import, info, round trip, tests."""
     start = time.perf_counter()
     venv = work / f"venv-{extra}"
     py = venv / "bin" / "python"
-    spec = f"{wheel}" if extra == "none" else f"memtype[{extra}] @ {wheel.as_uri()}"
+    constraints = ROOT / "constraints.txt"
+    name = extra
+    if extra.startswith("lowest"):
+        name = extra.removeprefix("lowest").removeprefix("-") or "none"
+        constraints = lowest_constraints("" if name == "none" else name,
+                                         work / f"constraints-{extra}.txt")
+    spec = f"{wheel}" if name == "none" else f"memtype[{name}] @ {wheel.as_uri()}"
     steps = [
         [sys.executable, "-m", "venv", str(venv)],
-        [str(py), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), spec,
-         *TEST_TOOLS],
+        [str(py), "-m", "pip", "install", "-q", "-c", str(constraints), spec, *TEST_TOOLS],
         [str(py), "-c", "import memtype, importlib.metadata as m; "
                         "assert memtype.__version__ == m.version('memtype'); print('import ok')"],
         [str(venv / "bin" / "memtype"), "info"],
     ]
-    if extra in FRAMEWORK:
-        steps.append([str(py), "-c", ROUND_TRIP, FRAMEWORK[extra]])
+    if name in FRAMEWORK:
+        steps.append([str(py), "-c", ROUND_TRIP, FRAMEWORK[name]])
     for cmd in steps:
         done = _run(cmd, env=env)
         if done.returncode != 0:
@@ -103,14 +137,15 @@ def check_extra(extra: str, wheel: Path, work: Path, env: dict[str, str]) -> Out
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extras", default=",".join(EXTRAS),
-                        help=f"comma-separated, from: {', '.join(EXTRAS)}")
+                        help=f"comma-separated, from: {', '.join(EXTRAS + LOWEST)}")
     parser.add_argument("--keep", type=Path, default=None,
                         help="work in this directory and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
     extras = [e.strip() for e in args.extras.split(",") if e.strip()]
-    unknown = [e for e in extras if e not in EXTRAS]
+    unknown = [e for e in extras if e not in EXTRAS + LOWEST]
     if unknown:
-        parser.error(f"unknown extra(s) {unknown}; expected some of {', '.join(EXTRAS)}")
+        parser.error(f"unknown extra(s) {unknown}; expected some of "
+                     f"{', '.join(EXTRAS + LOWEST)}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="memtype-extras-"))
     work.mkdir(parents=True, exist_ok=True)
     # The system's OpenCL platforms hidden, as on a fresh machine; the rest of the env kept.
