@@ -2,8 +2,8 @@
 gpu_id, streams, OOM recovery, memory statistics, cleanup, the tiered store's device tier, a
 pipeline step) tested without a GPU, through the code paths CUDA uses (issue 14, item 4).
 
-Tests marked ``xfail(strict=True)`` show where memtype still acts only on the managed GPU
-kind (``GPU_KIND = "cuda"``); each turns into a failure once that code path asks the adapter.
+Nothing here is special-cased: every path acts on an accelerator kind through its adapter's
+hooks, as it does on CUDA (issue 14, item 4).
 """
 
 from __future__ import annotations
@@ -31,10 +31,6 @@ TOYDEV = Framework(
     adapter="tests.toydevice_adapter", device_kinds=("toyaccel",), dlpack=False,
     immutable=False, install_hint="(ships with the tests)",
 )
-
-MANAGED_ONLY = ('src/memtype/frameworks/_protocol.py:25 GPU_KIND = "cuda" '
-                "(Device.is_managed_gpu / Framework.managed_gpu)")
-
 
 @pytest.fixture
 def toydev() -> Iterator[Framework]:
@@ -137,9 +133,6 @@ def test_decorated_call_receives_its_input_on_gpu_id(toydev: Framework) -> None:
     np.testing.assert_array_equal(out.host(), a * 2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "src/memtype/decorators.py:106 and :136 run the function in a stream only when "
-    f"inputs.device.is_managed_gpu; {MANAGED_ONLY}"))
 def test_decorated_call_runs_in_the_adapters_stream_on_gpu_id(toydev: Framework) -> None:
     @mt.memory_types(input_type="toydev", output_type="toydev")
     def work(x: Any) -> Any:
@@ -149,6 +142,31 @@ def test_decorated_call_runs_in_the_adapters_stream_on_gpu_id(toydev: Framework)
     work(np.ones((1, 2, 2), np.float32), gpu_id=1)
     names = _stream_names(1, "work")
     assert len(names) == 1 and names[0].startswith("thread-") and names[0].endswith(":1")
+
+
+def test_decorated_call_hands_its_arrays_between_streams(toydev: Framework) -> None:
+    caller = tdv.current_stream(0).name
+
+    @mt.memory_types(input_type="toydev", output_type="toydev")
+    def same(x: Any) -> Any:
+        return x
+
+    same(mt.convert(np.ones((1, 2, 2), np.float32), "toydev", gpu_id=0), gpu_id=0)
+    events = [w for w, _t, _s in tdv.DEVICES[0].events]
+    waits = [w for w in events if w.startswith("wait ")]
+    assert waits and waits[0] == f"wait {caller}"  # our stream waits for the caller's first
+    assert f"record {caller}" in events  # the result is released to the caller's stream
+
+
+def test_decorated_slice_by_slice_call_runs_in_the_adapters_stream(toydev: Framework) -> None:
+    @mt.memory_types(input_type="toydev", output_type="toydev", slice_by_slice=True)
+    def work(x: Any) -> Any:
+        tdv.record(x.device, "work")
+        return x
+
+    work(np.ones((3, 2, 2), np.float32), gpu_id=1)
+    names = _stream_names(1, "work")
+    assert len(names) == 3 and all(n.startswith("thread-") for n in names)
 
 
 def test_oom_recovery_frees_the_cache_and_retries(toydev: Framework) -> None:
@@ -193,15 +211,40 @@ def test_cleanup_all_and_the_registry_include_toydev(toydev: Framework) -> None:
     assert tdv.DEVICES[0].empty_cache_calls == 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "src/memtype/gpu/memory.py:176 lists only managed_gpu(i) for the GPU manager's (NVML) "
-    "devices, and src/memtype/frameworks/__init__.py:334 gpu_adapters() skips rows without "
-    f"managed_gpu; {MANAGED_ONLY}"))
 def test_memory_usage_lists_toydev_statistics(toydev: Framework) -> None:
     x = mt.convert(np.zeros(2048, np.uint8), "toydev", gpu_id=1)
     usage = mt.gpu.memory_usage()
     assert usage["toyaccel:1"].frameworks["toydev"]["allocated"] == 2048
+    assert usage["toyaccel:1"].source == "toydev" and list(usage)[-1] == "cpu"
+    assert usage["toyaccel:0"].frameworks["toydev"]["allocated"] == 0
     del x
+
+
+def test_memory_usage_of_one_gpu_id_stays_on_the_managed_gpus(toydev: Framework) -> None:
+    mt.convert(np.zeros(16, np.uint8), "toydev", gpu_id=1)
+    assert "toyaccel:1" not in mt.gpu.memory_usage(1)
+
+
+def test_profile_reads_and_resets_the_toydev_peak(toydev: Framework) -> None:
+    big = tdv.zeros((4096,), np.uint8, device=0)
+    del big
+    gc.collect()
+    assert tdv.DEVICES[0].peak == 4096
+    with mt.gpu.profile() as p:
+        small = tdv.zeros((1024,), np.uint8, device=0)
+    del small
+    [record] = p.records
+    assert record.peak_memory["toydev"] == 1024  # the block's own peak: reset on entry
+
+
+def test_memory_manager_budgets_toydev_allocations_per_device(toydev: Framework) -> None:
+    manager = mt.gpu.GPUMemoryManager(limit_bytes=1024)
+    a = manager.allocate((256,), "float32", "toydev", source="tiles", gpu_id=1)
+    assert isinstance(a, ToyDeviceArray) and a.device == 1
+    assert manager.used_bytes("toyaccel:1") == 1024 and manager.used_bytes("toyaccel:0") == 0
+    with pytest.raises(mt.errors.MemoryBudgetError, match="toyaccel:1"):
+        manager.allocate((1,), "uint8", "toydev", gpu_id=1)
+    manager.allocate((256,), "float32", "toydev", gpu_id=0)  # another device, its own budget
 
 
 # -- storage and pipeline ------------------------------------------------------------------

@@ -148,3 +148,10 @@ def record_stream(x: Any, stream: Any) -> None:
 
 def current_device() -> int:
     return tdv.current_device()
+
+
+# -- GPUHooks (peak reset: the profiler's block-own peak) ------------------------------------
+
+def reset_peak(gpu_id: int) -> None:
+    state = tdv.DEVICES[gpu_id]
+    state.peak = state.held

@@ -301,7 +301,7 @@ def _copied_before_release(adapter: Adapter, private: Any) -> None:
     receives another framework's GPU array (host arrays need none).
     """
     device = adapter.device_of(private)
-    if device.is_managed_gpu:
+    if device.is_gpu:
         adapter.synchronize(device)
 
 

@@ -168,7 +168,7 @@ def _dlpack_importer(src: Adapter, dst: Adapter) -> Callable[[Any, Device], Any 
 
 def _gpu_to_gpu(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapter,
                 sdev: Device, ddev: Device, allow_cpu_roundtrip: bool) -> Any:
-    if sdev.kind == ddev.kind and sdev.is_managed_gpu and sfw.dlpack and dfw.dlpack:
+    if sdev.kind == ddev.kind and sfw.dlpack and dfw.dlpack:  # one accelerator kind
         moved = x if sdev == ddev else src.to_device(x, ddev)
         out = _dlpack_importer(src, dst)(moved, ddev)
         if out is not None:

@@ -2,7 +2,7 @@
 
 ``@mt.torch`` declares that a function takes and returns torch arrays. On each call its
 array arguments (also inside lists and tuples) are converted to the input type on the
-call's device, the function runs (on this thread's CUDA stream for GPU calls), the result
+call's device, the function runs (on this thread's device stream for device calls), the result
 is checked against the contract (default: a 3D ``[Z, Y, X]`` image; for a tuple, its first
 element), brought to the requested dtype by the dtype policy (:mod:`memtype.dtypes`) and
 returned as the output type. Inputs already of the function's type, or reaching it
@@ -103,7 +103,7 @@ class MemoryTypeFunction(Results):
         policy = self._policy or self._load()
         inputs = prepare(args, kwargs, policy, opts.gpu_id)
         try:
-            if not inputs.device.is_managed_gpu and not opts.slice_by_slice:
+            if not inputs.device.is_gpu and not opts.slice_by_slice:
                 result = self._func(*inputs.args, **inputs.kwargs)  # host: no stream to set
             else:
                 result = self._invoke(inputs, opts.slice_by_slice)
@@ -132,8 +132,9 @@ class MemoryTypeFunction(Results):
         return self._policy
 
     def _invoke(self, inputs: Inputs, by_slice: bool) -> Any:
-        """Run the function (or its slices) on the call's device and stream."""
-        if not inputs.device.is_managed_gpu:
+        """Run the function (or its slices) on the call's device and stream (any accelerator
+        kind: the adapter's ``stream``, with the hand-off where it has stream functions)."""
+        if not inputs.device.is_gpu:
             if by_slice:
                 return run_by_slice(self._func, inputs, self._name)
             return self._func(*inputs.args, **inputs.kwargs)

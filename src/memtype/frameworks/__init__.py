@@ -110,6 +110,11 @@ class Framework:
         return "cpu" not in self.device_kinds
 
     @property
+    def gpu_kind(self) -> str | None:
+        """Its accelerator kind (the first device kind other than ``"cpu"``), or None."""
+        return next((k for k in self.device_kinds if k != CPU.kind), None)
+
+    @property
     def managed_gpu(self) -> bool:
         """True when its arrays may live on a managed GPU (:data:`GPU_KIND`)."""
         return GPU_KIND in self.device_kinds
@@ -328,14 +333,16 @@ def loaded_frameworks() -> list[Framework]:
     return [fw for fw in _table.values() if fw.module in sys.modules]
 
 
-def gpu_adapters(*, started: bool = True) -> Iterator[tuple[Framework, Adapter]]:
-    """``(row, adapter)`` of each loaded framework that may use a managed GPU.
+def gpu_adapters(*, started: bool = True, every_kind: bool = False
+                 ) -> Iterator[tuple[Framework, Adapter]]:
+    """``(row, adapter)`` of each loaded framework that may use a managed GPU (with
+    ``every_kind``: a device of any accelerator kind, :attr:`Framework.gpu_kind`).
 
     With ``started`` (the default), only those whose runtime has started: asking the others
     would start it (JAX's backend preallocates most of the GPU). Nothing is imported.
     """
     for fw in loaded_frameworks():
-        if not fw.managed_gpu:
+        if not (fw.managed_gpu or (every_kind and fw.gpu_kind is not None)):
             continue
         adapter = load_adapter(fw.name)
         if not started or _hooks.runtime_started(adapter):

@@ -21,8 +21,9 @@ from types import MappingProxyType
 import psutil
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
-from memtype.frameworks import _hooks as hooks
 from memtype.frameworks import (
+    Adapter,
+    Device,
     get_framework,
     gpu_adapters,
     gpu_index,
@@ -30,6 +31,7 @@ from memtype.frameworks import (
     loaded_frameworks,
     managed_gpu,
 )
+from memtype.frameworks import _hooks as hooks
 from memtype.gpu.devices import get_gpu_manager
 
 __all__ = [
@@ -115,6 +117,34 @@ def _gpu(gpu_id: int) -> DeviceMemory:
                         MappingProxyType(_framework_usage(gpu_id)), manager.source)
 
 
+def _other_devices() -> dict[str, DeviceMemory]:
+    """Devices of accelerator kinds the GPU manager does not enumerate (OpenCL, a plug-in
+    accelerator), each with what the started frameworks there report; devices no framework
+    reports on are left out."""
+    held: dict[Device, dict[str, Mapping[str, int]]] = {}
+    first: dict[Device, tuple[str, Adapter]] = {}
+    for fw, adapter in gpu_adapters(every_kind=True):
+        if fw.managed_gpu or fw.gpu_kind is None:
+            continue
+        for index in range(adapter.gpu_count()):
+            info = adapter.memory_info(index)
+            if info:
+                device = Device(fw.gpu_kind, index)
+                held.setdefault(device, {})[fw.name] = MappingProxyType(dict(info))
+                first.setdefault(device, (fw.name, adapter))
+    return {str(d): _described(d, *first[d], held[d]) for d in held}
+
+
+def _described(device: Device, name: str, adapter: Adapter,
+               held: dict[str, Mapping[str, int]]) -> DeviceMemory:
+    """A device the GPU manager does not list, as its framework describes it (sizes 0 when
+    the adapter has no ``device_properties``)."""
+    describe = hooks.device_properties(adapter)
+    props = None if describe is None else describe(device.index)
+    total, free = (0, 0) if props is None else (props.total_bytes, props.free_bytes)
+    return DeviceMemory(str(device), total, free, MappingProxyType(held), name)
+
+
 def _check_gpu_id(gpu_id: object) -> None:
     """Raise DeviceError unless ``gpu_id`` is None or a non-negative int."""
     gpu_index(gpu_id)
@@ -150,7 +180,10 @@ def memory_usage(gpu_id: int | None = None) -> dict[str, DeviceMemory]:
     Returns
     -------
     dict of str to DeviceMemory
-        Keyed by device (``"cuda:0"``, ..., ``"cpu"``).
+        Keyed by device: the managed GPUs (``"cuda:0"``, ...), then (for ``gpu_id=None``)
+        devices of other accelerator kinds on which a started framework reports memory
+        (``"opencl:0"``, a plug-in kind; sizes from the adapter's ``device_properties``, else
+        0), then ``"cpu"``.
 
     Raises
     ------
@@ -166,12 +199,11 @@ def memory_usage(gpu_id: int | None = None) -> dict[str, DeviceMemory]:
     """
     _check_gpu_id(gpu_id)
     count = get_gpu_manager().count
-    if count == 0:
-        return {"cpu": _host()}
     if gpu_id is not None:
-        gpu = _gpu(int(gpu_id))
+        gpu = _gpu(int(gpu_id)) if count else _host()
         return {gpu.device: gpu}
     usage = {str(managed_gpu(i)): _gpu(i) for i in range(count)}
+    usage.update(_other_devices())
     usage["cpu"] = _host()
     return usage
 

@@ -81,7 +81,7 @@ def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
 
 def _device_total(device: Device) -> int | None:
     """Total memory of a device in bytes, or None where unknown (OpenCL)."""
-    if device.kind == "cpu":
+    if not device.is_gpu:
         import psutil
 
         return int(psutil.virtual_memory().total)
@@ -331,7 +331,7 @@ def _empty_caches() -> None:
     """Ask each loaded framework that has a device to free its cached memory."""
     for fw in loaded_frameworks():
         adapter = load_adapter(fw.name)
-        if fw.device_kinds != ("cpu",) and adapter.gpu_count():
+        if fw.gpu_kind is not None and adapter.gpu_count():
             adapter.empty_cache()
 
 

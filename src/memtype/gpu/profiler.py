@@ -134,20 +134,29 @@ def _read_peaks() -> dict[str, int]:
     return peaks
 
 
+def _has_devices() -> bool:
+    """Whether there is a managed GPU, or a started framework sees a device of another
+    accelerator kind (memory_usage lists both)."""
+    return bool(get_gpu_manager().count) or any(
+        a.gpu_count() for fw, a in gpu_adapters(every_kind=True) if not fw.managed_gpu)
+
+
 def _reset_peaks() -> None:
-    """Reset the peak counters of the started frameworks that have one, on every GPU."""
+    """Reset the peak counters of the started frameworks that have one, on every device
+    (managed GPUs: those the GPU manager lists)."""
     count = get_gpu_manager().count
-    for _fw, adapter in gpu_adapters():  # a runtime not started has no peak to reset
+    for fw, adapter in gpu_adapters(every_kind=True):  # a runtime not started has no peak
         reset = hooks.reset_peak(adapter)
         if reset is not None:
-            for gpu_id in range(min(count, adapter.gpu_count())):
+            seen = adapter.gpu_count()
+            for gpu_id in range(min(count, seen) if fw.managed_gpu else seen):
                 reset(gpu_id)
 
 
 def _start_events() -> tuple[Any, Any] | None:
     """A recorded start event and an end event from the first started framework that times
     device work (adapter ``timing_events``), or None."""
-    for _fw, adapter in gpu_adapters():
+    for _fw, adapter in gpu_adapters(every_kind=True):
         timing = hooks.timing_events(adapter)
         events = None if timing is None else timing()
         if events is not None:
@@ -197,7 +206,7 @@ class Profiler:
         """Start a frame on this thread."""
         frames = _frames()
         frame = _Frame(name, self)
-        if get_gpu_manager().count:
+        if _has_devices():
             peaks = _read_peaks()
             for outer in frames:
                 outer.fold(peaks)
@@ -215,7 +224,7 @@ class Profiler:
         frame = _frames().pop()
         _hook(-1)
         device = _device_seconds(frame.events)
-        if get_gpu_manager().count:
+        if _has_devices():
             peaks = _read_peaks()
             for seen in (*_frames(), frame):
                 seen.fold(peaks)

@@ -1,4 +1,4 @@
-"""Per-thread CUDA streams with safe hand-off between the caller's stream and ours.
+"""Per-thread device streams with safe hand-off between the caller's stream and ours.
 
 ``with thread_stream("torch", 0) as handoff:`` runs the block on this thread's own stream
 on GPU 0, after that stream has waited for the work already queued on the caller's stream
@@ -7,8 +7,9 @@ stream and read here (torch ``record_stream``: the allocator will not reuse thei
 while this stream may still read it); ``handoff.release(y)`` marks results handed back.
 On exit the caller's stream waits for ours, so the caller can use the results at once.
 
-Frameworks without CUDA streams (NumPy, JAX, TensorFlow, pyclesperanto) and host devices
-get a hand-off that does nothing. CuPy has no ``record_stream``; its pool only reuses a
+This holds on any accelerator kind whose adapter has the stream functions (CUDA, a plug-in
+accelerator). Frameworks without them (NumPy, JAX, TensorFlow, pyclesperanto) and host
+devices get a hand-off that does nothing. CuPy has no ``record_stream``; its pool only reuses a
 freed block on the stream that freed it, and the exit wait orders the rest.
 """
 
@@ -36,7 +37,7 @@ class StreamHandoff:
 
     @property
     def active(self) -> bool:
-        """True when a CUDA stream is in use."""
+        """True when a device stream is in use."""
         return self.stream is not None
 
     def adopt(self, arrays: Iterable[Any]) -> None:
@@ -60,8 +61,8 @@ def call_device(fw: Framework, gpu_id: int | None) -> Device:
 
     Host-only frameworks ignore ``gpu_id``.
     """
-    kind = next((k for k in fw.device_kinds if k != "cpu"), None)
-    if kind is None or (gpu_id is None and "cpu" in fw.device_kinds):
+    kind = fw.gpu_kind
+    if kind is None or (gpu_id is None and not fw.gpu_only):
         return CPU
     return Device(kind, 0 if gpu_id is None else gpu_id)
 
@@ -97,7 +98,7 @@ def thread_stream(memory_type: MemoryTypeLike | Any = "torch",
         device = load_adapter(fw.name).device_of(memory_type)
     adapter = load_adapter(fw.name)
     handoff = hooks.streams(adapter)  # the stream functions are optional (CUDA-style adapters)
-    if not device.is_managed_gpu or handoff is None:
+    if not device.is_gpu or handoff is None:
         with adapter.stream(device):
             yield _NO_STREAM
         return

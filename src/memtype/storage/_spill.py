@@ -82,7 +82,7 @@ def to_host(value: Any, memory_type: str, device: Device, pin: bool) -> Any:
     from memtype.frameworks import load_adapter
 
     adapter = load_adapter(memory_type)
-    pinned = hooks.pinned_host_copy(adapter) if pin and device.is_managed_gpu else None
+    pinned = hooks.pinned_host_copy(adapter) if pin and device.is_gpu else None
     out = None if pinned is None else pinned(value)
     return adapter.to_numpy(value) if out is None else out
 
