@@ -27,6 +27,7 @@ _LAZY: dict[str, str] = {
     "storage": "memtype.storage",
     "pipeline": "memtype.pipeline",
     "variants": "memtype.pipeline",
+    "chain": "memtype.chaining",
     "frameworks": "memtype.frameworks",
     "dtypes": "memtype.dtypes",
 }
