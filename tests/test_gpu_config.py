@@ -14,7 +14,8 @@ import textwrap
 import pytest
 
 import memtype as mt
-from memtype.errors import ConfigurationError
+from memtype.errors import ArgumentTypeError, ConfigurationError
+from memtype.frameworks import Framework, Setting, register_framework, unregister_framework
 
 _SETTINGS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "JAX_ENABLE_X64",
              "TF_FORCE_GPU_ALLOW_GROWTH", "PYTORCH_CUDA_ALLOC_CONF")
@@ -169,3 +170,29 @@ def test_torch_allocator_after_cuda_started_is_an_error() -> None:
             out["error"] = str(exc)
     """)
     assert "torch has already started" in str(out["error"])
+
+
+def test_an_unknown_setting_is_refused_naming_the_known_ones() -> None:
+    with pytest.raises(ArgumentTypeError, match="jax_prealocate.*expected any of.*jax_preallocate"):
+        mt.gpu.configure(jax_prealocate=False)
+
+
+def test_a_flag_that_is_not_a_bool_is_refused() -> None:
+    with pytest.raises(ArgumentTypeError, match="tensorflow_memory_growth must be a bool"):
+        mt.gpu.configure(jax_preallocate=None, tensorflow_memory_growth="yes")
+
+
+def test_a_registered_rows_setting_is_applied_from_the_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    row = Framework("cfgtoy", "memtype_cfgtoy_not_imported", ("memtype_cfgtoy_not_imported:A",),
+                    "memtype_cfgtoy_not_imported", ("cpu",), False, False, "(none)",
+                    settings=(Setting("cfgtoy_cache", "MEMTYPE_CFGTOY_CACHE", "text"),))
+    monkeypatch.delenv("MEMTYPE_CFGTOY_CACHE", raising=False)
+    register_framework(row)
+    try:
+        applied = mt.gpu.configure(cfgtoy_cache="small", jax_preallocate=None,
+                                   tensorflow_memory_growth=None)
+    finally:
+        unregister_framework("cfgtoy")
+    assert applied == {"cfgtoy_cache": "small"}
+    assert os.environ["MEMTYPE_CFGTOY_CACHE"] == "small"

@@ -41,6 +41,7 @@ from memtype.frameworks import (
     on_table_change,
 )
 from memtype.frameworks import DTYPE_KIN as KIN
+from memtype.frameworks import _hooks as hooks
 from memtype.gpu.streams import call_device
 
 __all__ = ["Inputs", "Policy", "prepare", "arrays_in", "write_count",
@@ -108,9 +109,13 @@ class Policy:
     """Whether a caller's array of the function's type reaches it writable (watched)."""
     device_of: Callable[[Any], Device] = field(init=False)
     """The adapter's ``device_of``, without a lookup for host arrays."""
+    current_device: Callable[[], int] | None = field(init=False)
+    """The framework's device context, if it has one (GPU-only types fed host data)."""
+    restricts_dtypes: bool = field(init=False)
+    """Whether the framework holds only some dtypes (``holds_dtype``)."""
 
     def __post_init__(self) -> None:
-        readonly = getattr(self.adapter, "readonly_view", None)
+        readonly = hooks.readonly_view(self.adapter)
         isolate: Callable[[Any], Any] = _unchanged
         if self.copy_inputs and not self.framework.immutable:
             isolate = self.adapter.copy
@@ -121,6 +126,8 @@ class Policy:
         object.__setattr__(self, "passes_writable", isolate is _unchanged
                            and not self.framework.immutable)
         object.__setattr__(self, "device_of", _device_lookup(self.adapter, self.framework))
+        object.__setattr__(self, "current_device", hooks.current_device(self.adapter))
+        object.__setattr__(self, "restricts_dtypes", hooks.has_holds_dtype(self.adapter))
 
 
 def _unchanged(v: Any) -> Any:
@@ -246,10 +253,11 @@ class _Converter:
         policy = self.policy
         if vfw is policy.framework and self.gpu_id is None and not self.host:
             return v
-        v = _fit_float(v, vfw, policy.adapter)
+        if policy.restricts_dtypes:
+            v = _fit_float(v, vfw, policy.adapter)
         gpu_id = None if self.host else self.gpu_id
         if gpu_id is None and policy.framework.gpu_only and not _adapter(vfw).device_of(v).is_gpu:
-            current = getattr(policy.adapter, "current_device", None)  # the device context
+            current = policy.current_device  # the device context
             gpu_id = None if current is None else current()
         out = convert(v, policy.framework.name, gpu_id=gpu_id,
                       allow_cpu_roundtrip=policy.allow_cpu_roundtrip)
@@ -284,11 +292,8 @@ class _Converter:
 def _aliases(v: Any, vfw: Framework, out: Any, policy: Policy) -> bool:
     """:func:`memtype.shares_memory` for a converted argument (both frameworks known)."""
     source = _adapter(vfw)
-    ptr, out_ptr = getattr(source, "data_ptr", None), getattr(policy.adapter, "data_ptr", None)
-    if ptr is None or out_ptr is None:
-        return False
-    address = out_ptr(out)
-    return (address is not None and address == ptr(v)
+    address = policy.adapter.data_ptr(out)
+    return (address is not None and address == source.data_ptr(v)
             and source.device_of(v) == policy.adapter.device_of(out))
 
 
@@ -306,23 +311,22 @@ def _copied_before_release(adapter: Adapter, private: Any) -> None:
 
 
 def _fit_float(v: Any, vfw: Framework, target: Adapter) -> Any:
-    """A float64 (complex128) array narrowed for a framework that cannot hold it.
+    """A float64 (complex128) array narrowed for a framework that cannot hold it (one whose
+    adapter has ``holds_dtype``).
 
     Rounding to float32 is the documented price of running in JAX without x64 or in
     pyclesperanto; a value that would overflow to infinity is an error instead.
     """
-    if not hasattr(target, "holds_dtype"):
-        return v
-    source: Any = _adapter(vfw)
+    source = _adapter(vfw)
     dtype = source.dtype_of(v)
     code = KIN.get(dtype.str[1:]) if dtype.kind in "fc" else None  # floats: nearest kin
     if code is None or holds_dtype(target, dtype) or not holds_dtype(target, np.dtype(code)):
         return v
-    if not hasattr(source, "astype") or source.namespace() is None:
+    ops, xp = hooks.dtype_ops(source), source.namespace()
+    if ops is None or xp is None:
         return v
-    xp = source.namespace()
     with np.errstate(over="ignore"):  # overflow is checked just below
-        narrowed = source.astype(v, np.dtype(code))
+        narrowed = ops.astype(v, np.dtype(code))
     if bool(xp.any(xp.isinf(narrowed) & xp.isfinite(v))):
         raise MemoryConversionError(
             f"the function runs in {np.dtype(code)} here and some {dtype} values exceed "
@@ -376,9 +380,9 @@ def _on_cpu(x: Any) -> Device:
 
 def _device_lookup(adapter: Adapter, framework: Framework) -> Callable[[Any], Device]:
     """A framework's ``device_of``, short-cut for host arrays (``on_host`` is the fast check)."""
-    if framework.device_kinds == ("cpu",):
+    if framework.gpu_kind is None:
         return _on_cpu
-    on_host = getattr(adapter, "on_host", None)
+    on_host = hooks.host_check(adapter)
     if on_host is None:
         return adapter.device_of
     device_of = adapter.device_of

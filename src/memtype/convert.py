@@ -38,6 +38,7 @@ from memtype.frameworks import (
     load_adapter,
     on_table_change,
 )
+from memtype.frameworks import _hooks as hooks
 from memtype.types import MemoryTypeLike
 
 __all__ = [
@@ -106,15 +107,11 @@ def capture_conversions() -> Iterator[list[ConversionEvent]]:
         _captured.reset(token)
 
 
-def _gpu_kind(fw: Framework) -> str | None:
-    return next((k for k in fw.device_kinds if k != "cpu"), None)
-
-
 def _require_device(fw: Framework, adapter: Adapter, kind: str, index: int) -> Device:
     count = adapter.gpu_count()
     if index >= count:
         have = f"only devices 0..{count - 1} exist" if count else f"no {kind} device is available"
-        explain = getattr(adapter, "no_device_reason", None)
+        explain = hooks.no_device_reason(adapter)
         why = f" {explain()}" if explain is not None and not count else ""
         raise DeviceError(f"{fw.name} on {kind} device {index} was requested, but {have}.{why}")
     return Device(kind, index)
@@ -127,7 +124,7 @@ def target_device(fw: Framework, source: Device, gpu_id: int | None) -> Device:
     it the result stays on the source's device when the target type can live there, else
     on the host, else on GPU 0.
     """
-    kind = _gpu_kind(fw)
+    kind = fw.gpu_kind
     if gpu_id is not None:
         index = gpu_index(gpu_id, allow_none=False)
         if kind is None:
@@ -137,7 +134,7 @@ def target_device(fw: Framework, source: Device, gpu_id: int | None) -> Device:
         return _require_device(fw, load_adapter(fw.name), kind, index)
     if source.kind in fw.device_kinds:
         return source
-    if "cpu" in fw.device_kinds:
+    if not fw.gpu_only:
         return CPU
     assert kind is not None
     return _require_device(fw, load_adapter(fw.name), kind, 0)
@@ -146,9 +143,9 @@ def target_device(fw: Framework, source: Device, gpu_id: int | None) -> Device:
 def _dlpack_importer(src: Adapter, dst: Adapter) -> Callable[[Any, Device], Any | None]:
     """Zero-copy DLPack import into ``dst`` (after an on-device copy where the layout needs
     one), or None where it is unsafe (dtype, layout): the caller then copies."""
-    any_dtype: bool = getattr(dst, "DLPACK_ANY_DTYPE", False)
-    contiguous: bool = getattr(dst, "DLPACK_CONTIGUOUS", True)
-    align: int = getattr(dst, "DLPACK_ALIGN", 1)
+    rules = hooks.rules(dst)  # once per route: importers are built with the route
+    any_dtype, contiguous = rules.dlpack_any_dtype, rules.dlpack_contiguous
+    align = rules.dlpack_align
     export, from_dlpack = src.dlpack_export, dst.from_dlpack
     dtype_ok, dtype_of, exports = dst.dlpack_dtype_ok, src.dtype_of, src.dlpack_dtype_ok
 
@@ -166,11 +163,12 @@ def _dlpack_importer(src: Adapter, dst: Adapter) -> Callable[[Any, Device], Any 
     return importer
 
 
-def _gpu_to_gpu(x: Any, sfw: Framework, dfw: Framework, src: Adapter, dst: Adapter,
+def _gpu_to_gpu(x: Any, route: _Route, src: Adapter, dst: Adapter,
                 sdev: Device, ddev: Device, allow_cpu_roundtrip: bool) -> Any:
-    if sdev.kind == ddev.kind and sfw.dlpack and dfw.dlpack:  # one accelerator kind
+    sfw, dfw = route.sfw, route.dfw
+    if sdev.kind == ddev.kind and route.device_dlpack is not None:  # one accelerator kind
         moved = x if sdev == ddev else src.to_device(x, ddev)
-        out = _dlpack_importer(src, dst)(moved, ddev)
+        out = route.device_dlpack(moved, ddev)
         if out is not None:
             return out
     if not allow_cpu_roundtrip:
@@ -193,11 +191,11 @@ def _plan(x: Any, route: _Route, gpu_id: int | None, allow_cpu_roundtrip: bool) 
     if sfw is dfw:
         return x if sdev == ddev else src.to_device(x, ddev)
     dst = load_adapter(dfw.name)
-    if sdev.kind == "cpu" and ddev.kind == "cpu":
+    if not sdev.is_gpu and not ddev.is_gpu:
         assert route.host is not None  # both types live on the host
         return route.host(x)
     if sdev.is_gpu and ddev.is_gpu:
-        return _gpu_to_gpu(x, sfw, dfw, src, dst, sdev, ddev, allow_cpu_roundtrip)
+        return _gpu_to_gpu(x, route, src, dst, sdev, ddev, allow_cpu_roundtrip)
     return dst.from_numpy(src.to_numpy(x), ddev)
 
 
@@ -209,6 +207,7 @@ class _Route:
     dfw: Framework
     on_host: Callable[[Any], bool] | None  # None: the source type lives on the host only
     host: Callable[[Any], Any] | None  # the host -> host path; None when not applicable
+    device_dlpack: Callable[[Any, Device], Any | None] | None  # device -> device by DLPack
 
 
 _routes: dict[tuple[type, object], _Route] = {}
@@ -217,17 +216,17 @@ on_table_change(_routes.clear)
 
 def _host_route(sfw: Framework, dfw: Framework) -> Callable[[Any], Any] | None:
     """The host -> host conversion for a pair, with the adapters bound once."""
-    if "cpu" not in sfw.device_kinds or "cpu" not in dfw.device_kinds:
+    if sfw.gpu_only or dfw.gpu_only:
         return None
     if sfw is dfw:
         return _identity
     src, dst = load_adapter(sfw.name), load_adapter(dfw.name)
     to_numpy, from_numpy = src.to_numpy, dst.from_numpy
-    if getattr(dst, "HOST_NATIVE", False):
+    dst_rules = hooks.rules(dst)
+    if dst_rules.host_native:
         return to_numpy
-    if sfw.dlpack and dfw.dlpack and getattr(dst, "DLPACK_ON_HOST", True) and not getattr(
-        src, "HOST_NATIVE", False
-    ):
+    if (sfw.dlpack and dfw.dlpack and dst_rules.dlpack_on_host
+            and not hooks.rules(src).host_native):
         return _dlpack_host_route(src, dst)
     # the hub's own buffer knowledge (a NumPy subclass's overrides are never asked)
     return lambda x: from_numpy(to_numpy(x), CPU)
@@ -256,16 +255,13 @@ def _build_route(x: Any, to: object) -> _Route:
         reason = unsupported_reason(sfw, x)
         if reason is not None:  # e.g. a type whose instances can never leave (masked arrays)
             raise UnsupportedArrayError(f"cannot convert to {dfw.name}: {reason}")
-    on_host = None  # a host-only type needs no check
-    if sfw.device_kinds != ("cpu",):
-        on_host = getattr(src, "on_host", None) or _on_host_by_device(src)
-    route = _Route(sfw, dfw, on_host, _host_route(sfw, dfw))
+    on_host = None if sfw.gpu_kind is None else hooks.on_host(src)  # host-only: no check
+    device_dlpack = None
+    if sfw is not dfw and sfw.dlpack and dfw.dlpack and sfw.gpu_kind == dfw.gpu_kind:
+        device_dlpack = _dlpack_importer(src, load_adapter(dfw.name))
+    route = _Route(sfw, dfw, on_host, _host_route(sfw, dfw), device_dlpack)
     _routes[(type(x), to)] = route
     return route
-
-
-def _on_host_by_device(src: Adapter) -> Callable[[Any], bool]:
-    return lambda x: src.device_of(x).kind == "cpu"
 
 
 def _observed(x: Any, route: _Route, gpu_id: int | None, allow_cpu_roundtrip: bool) -> Any:
@@ -387,9 +383,7 @@ def convert_memory(data: Any, source_type: MemoryTypeLike, target_type: MemoryTy
 
 
 def _pointer(x: Any) -> int | None:
-    adapter = load_adapter(detect_framework(x).name)
-    fn = getattr(adapter, "data_ptr", None)
-    return None if fn is None else fn(x)
+    return load_adapter(detect_framework(x).name).data_ptr(x)
 
 
 def shares_memory(a: Any, b: Any) -> bool:

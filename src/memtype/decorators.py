@@ -182,7 +182,7 @@ class MemoryTypeFunction(Results):
     def _on_cpu(self, args: tuple[Any, ...], kwargs: dict[str, Any],
                 opts: CallOptions) -> tuple[Inputs, Any]:
         """The call again with every array on the host."""
-        if "cpu" not in self._in.device_kinds:
+        if self._in.gpu_only:
             raise CallOptionError(
                 f"oom_fallback='cpu': {self._name} runs in {self._in.name}, which has no host "
                 "arrays; expected a framework with a CPU device (numpy, torch, jax, tensorflow)."

@@ -29,6 +29,7 @@ from memtype.frameworks._protocol import (
     gpu_index,
     managed_gpu,
 )
+from memtype.frameworks._settings import Setting
 
 __all__ = [
     "Adapter",
@@ -39,6 +40,7 @@ __all__ = [
     "managed_gpu",
     "gpu_index",
     "DTYPE_KIN",
+    "Setting",
     "gpu_adapters",
     "Framework",
     "builtin_frameworks",
@@ -89,6 +91,10 @@ class Framework:
     quiet_import : tuple of str
         Regular expressions of warnings the framework's import emits about a state memtype
         reports itself (with a better hint); silenced during the import memtype makes.
+    settings : tuple of Setting
+        Its memory settings (``memtype.gpu.configure`` keywords and their environment
+        variables); a loaded framework applies the non-start-up ones (adapter
+        ``apply_setting``).
     """
 
     name: str
@@ -103,6 +109,7 @@ class Framework:
     crashes_after: tuple[str, ...] = field(default=())
     prepare: str = ""
     quiet_import: tuple[str, ...] = field(default=())
+    settings: tuple[Setting, ...] = field(default=())
 
     @property
     def gpu_only(self) -> bool:
@@ -127,13 +134,29 @@ _BUILTIN: tuple[Framework, ...] = (
               ("cuda",), True, False,
               "pip install 'memtype[cupy]'  (cupy-cuda12x; needs a CUDA GPU)"),
     Framework("torch", "torch", ("torch:Tensor",), "memtype.frameworks.torch_adapter",
-              ("cpu", "cuda"), True, False, "pip install 'memtype[torch]'  (torch==2.13.0)"),
+              ("cpu", "cuda"), True, False, "pip install 'memtype[torch]'  (torch==2.13.0)",
+              settings=(Setting("torch_allocator", "PYTORCH_CUDA_ALLOC_CONF", "text",
+                                doc="PyTorch's CUDA caching allocator settings, e.g. "
+                                    "'expandable_segments:True'"),)),
     Framework("tensorflow", "tensorflow", ("tensorflow:Tensor", "tensorflow:Variable"),
               "memtype.frameworks.tensorflow_adapter", ("cpu", "cuda"), True, True,
               "pip install 'memtype[tensorflow]'  (tensorflow-cpu, or tensorflow[and-cuda] on GPU)",
-              import_before=("torch", "pyclesperanto")),
+              import_before=("torch", "pyclesperanto"),
+              settings=(Setting("tensorflow_memory_growth", "TF_FORCE_GPU_ALLOW_GROWTH", "flag",
+                                startup=False, default=True,
+                                doc="TensorFlow allocates GPU memory as needed instead of all "
+                                    "at start"),)),
     Framework("jax", "jax", ("jax:Array",), "memtype.frameworks.jax_adapter",
-              ("cpu", "cuda"), True, True, "pip install 'memtype[jax]'  (jax[cuda12] on GPU)"),
+              ("cpu", "cuda"), True, True, "pip install 'memtype[jax]'  (jax[cuda12] on GPU)",
+              settings=(
+                  Setting("jax_preallocate", "XLA_PYTHON_CLIENT_PREALLOCATE", "flag",
+                          unset="true", default=False,
+                          doc="JAX grabs most of GPU memory at start; memtype's default False "
+                              "lets several frameworks share a GPU"),
+                  Setting("jax_memory_fraction", "XLA_PYTHON_CLIENT_MEM_FRACTION", "fraction",
+                          unset="0.75", doc="the fraction of GPU memory JAX may use"),
+                  Setting("jax_enable_x64", "JAX_ENABLE_X64", "flag", startup=False,
+                          doc="64-bit JAX arrays; may be changed at any time"))),
     Framework("pyclesperanto", "pyclesperanto", ("pyclesperanto:Array",),
               "memtype.frameworks.pyclesperanto_adapter", ("opencl",), False, False,
               "pip install 'memtype[cle]'  (with pocl, a CPU OpenCL runtime, on Linux x86-64)",

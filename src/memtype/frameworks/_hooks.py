@@ -14,6 +14,7 @@ import numpy as np
 
 from memtype.frameworks._protocol import (
     Adapter,
+    Configurable,
     DeviceContext,
     DeviceProperties,
     Diagnostics,
@@ -28,10 +29,11 @@ from memtype.frameworks._protocol import (
 )
 
 __all__ = [
-    "Rules", "rules", "dtype_ops", "holds_dtype", "readonly_view", "on_host", "streams",
+    "Rules", "rules", "dtype_ops", "holds_dtype", "readonly_view", "on_host", "host_check",
+    "streams",
     "current_device", "unsupported", "no_device_reason", "runtime_info", "device_properties",
     "set_memory_cap", "reset_peak", "timing_events", "pinned_host_copy", "parse_dtype",
-    "has_holds_dtype", "runtime_started", "is_oom",
+    "has_holds_dtype", "runtime_started", "is_oom", "apply_setting",
 ]
 
 
@@ -105,10 +107,16 @@ def readonly_view(adapter: Adapter) -> Callable[[Any], Any] | None:
         ReadOnlyView, adapter).readonly_view
 
 
+def host_check(adapter: Adapter) -> Callable[[Any], bool] | None:
+    """The adapter's own fast ``on_host``, or None (callers then ask ``device_of``)."""
+    return None if _get(adapter, "on_host") is None else cast(HostCheck, adapter).on_host
+
+
 def on_host(adapter: Adapter) -> Callable[[Any], bool]:
     """The adapter's fast ``on_host``; default: ``not device_of(x).is_gpu``."""
-    if _get(adapter, "on_host") is not None:
-        return cast(HostCheck, adapter).on_host
+    own = host_check(adapter)
+    if own is not None:
+        return own
     device_of = adapter.device_of
     return lambda x: not device_of(x).is_gpu
 
@@ -179,3 +187,9 @@ def parse_dtype(adapter: Adapter) -> Callable[[object], np.dtype[Any] | None] | 
     """The adapter's ``parse_dtype``, or None (only NumPy dtype-likes)."""
     return None if _get(adapter, "parse_dtype") is None else cast(
         DtypeParsing, adapter).parse_dtype
+
+
+def apply_setting(adapter: Adapter) -> Callable[[str, str], str] | None:
+    """The adapter's ``apply_setting``, or None (settings are environment variables only)."""
+    return None if _get(adapter, "apply_setting") is None else cast(
+        Configurable, adapter).apply_setting

@@ -22,7 +22,7 @@ from memtype.errors import DeviceError
 __all__ = [
     "Adapter", "Device", "CPU", "GPU_KIND", "managed_gpu", "DeviceProperties",
     "DtypeOps", "ReadOnlyView", "HostCheck", "Streams", "DeviceContext", "Diagnostics",
-    "GPUHooks", "DtypeParsing", "HoldsDtype", "Runtime", "gpu_index",
+    "GPUHooks", "DtypeParsing", "HoldsDtype", "Runtime", "Configurable", "gpu_index",
 ]
 
 GPU_KIND = "cuda"
@@ -285,6 +285,15 @@ class GPUHooks(Protocol):
     def pinned_host_copy(self, x: Any) -> Any | None:
         """A copy of device array ``x`` in pinned host memory (the framework's own array,
         readable by :func:`Adapter.to_numpy` and :func:`Adapter.to_device`), or None."""
+
+
+class Configurable(Protocol):
+    """Default: none (a setting's environment variable is all there is)."""
+
+    def apply_setting(self, name: str, value: str) -> str:
+        """Apply the row's non-start-up setting ``name`` (spelled ``value``) to the loaded
+        framework; what was applied, or ``"already in effect"``. Raises
+        :class:`~memtype.errors.ConfigurationError` where it can no longer be applied."""
 
 
 class DtypeParsing(Protocol):

@@ -232,3 +232,9 @@ def unsupported(x: Any) -> str | None:
         return (f"a JAX array of extended dtype {x.dtype} (a PRNG key array) holds no "
                 "numbers; use jax.random.key_data(x).")
     return None
+
+
+def apply_setting(name: str, value: str) -> str:
+    """``jax_enable_x64``: a run-time flag of the loaded JAX."""
+    jax.config.update(name, value == "true")
+    return value

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from memtype.errors import MemoryConversionError
+from memtype.errors import ConfigurationError, MemoryConversionError
 from memtype.frameworks._host import (
     ALIGN,
     base_ndarray,
@@ -232,6 +232,24 @@ def runtime_started() -> bool:
     from tensorflow.python.eager import context  # private: what set_memory_growth itself checks
 
     return context.context()._context_handle is not None
+
+
+def apply_setting(name: str, value: str) -> str:
+    """``tensorflow_memory_growth`` on every TensorFlow GPU (checked once TensorFlow started)."""
+    enabled = value == "true"
+    gpus = tf.config.list_physical_devices("GPU")
+    if runtime_started():
+        wrong = [g.name for g in gpus if tf.config.experimental.get_memory_growth(g) != enabled]
+        if wrong:
+            raise ConfigurationError(
+                f"{name}={enabled}: TensorFlow has already initialised {', '.join(wrong)} with "
+                f"memory growth {not enabled}; call memtype.gpu.configure(...) before the "
+                "first TensorFlow operation."
+            )
+        return "already in effect"
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, enabled)
+    return value
 
 
 on_host = host_checker(lambda: gpu_count(), lambda x: device_of(x))

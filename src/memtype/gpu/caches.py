@@ -83,7 +83,7 @@ def cleanup_framework(memory_type: MemoryTypeLike, gpu_id: int | None = None) ->
     fw = get_framework(memory_type)
     if fw.module not in sys.modules:
         return CleanupReport(fw.name, gpu_id, "not loaded")
-    if fw.device_kinds == ("cpu",):
+    if fw.gpu_kind is None:
         return CleanupReport(fw.name, gpu_id, "host")
     adapter = load_adapter(fw.name)
     if not _started(adapter):

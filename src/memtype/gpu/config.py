@@ -2,114 +2,73 @@
 
 Importing memtype sets nothing. :func:`configure` sets what it is asked to: environment
 variables that a framework reads when its runtime starts (so they also reach frameworks
-imported later), and the framework's own API where it is loaded. Asked too late (the
-runtime already started with another value), it raises :class:`ConfigurationError`
-instead of silently doing nothing. The signals are the ones the frameworks check
-themselves: JAX's ``backends_are_initialized()``, TensorFlow's eager context handle,
-``torch.cuda.is_initialized()``.
+imported later), and, through the adapter's ``apply_setting``, the framework's own API where
+it is loaded. Asked too late (the runtime already started with another value), it raises
+:class:`ConfigurationError` instead of silently doing nothing. Which settings exist, and their
+variables, is table data (:attr:`memtype.frameworks.Framework.settings`); whether a runtime
+has started is the adapter's ``runtime_started``.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
-from memtype.errors import ConfigurationError
-from memtype.frameworks import load_adapter
+from memtype.errors import ArgumentTypeError, ConfigurationError
+from memtype.frameworks import Framework, Setting, iter_frameworks, load_adapter
+from memtype.frameworks import _hooks as hooks
+from memtype.frameworks._settings import ALREADY
 
 __all__ = ["configure"]
 
-_JAX_PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
-_JAX_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"
-_JAX_X64 = "JAX_ENABLE_X64"
-_TF_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
-_TORCH_ALLOC = "PYTORCH_CUDA_ALLOC_CONF"
+
+def _started(fw: Framework) -> bool:
+    """Whether the framework is imported and its runtime has started (imports nothing)."""
+    return fw.module in sys.modules and hooks.runtime_started(load_adapter(fw.name))
 
 
-def _started(name: str) -> bool:
-    """Whether framework ``name`` is imported and its runtime has started."""
-    if name not in sys.modules:
-        return False
-    adapter: Any = load_adapter(name)
-    return bool(adapter.runtime_started())
-
-
-def _flag(value: bool) -> str:
-    """The frameworks' spelling of a boolean environment value."""
-    return "true" if value else "false"
-
-
-def _set_startup_env(framework: str, variable: str, value: str, default: str | None,
-                     setting: str) -> str:
-    """Set an environment variable read at start-up, or check it is already in effect."""
-    if _started(framework):
-        current = os.environ.get(variable, default)
+def _startup(fw: Framework, setting: Setting, value: str) -> str:
+    """Set a variable read at start-up, or check it is already in effect."""
+    if _started(fw):
+        current = os.environ.get(setting.env, setting.unset)
         if current != value:
             raise ConfigurationError(
-                f"{setting}: {framework} has already started, so {variable}={value!r} can no "
-                f"longer take effect (it started with {current!r}). Call "
+                f"{setting.name}: {fw.name} has already started, so {setting.env}={value!r} can "
+                f"no longer take effect (it started with {current!r}). Call "
                 "memtype.gpu.configure(...) before the first array of that framework is made."
             )
-        return "already in effect"
-    os.environ[variable] = value
+        return ALREADY
+    os.environ[setting.env] = value
     return value
 
 
-def _tensorflow_growth(enabled: bool) -> str:
-    """Memory growth on every TensorFlow GPU (and for GPUs it creates later)."""
-    if "tensorflow" not in sys.modules:
-        os.environ[_TF_GROWTH] = _flag(enabled)
-        return _flag(enabled)
-    tf: Any = sys.modules["tensorflow"]
-    gpus = tf.config.list_physical_devices("GPU")
-    if _started("tensorflow"):
-        wrong = [g.name for g in gpus if tf.config.experimental.get_memory_growth(g) != enabled]
-        if wrong:
-            raise ConfigurationError(
-                f"tensorflow_memory_growth={enabled}: TensorFlow has already initialised "
-                f"{', '.join(wrong)} with memory growth {not enabled}; call "
-                "memtype.gpu.configure(...) before the first TensorFlow operation."
-            )
-        return "already in effect"
-    for gpu in gpus:
-        tf.config.experimental.set_memory_growth(gpu, enabled)
-    os.environ[_TF_GROWTH] = _flag(enabled)
-    return _flag(enabled)
+def _apply(fw: Framework, setting: Setting, value: str) -> str:
+    """One setting: the environment (read when the framework starts), and the loaded
+    framework's own API for settings that may change at any time."""
+    if setting.startup:
+        return _startup(fw, setting, value)
+    apply = hooks.apply_setting(load_adapter(fw.name)) if fw.module in sys.modules else None
+    applied = value if apply is None else apply(setting.name, value)
+    if applied != ALREADY:
+        os.environ[setting.env] = value  # also for devices or imports that come later
+    return applied
 
 
-def _jax_x64(enabled: bool) -> str:
-    """64-bit JAX: a run-time flag when JAX is loaded, else read when it is imported."""
-    if "jax" in sys.modules:
-        sys.modules["jax"].config.update("jax_enable_x64", enabled)
-    else:
-        os.environ[_JAX_X64] = _flag(enabled)
-    return _flag(enabled)
-
-
-def configure(*, jax_preallocate: bool | None = False,
-              jax_memory_fraction: float | None = None,
-              jax_enable_x64: bool | None = None,
-              tensorflow_memory_growth: bool | None = True,
-              torch_allocator: str | None = None) -> dict[str, str]:
+def configure(**settings: bool | float | str | None) -> dict[str, str]:
     """Apply framework memory settings; call before the frameworks start.
 
-    Every argument left ``None`` is left alone.
+    Each keyword is a setting of a framework row (``Framework.settings``); a keyword not
+    given takes the setting's default, and ``None`` leaves a setting alone. Built in:
 
-    Parameters
-    ----------
-    jax_preallocate : bool, optional
-        Whether JAX grabs most of GPU memory at start (``XLA_PYTHON_CLIENT_PREALLOCATE``).
-        memtype's default ``False`` lets several frameworks share a GPU.
-    jax_memory_fraction : float, optional
-        The fraction of GPU memory JAX may use (``XLA_PYTHON_CLIENT_MEM_FRACTION``).
-    jax_enable_x64 : bool, optional
-        64-bit JAX arrays (``jax_enable_x64``); may be changed at any time.
-    tensorflow_memory_growth : bool, optional
-        TensorFlow allocates GPU memory as needed instead of all at start.
-    torch_allocator : str, optional
-        PyTorch's CUDA caching allocator settings (``PYTORCH_CUDA_ALLOC_CONF``), e.g.
-        ``"expandable_segments:True"``.
+    * ``jax_preallocate`` (bool, default False): JAX grabs most of GPU memory at start
+      (``XLA_PYTHON_CLIENT_PREALLOCATE``); False lets several frameworks share a GPU.
+    * ``jax_memory_fraction`` (float in (0, 1]): the fraction of GPU memory JAX may use
+      (``XLA_PYTHON_CLIENT_MEM_FRACTION``).
+    * ``jax_enable_x64`` (bool): 64-bit JAX arrays; may be changed at any time.
+    * ``tensorflow_memory_growth`` (bool, default True): TensorFlow allocates GPU memory as
+      needed instead of all at start (``TF_FORCE_GPU_ALLOW_GROWTH``).
+    * ``torch_allocator`` (str): PyTorch's CUDA caching allocator settings
+      (``PYTORCH_CUDA_ALLOC_CONF``), e.g. ``"expandable_segments:True"``.
 
     Returns
     -------
@@ -119,8 +78,10 @@ def configure(*, jax_preallocate: bool | None = False,
     Raises
     ------
     ConfigurationError
-        A framework already started with a different value for a start-up setting, or
-        ``jax_memory_fraction`` outside (0, 1].
+        A framework already started with a different value for a start-up setting, or a
+        fraction outside (0, 1].
+    ArgumentTypeError
+        An unknown keyword, or a value of the wrong type.
 
     Examples
     --------
@@ -128,21 +89,13 @@ def configure(*, jax_preallocate: bool | None = False,
     >>> mt.gpu.configure(jax_preallocate=None, tensorflow_memory_growth=None)
     {}
     """
-    applied: dict[str, str] = {}
-    if jax_preallocate is not None:
-        applied["jax_preallocate"] = _set_startup_env(
-            "jax", _JAX_PREALLOCATE, _flag(jax_preallocate), "true", "jax_preallocate")
-    if jax_memory_fraction is not None:
-        if not 0.0 < jax_memory_fraction <= 1.0:
-            raise ConfigurationError(
-                f"jax_memory_fraction must be in (0, 1]; received {jax_memory_fraction!r}.")
-        applied["jax_memory_fraction"] = _set_startup_env(
-            "jax", _JAX_FRACTION, f"{jax_memory_fraction:g}", "0.75", "jax_memory_fraction")
-    if jax_enable_x64 is not None:
-        applied["jax_enable_x64"] = _jax_x64(jax_enable_x64)
-    if tensorflow_memory_growth is not None:
-        applied["tensorflow_memory_growth"] = _tensorflow_growth(tensorflow_memory_growth)
-    if torch_allocator is not None:
-        applied["torch_allocator"] = _set_startup_env(
-            "torch", _TORCH_ALLOC, torch_allocator, None, "torch_allocator")
-    return applied
+    rows = [(fw, s) for fw in iter_frameworks() for s in fw.settings]
+    unknown = sorted(set(settings) - {s.name for _fw, s in rows})
+    if unknown:
+        raise ArgumentTypeError(
+            f"configure() got unknown setting(s) {', '.join(unknown)}; expected any of "
+            f"{', '.join(s.name for _fw, s in rows)}."
+        )
+    spelled = [(fw, s, s.spell(v)) for fw, s in rows
+               if (v := settings.get(s.name, s.default)) is not None]  # all checked first
+    return {s.name: _apply(fw, s, text) for fw, s, text in spelled}

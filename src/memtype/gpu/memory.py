@@ -22,6 +22,7 @@ import psutil
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.frameworks import (
+    CPU,
     Adapter,
     Device,
     get_framework,
@@ -92,7 +93,8 @@ class DeviceMemory:
 def _host() -> DeviceMemory:
     """Host memory from psutil."""
     vm = psutil.virtual_memory()
-    return DeviceMemory("cpu", int(vm.total), int(vm.available), MappingProxyType({}), "psutil")
+    return DeviceMemory(str(CPU), int(vm.total), int(vm.available), MappingProxyType({}),
+                        "psutil")
 
 
 def _framework_usage(gpu_id: int) -> dict[str, Mapping[str, int]]:
@@ -204,7 +206,7 @@ def memory_usage(gpu_id: int | None = None) -> dict[str, DeviceMemory]:
         return {gpu.device: gpu}
     usage = {str(managed_gpu(i)): _gpu(i) for i in range(count)}
     usage.update(_other_devices())
-    usage["cpu"] = _host()
+    usage[str(CPU)] = _host()
     return usage
 
 

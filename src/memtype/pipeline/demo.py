@@ -177,6 +177,7 @@ def count_blobs(stack: np.ndarray[Any, Any], threshold: float = 0.2,
 
 def opencl_missing() -> str:
     """Why the demo cannot use pyclesperanto here ("" when it can)."""
+    from memtype.frameworks import _hooks as hooks
     from memtype.frameworks import get_framework, load_adapter
 
     if importlib.util.find_spec("pyclesperanto") is None:
@@ -184,7 +185,7 @@ def opencl_missing() -> str:
     adapter = load_adapter("pyclesperanto")
     if adapter.gpu_count() > 0:
         return ""
-    explain = getattr(adapter, "no_device_reason", None)
+    explain = hooks.no_device_reason(adapter)
     return explain() if explain is not None else "pyclesperanto sees no OpenCL device"
 
 
