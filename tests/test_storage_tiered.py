@@ -243,7 +243,7 @@ def test_cuda_tensor_spills_to_pinned_host_and_back(spill: Path) -> None:
     for i, t in enumerate(big):
         store.save(t, f"t{i}")
     assert store.tier_of("t0") == "host" and store.tier_of("t2") == "device"
-    host = store._host.load("0")  # the pinned copy
+    host = store._tiers.host.load("0")  # the pinned copy
     assert host.is_pinned()
     out = store.load("t0")
     assert out.device == torch.device("cuda:0") and torch.equal(out, big[0])
@@ -259,3 +259,19 @@ def test_default_pressure_is_consulted_for_gpu_entries(spill: Path) -> None:
     store.save(torch.ones(16, device="cuda:0"), "b")
     assert 0.0 <= memory_pressure(0) <= 1.0
     assert store.tier_of("a") == "host"  # threshold 0: any pressure spills
+
+
+@pytest.mark.parametrize("spilled", [False, True], ids=["device", "disk"])
+def test_load_copy_of_a_masked_array_is_writable(spilled: bool, spill: Path) -> None:
+    """load(copy=True) made its own copy (copy_value, then the data flag set writable) and
+    returned a masked array whose mask was still read-only; it now shares MemoryStore's
+    writable_copy."""
+    store = TieredStore(budget_bytes=0 if spilled else 1 << 20, spill_dir=spill)
+    store.save(np.ma.MaskedArray(np.arange(4.0), mask=[0, 1, 0, 0]), "m")
+    store.save(np.zeros(4), "n")  # over a budget of 0: "m" goes to disk
+    assert store.tier_of("m") == ("disk" if spilled else "device")
+    out = store.load("m", copy=True)
+    out[0] = 7.0
+    out[2] = np.ma.masked
+    assert out.tolist() == [7.0, None, None, 3.0]
+    assert store.load("m").tolist() == [0.0, None, 2.0, 3.0]

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -53,9 +52,10 @@ import numpy as np
 from memtype.errors import StoreFormatError, StoreUsageError
 from memtype.frameworks import Device
 from memtype.storage._spill import Entry as _Entry
-from memtype.storage._spill import SpillFiles, TieredStats, reload, spillable, to_host
+from memtype.storage._spill import TieredStats, reload
+from memtype.storage._tiers import Tiers
 from memtype.storage.base import PathLike, StoreStat
-from memtype.storage.memory import MemoryStore, TreeStore, array_info, copy_value
+from memtype.storage.memory import TreeStore, array_info, copy_value, writable_copy
 
 __all__ = ["TieredStore", "TieredStats"]
 
@@ -115,13 +115,7 @@ class TieredStore(TreeStore):
         self.spill_dir = os.fspath(spill_dir) if spill_dir is not None else None
         self.pressure, self.pressure_threshold = pressure, float(pressure_threshold)
         self.pin_memory = bool(pin_memory)
-        self._host = MemoryStore()
-        self._disk: SpillFiles | None = None
-        self._lru: dict[str, OrderedDict[int, _Entry]] = {
-            "device": OrderedDict(), "host": OrderedDict(), "disk": OrderedDict()}
-        self._bytes = {"device": 0, "host": 0, "disk": 0}
-        self._counts = {"spills_to_host": 0, "spills_to_disk": 0, "reloads": 0,
-                        "spill_failures": 0}
+        self._tiers = Tiers(self.spill_dir)
         self._next_uid = 0
 
     def params(self) -> dict[str, Any]:
@@ -173,13 +167,14 @@ class TieredStore(TreeStore):
         """Store ``entry`` and make room for it; if room cannot be made, undo everything."""
         made = self._missing_dirs(key)
         old = self._tree.put(key, entry, overwrite, parents)
+        tiers = self._tiers
         if old is not None:
-            self._unplace(old)  # out of the tiers, its data kept until the save succeeds
-        self._place(entry, "device")
+            tiers.unplace(old)  # out of the tiers, its data kept until the save succeeds
+        tiers.place(entry, "device")
         try:
             self._enforce(entry)
         except BaseException:
-            self._unplace(entry)
+            tiers.unplace(entry)
             entry.value = None
             if old is None:
                 self._tree.remove(key)
@@ -187,10 +182,10 @@ class TieredStore(TreeStore):
                     self._tree.remove(directory)
             else:
                 self._tree.files[key] = old
-                self._place(old, old.tier)
+                tiers.place(old, old.tier)
             raise
         if old is not None:
-            self._drop_copy(old, old.tier)
+            tiers.drop_copy(old, old.tier)
             old.value = None
 
     def _missing_dirs(self, key: str) -> list[str]:
@@ -215,12 +210,7 @@ class TieredStore(TreeStore):
         with self._lock:
             entry = self._tree.get(self.key(path))
             value = self._resident(entry)
-        if not copy:
-            return value
-        out = copy_value(value)
-        if isinstance(out, np.ndarray):
-            out.flags.writeable = True  # the caller owns this copy
-        return out
+        return writable_copy(value) if copy else value
 
     def acquire(self, path: PathLike) -> Any:
         """Load ``path`` and keep it resident on its device until :meth:`release`."""
@@ -275,12 +265,7 @@ class TieredStore(TreeStore):
         """Bytes and entries per tier, spills and reloads."""
         with self._lock:
             in_use = sum(1 for e in self._tree.files.values() if e.refs)
-            return TieredStats(
-                self._bytes["device"], self._bytes["host"], self._bytes["disk"],
-                len(self._lru["device"]), len(self._lru["host"]), len(self._lru["disk"]),
-                in_use, self._counts["spills_to_host"], self._counts["spills_to_disk"],
-                self._counts["reloads"], self.budget_bytes, self.host_budget_bytes,
-                self._counts["spill_failures"])
+            return self._tiers.stats(in_use, self.budget_bytes, self.host_budget_bytes)
 
     def trim(self) -> None:
         """Spill now, as a save would, until the budgets and the pressure are met.
@@ -293,72 +278,52 @@ class TieredStore(TreeStore):
         with self._lock:
             self._enforce(None)
 
-    # -- tiers (all called under the lock) -------------------------------------------------
-    def _place(self, entry: _Entry, tier: str) -> None:
-        """Account ``entry`` in ``tier`` as its most recently used entry."""
-        entry.tier = tier
-        self._lru[tier][entry.uid] = entry
-        self._bytes[tier] += entry.nbytes
-
-    def _unplace(self, entry: _Entry) -> None:
-        """Remove ``entry`` from its tier's accounting."""
-        del self._lru[entry.tier][entry.uid]
-        self._bytes[entry.tier] -= entry.nbytes
-
+    # -- the policy: what moves, and when (under the lock; see _tiers) ---------------------
     def _resident(self, entry: _Entry) -> Any:
         """The entry's array on its device, reloading it if it was spilled. When no room can
         be made for it (a full spill disk), the entry stays in its tier and the reloaded
         array is returned all the same."""
+        tiers = self._tiers
         if entry.tier == "device":
-            self._lru["device"].move_to_end(entry.uid)
+            tiers.lru["device"].move_to_end(entry.uid)
             return entry.value
         tier = entry.tier
-        value = _freeze(reload(self._spilled_value(entry), entry.memory_type, entry.device))
-        self._unplace(entry)
-        entry.value = value
-        self._place(entry, "device")
+        value = _freeze(reload(tiers.spilled_value(entry), entry.memory_type, entry.device))
+        tiers.move(entry, "device", value)
         if not self._try_enforce(entry):
-            self._unplace(entry)
-            entry.value = None
-            self._place(entry, tier)
+            tiers.move(entry, tier, None)
             return value
-        self._drop_copy(entry, tier)
-        self._counts["reloads"] += 1
+        tiers.drop_copy(entry, tier)
+        tiers.counts["reloads"] += 1
         return value
-
-    def _spilled_value(self, entry: _Entry) -> Any:
-        """The host copy of a host- or disk-tier entry."""
-        if entry.tier == "host":
-            return self._host.load(str(entry.uid))
-        assert self._disk is not None and entry.spilled is not None
-        return self._disk.read(entry.spilled)
 
     def _try_enforce(self, keep: _Entry | None) -> bool:
         """:meth:`_enforce`, counting (not raising) a spill that cannot be written."""
         try:
             self._enforce(keep)
         except OSError:  # a full or failing spill disk: every entry is still intact
-            self._counts["spill_failures"] += 1
+            self._tiers.counts["spill_failures"] += 1
             return False
         return True
 
     def _enforce(self, keep: _Entry | None) -> None:
         """Spill least recently used entries until budgets and pressure are satisfied."""
-        for entry in list(self._lru["device"].values()):
+        tiers = self._tiers
+        for entry in list(tiers.lru["device"].values()):
             if entry is keep or entry.refs or not self._device_over(entry):
                 continue
             self._spill_device(entry)
-        if self.host_budget_bytes is None or self._spiller() is None:
+        if self.host_budget_bytes is None or tiers.spiller() is None:
             return
-        for entry in list(self._lru["host"].values()):
-            if self._bytes["host"] <= self.host_budget_bytes:
+        for entry in list(tiers.lru["host"].values()):
+            if tiers.bytes["host"] <= self.host_budget_bytes:
                 break
             if entry.disk_ok:
-                self._to_disk(entry)
+                tiers.to_disk(entry)
 
     def _device_over(self, candidate: _Entry) -> bool:
         """Whether the device tier must shed ``candidate`` (over budget or under pressure)."""
-        if self._bytes["device"] > self.budget_bytes:
+        if self._tiers.bytes["device"] > self.budget_bytes:
             return True
         gpu = candidate.device.index if candidate.device.is_gpu else None
         gauge = self.pressure
@@ -372,53 +337,10 @@ class TieredStore(TreeStore):
 
     def _spill_device(self, entry: _Entry) -> None:
         """Move one device entry to the host tier (GPU arrays) or to disk."""
-        use_host = entry.device.is_gpu and self.host_budget_bytes != 0
-        if use_host:
-            host = to_host(entry.value, entry.memory_type, entry.device, self.pin_memory)
-            self._host.save(host, str(entry.uid), overwrite=True, copy=False)
-            self._unplace(entry)
-            entry.value = None
-            self._place(entry, "host")
-            self._counts["spills_to_host"] += 1
-        elif self._spiller() is not None and entry.disk_ok:
-            self._to_disk(entry)
-
-    def _to_disk(self, entry: _Entry) -> None:
-        """Write a device or host entry to the disk tier; if writing fails the entry is
-        untouched. An entry whose host copy holds Python objects is marked to stay put."""
-        disk = self._spiller()
-        assert disk is not None
-        if entry.tier == "host":
-            host = self._host.load(str(entry.uid))
-        elif isinstance(entry.value, np.ndarray):
-            host = entry.value  # host memory already (a masked array keeps its mask)
-        else:
-            host = to_host(entry.value, entry.memory_type, entry.device, False)
-        if not spillable(host):
-            entry.disk_ok = False
-            return
-        spilled = disk.write(entry.uid, host)
-        self._drop_copy(entry, entry.tier)
-        self._unplace(entry)
-        entry.value = None
-        entry.spilled = spilled
-        self._place(entry, "disk")
-        self._counts["spills_to_disk"] += 1
-
-    def _spiller(self) -> SpillFiles | None:
-        """This store's spill files (made on first use), or None without ``spill_dir``."""
-        if self._disk is None and self.spill_dir is not None:
-            self._disk = SpillFiles(self.spill_dir)
-        return self._disk
-
-    def _drop_copy(self, entry: _Entry, tier: str) -> None:
-        """Free an entry's copy in ``tier`` (host or disk; nothing for the device tier)."""
-        if tier == "host":
-            self._host.delete(str(entry.uid))
-        elif tier == "disk" and entry.spilled is not None:
-            assert self._disk is not None
-            self._disk.delete(entry.spilled)
-            entry.spilled = None
+        if entry.device.is_gpu and self.host_budget_bytes != 0:
+            self._tiers.to_host(entry, self.pin_memory)
+        elif self._tiers.spiller() is not None and entry.disk_ok:
+            self._tiers.to_disk(entry)
 
     def copy(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
@@ -428,14 +350,12 @@ class TieredStore(TreeStore):
 
     # -- TreeStore hooks -----------------------------------------------------------------
     def _released(self, key: str, entry: Any) -> None:
-        self._drop_copy(entry, entry.tier)
-        self._unplace(entry)
-        entry.value = None
+        self._tiers.release(entry)
 
     def _duplicate(self, entry: Any) -> Any:
         value = copy_value(self._resident(entry))
         twin = _Entry(self._next_uid, value, entry.memory_type, entry.device, entry.shape,
                       entry.dtype)
         self._next_uid += 1
-        self._place(twin, "device")
+        self._tiers.place(twin, "device")
         return twin
