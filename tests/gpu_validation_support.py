@@ -23,8 +23,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.frameworks import load_adapter
-from memtype.frameworks._protocol import Device
+from memtype.frameworks import Device, load_adapter
 from tests.frameworks import has_gpu
 
 GPU_TYPES: tuple[str, ...] = ("cupy", "torch", "jax")

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.frameworks import get_framework
-from memtype.frameworks._protocol import CPU, Device
+from memtype.frameworks import CPU, Device, get_framework
 from memtype.gpu.streams import call_device
 
 

@@ -148,7 +148,7 @@ def test_limit_bytes_is_a_budget_per_device() -> None:
 def test_max_memory_fraction_is_a_fraction_of_the_device_total() -> None:
     total = psutil.virtual_memory().total
     manager = GPUMemoryManager(max_memory_fraction=8192 / total)
-    assert abs(manager.budget(mt.frameworks._protocol.CPU) - 8192) <= 1
+    assert abs(manager.budget(mt.frameworks.CPU) - 8192) <= 1
     manager.allocate((4000,), "uint8", "numpy")
     with pytest.raises(MemoryBudgetError):
         manager.allocate((4200,), "uint8", "numpy")
@@ -195,7 +195,7 @@ def test_concurrent_allocate_and_release_balance() -> None:
 
 def test_host_pool_budgets_host_memory() -> None:
     pool = GPUMemoryPool(1000, gpu_id=None)
-    assert pool.device == mt.frameworks._protocol.CPU
+    assert pool.device == mt.frameworks.CPU
     a = pool.allocate((600,), "uint8", "numpy")
     assert pool.available_bytes == 400
     with pytest.raises(MemoryBudgetError):
@@ -226,7 +226,7 @@ def test_get_gpu_memory_pool_is_one_per_device() -> None:
     pool = get_gpu_memory_pool()
     assert get_gpu_memory_pool() is pool is mt.gpu.get_gpu_memory_pool()
     if not has_gpu():
-        assert pool.device == mt.frameworks._protocol.CPU
+        assert pool.device == mt.frameworks.CPU
         assert pool.limit_bytes == psutil.virtual_memory().total
     original = pool.limit_bytes
     try:

@@ -22,8 +22,7 @@ import pytest
 
 import memtype as mt
 from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
-from memtype.frameworks import load_adapter
-from memtype.frameworks._protocol import Device
+from memtype.frameworks import Device, load_adapter
 from memtype.pipeline import FunctionStep, Pipeline
 from memtype.storage import MemoryStore, TieredStore
 from tests.gpu_validation_support import (

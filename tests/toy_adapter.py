@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.frameworks._protocol import CPU, Device
+from memtype.frameworks import CPU, Device
 from tests.toyarrays import ToyArray
 
 HOST_NATIVE = False
