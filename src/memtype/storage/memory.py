@@ -32,7 +32,7 @@ from memtype.errors import StoreFormatError
 from memtype.storage._tree import KeyTree
 from memtype.storage.base import PathLike, Store, StoreStat, natural_sorted
 
-__all__ = ["MemoryStore", "TreeStore", "copy_value", "nbytes_of", "array_info"]
+__all__ = ["MemoryStore", "TreeStore", "copy_value", "writable_copy", "nbytes_of", "array_info"]
 
 
 def copy_value(value: Any) -> Any:
@@ -109,8 +109,9 @@ def nbytes_of(value: Any) -> int:
     return array_nbytes(value) or 0
 
 
-def _writable_copy(value: Any) -> Any:
-    """A caller-owned copy of a stored value (NumPy copies are writable)."""
+def writable_copy(value: Any) -> Any:
+    """A caller-owned copy of a stored value (NumPy copies are writable, a mask too): what
+    ``load(copy=True)`` of the in-memory stores returns."""
     if isinstance(value, np.ma.MaskedArray):
         return value.copy()
     if isinstance(value, np.ndarray):
@@ -276,7 +277,7 @@ class MemoryStore(TreeStore):
         """The value at ``path``; with ``copy=True`` a private, writable copy of it."""
         with self._lock:
             value = self._tree.get(self.key(path)).value
-        return _writable_copy(value) if copy else value
+        return writable_copy(value) if copy else value
 
     def stat(self, path: PathLike) -> StoreStat:
         key = self.key(path)
