@@ -112,6 +112,10 @@ class KeyTree(Generic[V]):
             raise StoreExistsError(
                 f"{key!r} already exists; pass overwrite=True to replace it."
             )
+        self._check_parent(key, parents)
+
+    def _check_parent(self, key: str, parents: bool) -> None:
+        """Raise unless ``key``'s parent is a directory, or (``parents``) can be made one."""
         parent, _ = _split(key)
         if parents:
             self._check_ancestors(parent)
@@ -211,11 +215,7 @@ class KeyTree(Generic[V]):
         """Raise unless something may be moved or copied to ``dst``."""
         if self.exists(dst) and not overwrite:
             raise StoreExistsError(f"{dst!r} already exists; pass overwrite=True to replace it.")
-        parent, _ = _split(dst)
-        if parents:
-            self._check_ancestors(parent)
-        else:
-            self.require_dir(parent)
+        self._check_parent(dst, parents)
 
     def _relocate_file(self, src: str, dst: str, copy_value: Callable[[V], V] | None) -> None:
         """Place the file at ``src`` at ``dst`` (whose parent exists), moving or copying it."""
