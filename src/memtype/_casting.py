@@ -1,0 +1,319 @@
+"""Casting under the dtype policy (:func:`cast`), in the array's own framework.
+
+Public through :mod:`memtype.dtypes` (``memtype.dtypes.cast``), which documents the
+scalings; the decision of which dtype a result is returned in lives there.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal, get_args
+
+import numpy as np
+from numpy.typing import DTypeLike
+
+from memtype.detect import detect_framework
+from memtype.errors import DtypePolicyError
+from memtype.frameworks import DTYPE_KIN as KIN
+from memtype.frameworks import Adapter, load_adapter
+from memtype.frameworks import _hooks as hooks
+
+__all__ = ["Scaling", "SCALINGS", "check_scaling", "cast", "holds_dtype", "nearest_held_dtype",
+           "Ops", "ops_for", "int_range", "float_max"]
+
+Scaling = Literal["clip", "rescale", "unit"]
+SCALINGS: tuple[str, ...] = get_args(Scaling)
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_OPS: dict[tuple[str, bool], Ops] = {}
+
+
+def check_scaling(scaling: object) -> Scaling:
+    """``scaling`` itself when it is one of :data:`SCALINGS`, else a clear error."""
+    if scaling not in SCALINGS:
+        raise DtypePolicyError(
+            f"Unknown scaling {scaling!r}. Expected one of: {', '.join(SCALINGS)}."
+        )
+    return scaling  # type: ignore[return-value]
+
+def holds_dtype(adapter: Adapter, dtype: np.dtype[Any]) -> bool:
+    """Whether the adapter's framework can hold ``dtype`` (JAX without x64, pyclesperanto)."""
+    return bool(hooks.holds_dtype(adapter)(dtype))
+
+
+def nearest_held_dtype(adapter: Adapter, dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """``dtype``, or its nearest kin the framework holds (float64 -> float32, bool -> uint8)."""
+    seen = dtype
+    while not holds_dtype(adapter, seen):
+        code = KIN.get(seen.str[1:])
+        if code is None:
+            raise DtypePolicyError(f"No dtype near {dtype} can be held here; received {dtype}.")
+        seen = np.dtype(code)
+    return seen
+
+
+def cast(x: Any, dtype: DTypeLike, *, scaling: Scaling = "clip") -> Any:
+    """``x`` in ``dtype`` under the dtype policy, computed in ``x``'s own framework.
+
+    Parameters
+    ----------
+    x : array
+        An array of any loaded framework.
+    dtype : dtype-like
+        The target dtype (a NumPy dtype or its name).
+    scaling : {"clip", "rescale", "unit"}
+        How values map (see the module documentation).
+
+    Returns
+    -------
+    array
+        ``x`` itself when it already has ``dtype``; else a new array of ``x``'s framework,
+        on ``x``'s device.
+
+    Raises
+    ------
+    DtypePolicyError
+        Complex to real (the imaginary part would be lost), an unknown scaling, or a
+        dtype the framework cannot hold (float64 in JAX without x64, in pyclesperanto).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from memtype.dtypes import cast
+    >>> cast(np.array([-3.0, 0.5, 1.5, 300.0, np.nan]), "uint8")
+    array([  0,   0,   2, 255,   0], dtype=uint8)
+    """
+    check_scaling(scaling)
+    fw = detect_framework(x)
+    adapter = load_adapter(fw.name)
+    src, dst = adapter.dtype_of(x), np.dtype(dtype)
+    if src == dst:
+        return x
+    if src.kind == "c" and dst.kind != "c":
+        raise DtypePolicyError(
+            f"Cannot cast a complex {src} array to {dst}: the imaginary part would be lost. "
+            "Return a real array, or use DtypeConversion.NATIVE_OUTPUT."
+        )
+    if not holds_dtype(adapter, dst):
+        raise DtypePolicyError(
+            f"{fw.name} cannot hold dtype {dst}; the nearest it holds is "
+            f"{nearest_held_dtype(adapter, dst)}."
+        )
+    if adapter.namespace() is None or hooks.dtype_ops(adapter) is None:
+        return _via_host(x, adapter, dst, scaling)
+    return ops_for(fw.name, adapter).cast(x, src, dst, scaling)
+
+
+def _via_host(x: Any, adapter: Adapter, dst: np.dtype[Any], scaling: Scaling) -> Any:
+    """The policy computed in NumPy for frameworks without a namespace (pyclesperanto)."""
+    host = np.asarray(adapter.to_numpy(x))
+    out = ops_for("numpy", load_adapter("numpy")).cast(host, host.dtype, dst, scaling)
+    return adapter.from_numpy(np.ascontiguousarray(out), adapter.device_of(x))
+
+
+@functools.cache
+def int_range(dtype: np.dtype[Any]) -> tuple[int, int]:
+    """The smallest and largest value of an integer (or bool) dtype."""
+    if dtype.kind == "b":
+        return 0, 1
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+@functools.cache
+def _exact_below(dtype: np.dtype[Any]) -> int:
+    """Integers below this are exact in float ``dtype`` (``2 ** (mantissa bits + 1)``)."""
+    return int(2 ** (np.finfo(dtype).nmant + 1))
+
+
+@functools.cache
+def float_max(dtype: np.dtype[Any]) -> float:
+    """The largest finite value of a float dtype (ml_dtypes for bfloat16)."""
+    if dtype.kind == "f" and dtype.name != "bfloat16":
+        return float(np.finfo(dtype).max)
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(dtype).max)  # type: ignore[no-untyped-call]
+
+
+def _is_int(dtype: np.dtype[Any]) -> bool:
+    """Integer or bool."""
+    return dtype.kind in "iub"
+
+
+def ops_for(name: str, adapter: Adapter) -> Ops:
+    """The cached ``Ops`` of a framework (rebuilt when JAX's x64 setting changes)."""
+    key = (name, holds_dtype(adapter, _F64))
+    ops = _OPS.get(key)
+    if ops is None or ops.adapter is not adapter:
+        ops = _OPS[key] = Ops(adapter)
+    return ops
+
+
+class Ops:
+    """The policy's arithmetic, in one framework's namespace."""
+
+    def __init__(self, adapter: Adapter) -> None:
+        self.adapter = adapter
+        ops = hooks.dtype_ops(adapter)
+        assert ops is not None, "callers build Ops only for adapters with astype/rint"
+        self.ops = ops
+        self.xp: Any = adapter.namespace()
+        self.has64 = holds_dtype(adapter, _F64)
+
+    def astype(self, x: Any, dtype: np.dtype[Any]) -> Any:
+        """``x`` cast plainly (callers have made every value fit)."""
+        return self.ops.astype(x, dtype)
+
+    def const(self, value: int, dtype: np.dtype[Any], like: Any) -> Any:
+        """A 0-d array of ``dtype`` beside ``like`` (JAX parses Python ints as int32)."""
+        return self.adapter.from_numpy(np.array(value, dtype=dtype), self.adapter.device_of(like))
+
+    def where(self, cond: Any, a: Any, b: Any) -> Any:
+        """Elementwise ``a if cond else b``."""
+        return self.xp.where(cond, a, b)
+
+    def work_dtype(self, src: np.dtype[Any], dst: np.dtype[Any]) -> np.dtype[Any]:
+        """float32 when source and target fit 16 bits, else float64 (if the framework has it)."""
+        wide = any(d == _F64 or (d.kind in "iuc" and d.itemsize >= 4) for d in (src, dst))
+        return _F64 if wide and self.has64 else _F32
+
+    def to_float(self, x: Any, src: np.dtype[Any], work: np.dtype[Any]) -> Any:
+        """``x`` as the working float dtype."""
+        return x if src == work else self.astype(x, work)
+
+    def cast(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any], scaling: Scaling) -> Any:
+        """Dispatch on the scaling."""
+        if dst.kind == "c":
+            return self.astype(x, dst)
+        if scaling == "rescale" and self._size(x):
+            return self.rescale(x, src, dst)
+        if scaling == "unit":
+            return self.unit(x, src, dst)
+        return self.clip(x, src, dst)
+
+    def _size(self, x: Any) -> int:
+        """Number of elements."""
+        return int(np.prod(self.adapter.shape_of(x)))
+
+    # -- clip -------------------------------------------------------------------------
+
+    def clip(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any]) -> Any:
+        """Round half to even, saturate, NaN -> 0."""
+        if _is_int(src) and _is_int(dst):
+            return self.int_to_int(x, src, dst)
+        if _is_int(dst):
+            if src.itemsize < 4:
+                x = self.astype(x, _F32)
+            return self.float_to_int(x, dst)
+        if _is_int(src):
+            if dst.itemsize >= 4:
+                return self.astype(x, dst)
+            x, src = self.astype(x, _F32), _F32
+        return self.float_to_float(x, src, dst)
+
+    def int_to_int(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any]) -> Any:
+        """Saturate to the target's range; values that fit are untouched."""
+        slo, shi = int_range(src)
+        dlo, dhi = int_range(dst)
+        if slo >= dlo and shi <= dhi:
+            return self.astype(x, dst)
+        if slo < dlo:
+            x = self.where(x < dlo, self.const(dlo, src, x), x)
+        if shi > dhi and src.kind == "u":  # bits above dhi (torch cannot compare uint16..64)
+            over = (x & self.const(shi ^ dhi, src, x)) != 0
+            x = self.where(over, self.const(dhi, src, x), x)
+        elif shi > dhi:
+            x = self.where(x > dhi, self.const(dhi, src, x), x)
+        return self.astype(x, dst)
+
+    def float_to_int(self, x: Any, dst: np.dtype[Any]) -> Any:
+        """Rounded, NaN -> 0, saturated; exact at both ends (``hi + 1`` is a power of two)."""
+        lo, hi = int_range(dst)
+        r = self.ops.rint(x)
+        if hi < _exact_below(self.adapter.dtype_of(x)):  # the bounds are exact as floats
+            r = self.where(self.xp.isnan(r), 0.0, r)
+            return self.astype(self.xp.clip(r, float(lo), float(hi)), dst)
+        over = r >= float(hi + 1)
+        under = r < float(lo)
+        safe = self.where(over | under | self.xp.isnan(r), 0.0, r)
+        out = self.astype(safe, dst)
+        out = self.where(over, self.const(hi, dst, out), out)
+        return out if lo == 0 else self.where(under, self.const(lo, dst, out), out)
+
+    def float_to_float(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any]) -> Any:
+        """Finite values saturate to the target's largest finite value; NaN and inf stay."""
+        fmax = float_max(dst)
+        if float_max(src) > fmax:
+            finite = self.xp.isfinite(x)
+            x = self.where(finite & (x > fmax), fmax, x)
+            x = self.where(finite & (x < -fmax), -fmax, x)
+        return self.astype(x, dst)
+
+    # -- rescale ----------------------------------------------------------------------
+
+    def finite_range(self, xf: Any) -> tuple[float, float]:
+        """Smallest and largest finite value (``inf, -inf`` when there is none)."""
+        finite = self.xp.isfinite(xf)
+        low = float(self.xp.amin(self.where(finite, xf, float("inf"))))
+        high = float(self.xp.amax(self.where(finite, xf, float("-inf"))))
+        return low, high
+
+    def rescale(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any]) -> Any:
+        """Min-max stretch of the finite values onto the target's range."""
+        work = self.work_dtype(src, dst)
+        xf = self.to_float(x, src, work)
+        low, high = self.finite_range(xf)
+        if not high > low:  # constant, or no finite value: keep the value
+            out = self.clip(x, src, dst)
+            return self._nan_to_bottom(xf, out, dst) if src.kind == "f" else out
+        span = float(int_range(dst)[1] - int_range(dst)[0]) if _is_int(dst) else 1.0
+        u = (xf - low) * (span / (high - low))
+        u = self.where(xf >= high, span, u)
+        u = self.where(xf <= low, 0.0, u)
+        u = self.where(self.xp.isnan(u), 0.0, u)
+        if not _is_int(dst):
+            return self.astype(u, dst)
+        lo = int_range(dst)[0]
+        u = self.ops.rint(u)
+        return self.float_to_int(u if lo == 0 else u + float(lo), dst)
+
+    def _nan_to_bottom(self, xf: Any, out: Any, dst: np.dtype[Any]) -> Any:
+        """NaN pixels at the bottom of the target's range (rescale produces no NaN)."""
+        bottom: Any = 0.0 if not _is_int(dst) else int_range(dst)[0]
+        if dst.kind == "b":
+            bottom = False
+        return self.where(self.xp.isnan(xf), bottom, out)
+
+    # -- unit -------------------------------------------------------------------------
+
+    def unit(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any]) -> Any:
+        """The scikit-image convention: float [0, 1] / [-1, 1] <-> the integer range."""
+        work = self.work_dtype(src, dst)
+        if not _is_int(src) and not _is_int(dst):
+            return self.clip(x, src, dst)
+        uf = self.to_unit(x, src, work) if _is_int(src) else self.to_float(x, src, work)
+        if not _is_int(dst):
+            return self.float_to_float(uf, work, dst) if dst != work else uf
+        return self.from_unit(uf, dst)
+
+    def to_unit(self, x: Any, src: np.dtype[Any], work: np.dtype[Any]) -> Any:
+        """Integers onto [0, 1] (unsigned, bool) or [-1, 1] (signed), exact at the ends."""
+        lo, hi = int_range(src)
+        xf = self.to_float(x, src, work)
+        if src.kind == "b":
+            return xf
+        if lo == 0:
+            return self.where(xf >= hi, 1.0, xf * (1.0 / hi))
+        u = (xf + 0.5) * (2.0 / (hi - lo))
+        u = self.where(xf >= hi, 1.0, u)
+        return self.where(xf <= lo, -1.0, u)
+
+    def from_unit(self, uf: Any, dst: np.dtype[Any]) -> Any:
+        """Unit floats onto the integer range: ``x * hi`` or ``x * (hi - lo) / 2 - 1/2``."""
+        lo, hi = int_range(dst)
+        if lo == 0:
+            return self.float_to_int(uf * float(hi), dst)
+        span = float(hi - lo)
+        return self.float_to_int((uf - 1.0 / span) * (span / 2.0), dst)
