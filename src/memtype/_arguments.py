@@ -26,12 +26,21 @@ from typing import Any
 
 import numpy as np
 
+from memtype._inputs import (
+    Inputs,
+    check_guarded,
+    check_unwritten,
+    copied_before_release,
+    note_read_only,
+    read_only,
+    write_count,
+)
 from memtype._walk import LEAVES, walk
 from memtype.convert import convert
 from memtype.detect import KNOWN_TYPES as _known
 from memtype.detect import framework_of
 from memtype.dtypes import holds_dtype
-from memtype.errors import InputWriteError, MemoryConversionError
+from memtype.errors import MemoryConversionError
 from memtype.frameworks import (
     CPU,
     Adapter,
@@ -74,25 +83,6 @@ def arrays_in(value: Any) -> list[Any]:
     return found
 
 
-def write_count(x: Any) -> int | None:
-    """How many in-place writes ``x``'s memory has had, where its framework counts them.
-
-    torch keeps such a count (``Tensor._version``, shared by a tensor and its views, raised by
-    every in-place operation); ``None`` for arrays without one (inference tensors included).
-    """
-    try:
-        count = getattr(x, "_version", None)
-    except RuntimeError:  # torch inference tensors keep no count
-        return None
-    return count if type(count) is int else None
-
-
-def _read_only(x: Any) -> bool:
-    """Whether ``x`` is flagged read-only (a NumPy array with ``writeable=False``)."""
-    flags = getattr(x, "flags", None)
-    return flags is not None and getattr(flags, "writeable", True) is False
-
-
 @dataclass(frozen=True, slots=True)
 class Policy:
     """How a decorated function's inputs are converted (fixed at decoration)."""
@@ -133,73 +123,6 @@ class Policy:
 def _unchanged(v: Any) -> Any:
     """``v`` itself."""
     return v
-
-
-class Inputs:
-    """A call's arguments after conversion, and what the rest of the call needs to know.
-
-    ``dtype`` is the caller's dtype of the first array (what ``PRESERVE_INPUT`` returns),
-    ``first`` / ``first_at`` the converted first array and its position (an index or a
-    keyword; ``None`` when it sits inside a container), ``arrays`` all converted arrays.
-    ``watched``: ``(array, write count)`` of the caller's mutable arrays passed writable;
-    ``guarded``: ``(array, write count, source)`` of aliases of immutable caller data.
-    """
-
-    __slots__ = ("args", "kwargs", "device", "gpu_id", "dtype", "first", "first_at", "arrays",
-                 "watched", "guarded")
-
-    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Device,
-                 gpu_id: int | None, dtype: np.dtype[Any] | None, first: Any,
-                 first_at: int | str | None, arrays: Sequence[Any],
-                 watched: Sequence[tuple[Any, int]] = (),
-                 guarded: Sequence[tuple[Any, int, str]] = ()) -> None:
-        self.args = args
-        self.kwargs = kwargs
-        self.device = device
-        self.gpu_id = gpu_id
-        self.dtype = dtype
-        self.first = first
-        self.first_at = first_at
-        self.arrays = arrays
-        self.watched = watched
-        self.guarded = guarded
-
-
-def note_read_only(exc: BaseException, inputs: Inputs, name: str) -> None:
-    """Add a note to a failed call's error when the function got read-only arrays (a
-    function that writes its input, such as Cython code needing a writable buffer, fails
-    on them): the way out is ``copy_inputs=True``. The error itself is not changed."""
-    if any(_read_only(a) for a in inputs.arrays):
-        exc.add_note(
-            f"memtype passed {name} read-only input(s): the caller's data is immutable (a JAX "
-            "array, a TensorFlow tensor or a read-only NumPy array). If the function writes "
-            "to its input, decorate it with copy_inputs=True to give it a writable copy.")
-
-
-def check_guarded(inputs: Inputs, name: str) -> None:
-    """Raise :class:`InputWriteError` if the function wrote to immutable caller data."""
-    for array, count, source in inputs.guarded:
-        if write_count(array) != count:
-            raise InputWriteError(
-                f"{name} wrote to an input that shares memory with its caller's {source} "
-                f"array; {source} arrays are immutable, and that array's values have now "
-                f"changed. Expected a function that does not write to its inputs; pass "
-                f"copy_inputs=True to give {name} a private copy."
-            )
-
-
-def check_unwritten(inputs: Inputs, error: BaseException, name: str) -> None:
-    """Before an out-of-memory retry: raise :class:`InputWriteError` (from ``error``) if the
-    failed attempt wrote to an input that is its caller's memory (the retry would see the
-    modified values)."""
-    check_guarded(inputs, name)
-    if any(write_count(array) != count for array, count in inputs.watched):
-        raise InputWriteError(
-            f"{name} ran out of memory ({type(error).__name__}) after writing to an input "
-            "that is its caller's array, so a retry would not see the caller's original "
-            f"values; memtype does not retry. Expected a function that leaves its inputs "
-            f"unchanged, or pass copy_inputs=True (each retry then gets a fresh copy)."
-        ) from error
 
 
 class _Converter:
@@ -272,14 +195,14 @@ class _Converter:
             return out  # a fresh array, or one the function cannot write
         if policy.framework.immutable:  # a tf.Variable becomes its value
             return out if policy.readonly is None else policy.readonly(out)
-        locked = vfw.immutable or _read_only(v)
+        locked = vfw.immutable or read_only(v)
         if locked and policy.readonly is not None and not policy.copy_inputs:
             return policy.readonly(out)  # O(1): immutable data never becomes writable
         count = None if policy.copy_inputs else write_count(out)
         if count is None and (locked or policy.copy_inputs):
             private = policy.adapter.copy(out)
             if vfw is not policy.framework and private is not out:
-                _copied_before_release(policy.adapter, private)
+                copied_before_release(policy.adapter, private)
             return private
         if count is not None:
             if locked:
@@ -295,19 +218,6 @@ def _aliases(v: Any, vfw: Framework, out: Any, policy: Policy) -> bool:
     address = policy.adapter.data_ptr(out)
     return (address is not None and address == source.data_ptr(v)
             and source.device_of(v) == policy.adapter.device_of(out))
-
-
-def _copied_before_release(adapter: Adapter, private: Any) -> None:
-    """Wait for the copy of another framework's GPU memory, made on this framework's stream.
-
-    The caller's framework knows nothing of that stream: once the caller drops its array,
-    its allocator may hand the memory out again (on its own stream) before the copy has
-    read it. Waiting here closes that window; it costs one synchronisation per call that
-    receives another framework's GPU array (host arrays need none).
-    """
-    device = adapter.device_of(private)
-    if device.is_gpu:
-        adapter.synchronize(device)
 
 
 def _fit_float(v: Any, vfw: Framework, target: Adapter) -> Any:

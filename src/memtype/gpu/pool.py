@@ -13,14 +13,12 @@ import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from memtype.convert import convert, target_device
 from memtype.errors import (
-    ArgumentTypeError,
     DeviceError,
     InvalidArgumentError,
     MemoryBudgetError,
@@ -30,64 +28,22 @@ from memtype.frameworks import (
     CPU,
     Device,
     get_framework,
-    load_adapter,
-    loaded_frameworks,
     managed_gpu,
 )
-from memtype.frameworks import _hooks as hooks
+from memtype.gpu._budget import (
+    Allocation,
+    as_dtype,
+    as_shape,
+    check_limit,
+    device_total,
+    empty_caches,
+)
 from memtype.gpu.cache import measure_nbytes
 from memtype.gpu.devices import get_gpu_manager
 from memtype.gpu.memory import cap_framework_memory
 from memtype.types import MemoryTypeLike
 
 __all__ = ["GPUMemoryManager", "GPUMemoryPool", "get_gpu_memory_pool"]
-
-
-@dataclass
-class _Allocation:
-    """One tracked array and its reference count."""
-
-    array: Any
-    source: str
-    nbytes: int
-    device: str
-    refs: int = 1
-
-
-def _as_dtype(dtype: Any) -> np.dtype[Any]:
-    """A NumPy dtype from a NumPy dtype-like or a loaded framework's dtype (``parse_dtype``)."""
-    if dtype is None:
-        raise ArgumentTypeError("dtype must be given (e.g. 'float32'); received None.")
-    try:
-        result: np.dtype[Any] = np.dtype(dtype)
-        return result
-    except TypeError:
-        pass  # not NumPy's: ask the loaded frameworks (a framework's dtype implies it is loaded)
-    for fw in loaded_frameworks():
-        parse = hooks.parse_dtype(load_adapter(fw.name))
-        parsed = None if parse is None else parse(dtype)
-        if parsed is not None:
-            return parsed
-    raise ArgumentTypeError(f"dtype {dtype!r} is not a dtype memtype understands.")
-
-
-def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
-    """A shape tuple of non-negative ints."""
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
-        raise InvalidArgumentError(f"shape must hold non-negative ints; received {shape!r}.")
-    return dims
-
-
-def _device_total(device: Device) -> int | None:
-    """Total memory of a device in bytes, or None where unknown (OpenCL)."""
-    if not device.is_gpu:
-        import psutil
-
-        return int(psutil.virtual_memory().total)
-    if device.is_managed_gpu:
-        return get_gpu_manager().mem_get_info(device.index)[1]
-    return None
 
 
 class GPUMemoryManager:
@@ -120,7 +76,7 @@ class GPUMemoryManager:
     def __init__(self, *, limit_bytes: int | None = None,
                  max_memory_fraction: float | None = None, gpu_id: int | None = None) -> None:
         if limit_bytes is not None:
-            _check_limit(limit_bytes)
+            check_limit(limit_bytes)
         if max_memory_fraction is not None and not 0.0 < max_memory_fraction <= 1.0:
             raise InvalidArgumentError(
                 f"max_memory_fraction must be in (0, 1]; received {max_memory_fraction!r}."
@@ -129,7 +85,7 @@ class GPUMemoryManager:
         self.max_memory_fraction = max_memory_fraction
         self.gpu_id = gpu_id
         self._lock = threading.RLock()
-        self._live: dict[int, _Allocation] = {}
+        self._live: dict[int, Allocation] = {}
         self._used: dict[str, int] = {}
         self._held: dict[str, int] = {}  # source -> bytes held now
         self._peak: dict[str, int] = {}
@@ -141,7 +97,7 @@ class GPUMemoryManager:
         limits = [] if self.limit_bytes is None else [self.limit_bytes]
         if self.max_memory_fraction is not None:
             if device not in self._totals:
-                self._totals[device] = _device_total(device)
+                self._totals[device] = device_total(device)
             total = self._totals[device]
             if total is not None:
                 limits.append(int(total * self.max_memory_fraction))
@@ -197,7 +153,7 @@ class GPUMemoryManager:
             The allocation would exceed the budget on its device (also a ``MemoryError``).
         """
         fw = get_framework(memory_type)
-        dims, dt = _as_shape(shape), _as_dtype(dtype)
+        dims, dt = as_shape(shape), as_dtype(dtype)
         gid = self.gpu_id if gpu_id is None else gpu_id
         try:
             device = target_device(fw, CPU, gid)
@@ -215,7 +171,7 @@ class GPUMemoryManager:
             raise
         with self._lock:
             self._used[key] += nbytes - requested
-            self._track(_Allocation(array, source, nbytes, key))
+            self._track(Allocation(array, source, nbytes, key))
         return array
 
     def _unreserve(self, key: str, nbytes: int) -> None:
@@ -225,17 +181,17 @@ class GPUMemoryManager:
             if not self._used[key]:
                 del self._used[key]
 
-    def _track(self, record: _Allocation) -> None:
+    def _track(self, record: Allocation) -> None:
         """Register a new allocation (lock held)."""
         self._live[id(record.array)] = record
         held = self._held.get(record.source, 0) + record.nbytes
         self._held[record.source] = held
         self._peak[record.source] = max(self._peak.get(record.source, 0), held)
-        scopes: list[list[_Allocation]] = getattr(self._scopes, "stack", [])
+        scopes: list[list[Allocation]] = getattr(self._scopes, "stack", [])
         if scopes:
             scopes[-1].append(record)
 
-    def _record(self, array: Any) -> _Allocation:
+    def _record(self, array: Any) -> Allocation:
         """The live record of ``array`` (lock held), or StoreKeyError."""
         record = self._live.get(id(array))
         if record is None or record.array is not array:
@@ -273,7 +229,7 @@ class GPUMemoryManager:
                 self._drop(record)
             return record.refs
 
-    def _drop(self, record: _Allocation) -> None:
+    def _drop(self, record: Allocation) -> None:
         """Forget an allocation and give back its bytes (lock held)."""
         if self._live.get(id(record.array)) is record:
             del self._live[id(record.array)]
@@ -314,7 +270,7 @@ class GPUMemoryManager:
         GPUMemoryManager
             This manager.
         """
-        stack: list[list[_Allocation]] = self._scopes.__dict__.setdefault("stack", [])
+        stack: list[list[Allocation]] = self._scopes.__dict__.setdefault("stack", [])
         stack.append([])
         try:
             yield self
@@ -324,21 +280,7 @@ class GPUMemoryManager:
                 for record in scope:
                     self._drop(record)
             if empty_cache:
-                _empty_caches()
-
-
-def _empty_caches() -> None:
-    """Ask each loaded framework that has a device to free its cached memory."""
-    for fw in loaded_frameworks():
-        adapter = load_adapter(fw.name)
-        if fw.gpu_kind is not None and adapter.gpu_count():
-            adapter.empty_cache()
-
-
-def _check_limit(limit_bytes: object) -> None:
-    """Raise unless ``limit_bytes`` is a positive int."""
-    if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes <= 0:
-        raise InvalidArgumentError(f"limit_bytes must be a positive int; received {limit_bytes!r}.")
+                empty_caches()
 
 
 class GPUMemoryPool(GPUMemoryManager):
@@ -365,7 +307,7 @@ class GPUMemoryPool(GPUMemoryManager):
     """
 
     def __init__(self, limit_bytes: int, gpu_id: int | None = 0) -> None:
-        _check_limit(limit_bytes)
+        check_limit(limit_bytes)
         self.device = CPU if gpu_id is None else managed_gpu(get_gpu_manager().get(gpu_id).index)
         super().__init__(limit_bytes=limit_bytes, gpu_id=gpu_id)
         self._capped: list[str] = []
@@ -377,7 +319,7 @@ class GPUMemoryPool(GPUMemoryManager):
 
     def set_limit(self, limit_bytes: int) -> None:
         """Change the budget (and the caps, where applied). Held arrays are kept."""
-        _check_limit(limit_bytes)
+        check_limit(limit_bytes)
         self.limit_bytes = limit_bytes
         if self._capped:
             self.apply_caps(self._capped)
@@ -441,7 +383,7 @@ def get_gpu_memory_pool(gpu_id: int | None = None, limit_bytes: int | None = Non
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None:
-            default = _device_total(key)
+            default = device_total(key)
             pool = _pools[key] = GPUMemoryPool(limit_bytes or int(default or 1), gpu_id)
         elif limit_bytes is not None:
             pool.set_limit(limit_bytes)
