@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from memtype.errors import InvalidArgumentError, MemtypeError, NoImagesError, StoreNotFoundError
 from memtype.frameworks import get_framework
@@ -25,6 +25,9 @@ from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.runner import GroupTask, RunContext, execute_group
 from memtype.pipeline.steps import FunctionStep
+
+if TYPE_CHECKING:
+    from memtype.pipeline.fallback import Replanner
 
 __all__ = ["Pipeline"]
 
@@ -189,7 +192,8 @@ class Pipeline:
             overwrite: bool = False, pattern: str | None = None,
             progress: bool | Progress | None = None,
             intermediate_budget: int | None = None,
-            overwrite_foreign: bool = False) -> RunReport:
+            overwrite_foreign: bool = False,
+            budgets: Mapping[str, int] | None = None) -> RunReport:
         """Run every step on every group and write the results.
 
         Parameters
@@ -218,6 +222,11 @@ class Pipeline:
             Bytes of intermediates each group keeps on its device before spilling.
         overwrite_foreign : bool
             Delete an existing output first, whatever it holds (memtype's or not).
+        budgets : dict of str to int, optional
+            Room per device in bytes (``{"opencl:0": 2 << 30}``) for the plan (see
+            :meth:`plan`). A group that runs out of memory in a step runs again with the
+            next-best plan avoiding that device (that framework, on the host), the host last;
+            ``report.fallbacks`` lists them.
 
         Returns
         -------
@@ -247,11 +256,11 @@ class Pipeline:
         done = {t.key for t in todo}
         skipped = [GroupResult(t.key, "skipped") for t in tasks if t.key not in done]
         uses_gpu = self.uses_gpu()
-        plan, note = self._run_plan(store, compiled, todo, uses_gpu)
+        plan, note, replanner = self._run_plan(store, compiled, todo, uses_gpu, budgets)
         steps = plan.apply(self.steps) if plan is not None else self.steps
         bar = progress if isinstance(progress, Progress) else make_progress(progress)
         ctx = RunContext(tuple(steps), compiled, store, out, uses_gpu,
-                         intermediate_budget, bar.step)
+                         intermediate_budget, bar.step, replanner)
         gpus = _gpu_count() if uses_gpu else 0
         ex = make_executor(executor, workers, client, scheduler, gpus)
         try:
@@ -267,7 +276,7 @@ class Pipeline:
         return report
 
     def plan(self, source: PathOrStore | Sequence[Any] | Any, *, pattern: str | None = None,
-             gpu_id: int | None = None) -> Plan:
+             gpu_id: int | None = None, budgets: Mapping[str, int] | None = None) -> Plan:
         """Plan a run: each step's implementation, the conversions, the peak memory.
 
         Parameters
@@ -279,6 +288,12 @@ class Pipeline:
             Overrides the pipeline's file-name pattern.
         gpu_id : int, optional
             The GPU the run would use.
+        budgets : dict of str to int, optional
+            Room per device in bytes, keyed like ``"cuda:0"`` or ``"opencl:0"`` (e.g. what a
+            ``GPUMemoryManager`` has left: ``budget(device) - used_bytes(device)``): an
+            implementation whose step input and output do not fit takes no part, and the
+            plan says why. A managed GPU also needs the free memory and is refused over
+            90% ``memory_pressure``.
 
         Returns
         -------
@@ -302,20 +317,24 @@ class Pipeline:
                                          self.steps[0])
         else:
             shapes, dtype = image_shapes(source)
-        return make_plan(self.steps, shapes, dtype, gpu_id)
+        return make_plan(self.steps, shapes, dtype, gpu_id, budgets=budgets)
 
     def _run_plan(self, store: Any, pattern: FilenamePattern, todo: Sequence[GroupTask],
-                  uses_gpu: bool) -> tuple[Plan | None, str | None]:
-        """The plan of a run from its first group, or None and why there is none."""
+                  uses_gpu: bool, budgets: Mapping[str, int] | None
+                  ) -> tuple[Plan | None, str | None, Replanner | None]:
+        """The plan of a run from its first group (and its fallbacks), or why there is none."""
+        from memtype.pipeline.fallback import Replanner
         from memtype.pipeline.planning import group_shapes
 
         if not todo:
-            return None, "no group to run"
+            return None, "no group to run", None
+        gpu_id = 0 if uses_gpu else None
         try:
             shapes, dtype = group_shapes(store, todo[0], self.steps[0])
-            return make_plan(self.steps, shapes, dtype, 0 if uses_gpu else None), None
+            plan = make_plan(self.steps, shapes, dtype, gpu_id, budgets=budgets)
         except (MemtypeError, OSError) as exc:  # the run goes on with declared implementations
-            return None, f"no plan ({type(exc).__name__}: {exc}); first implementations run"
+            return None, f"no plan ({type(exc).__name__}: {exc}); first implementations run", None
+        return plan, None, Replanner(self.steps, plan, shapes, dtype, gpu_id, budgets)
 
     def _output_spec(self, output: str, pattern: FilenamePattern,
                      tasks: Sequence[GroupTask]) -> OutputSpec:

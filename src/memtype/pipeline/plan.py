@@ -15,7 +15,7 @@ the same components as the first.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,18 +184,22 @@ class _Planner:
     """Forward and backward shortest paths over steps x options."""
 
     def __init__(self, steps: Sequence[FunctionStep], bounds: list[Boundary],
-                 prober: Prober) -> None:
+                 prober: Prober, avoid: Collection[tuple[str, str]] = ()) -> None:
         self.steps, self.bounds, self.prober = steps, bounds, prober
         shapes, dtype = bounds[0]
         self.options = [_options(s) for s in steps]
         self.unavailable: dict[tuple[int, int], str] = {}
         self.notes: list[str] = []
         self._conversions: dict[tuple[str, str, int], PlannedConversion | None] = {}
+        sizes = [_nbytes(b) for b in bounds]
         for i, opts in enumerate(self.options):
-            if steps[i].variants is None:
-                continue
             for j, o in enumerate(opts):
-                reason = prober.available(o.input_type, shapes[0], dtype)
+                # a step with one implementation runs it, room or not, unless it ran out
+                # of memory in it during the run (then there is no plan)
+                reason = (f"ran out of memory in {o.name} during the run"
+                          if (steps[i].name, o.name) in avoid else
+                          prober.available(o.input_type, shapes[0], dtype, sizes[i] + sizes[i + 1])
+                          if steps[i].variants is not None else None)
                 if reason is not None:
                     self.unavailable[(i, j)] = reason
 
@@ -282,11 +286,15 @@ def _explain(planner: _Planner, i: int, chosen: int, through: list[float]) -> st
 
 
 def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
-              gpu_id: int | None = None) -> Plan:
+              gpu_id: int | None = None, *, budgets: Mapping[str, int] | None = None,
+              avoid: Collection[tuple[str, str]] = ()) -> Plan:
     """Plan ``steps`` for one group of stacks of these shapes and dtype.
 
     The trial conversions and step runs on samples are hidden from the user's conversion
-    hooks (:func:`memtype.capture_conversions`).
+    hooks (:func:`memtype.capture_conversions`). ``budgets`` gives devices' room in bytes
+    (``{"opencl:0": 1 << 30}``): an implementation whose step input and output do not fit
+    there takes no part. ``avoid`` holds ``(step name, memory type)`` pairs the plan must not
+    use: a run's next-best plan after those steps ran out of memory in those types.
 
     Raises
     ------
@@ -294,13 +302,13 @@ def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtyp
         No chain of available implementations and possible conversions exists.
     """
     with capture_conversions():
-        return _make_plan(steps, shapes, dtype, gpu_id)
+        return _make_plan(steps, shapes, dtype, Prober(gpu_id, budgets), avoid)
 
 
 def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
-               gpu_id: int | None) -> Plan:
+               prober: Prober, avoid: Collection[tuple[str, str]]) -> Plan:
     bounds, notes = infer_boundaries(steps, shapes, dtype)
-    planner = _Planner(steps, bounds, Prober(gpu_id))
+    planner = _Planner(steps, bounds, prober, avoid)
     planner.notes.extend(notes)
     cost, back = planner.forward()
     last = len(steps) - 1
@@ -308,7 +316,7 @@ def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dty
     if math.isinf(cost[last][end]):
         raise InvalidArgumentError(
             "No plan: every chain of implementations needs a conversion that is not possible "
-            f"or an implementation that is unavailable; {'; '.join(planner.notes) or 'see above'}.")
+            f"or an implementation that is unavailable; {'; '.join(_reasons(planner))}.")
     picks = [end]
     for i in range(last, 0, -1):
         picks.insert(0, back[i][picks[0]])
@@ -350,14 +358,26 @@ def _assemble(planner: _Planner, picks: list[int], cost: list[list[float]],
         prev = o.output_type
     phases.append(PlannedStep("[write]", HOST_STACK, phases[0].device, tuple(writes)))
     choices = {s.name: o.name for s, o in zip(steps, chosen) if s.variants is not None}
-    sizes = [sum(int(np.prod(s)) for s in b_shapes) * b_dtype.itemsize
-             for b_shapes, b_dtype in planner.bounds]
+    sizes = [_nbytes(b) for b in planner.bounds]
     notes = list(dict.fromkeys(planner.notes))
     if any(s.variable_components != steps[0].variable_components for s in steps):
         notes.append("some steps restack along other components: conversions at those "
                      "boundaries are not predicted exactly")
     return Plan(phases, choices, _peaks(phases[1:-1], sizes), list(shapes), dtype.name,
                 total, notes)
+
+
+def _reasons(planner: _Planner) -> list[str]:
+    """Why implementations are unavailable, and the planner's notes."""
+    out = [f"step {planner.steps[i].name!r} in {planner.options[i][j].name}: {why}"
+           for (i, j), why in sorted(planner.unavailable.items())]
+    return out + planner.notes or ["no reason recorded"]
+
+
+def _nbytes(bound: Boundary) -> int:
+    """Bytes of one boundary's stacks."""
+    shapes, dtype = bound
+    return sum(int(np.prod(s)) for s in shapes) * dtype.itemsize
 
 
 def _peaks(phases: list[PlannedStep], sizes: list[int]) -> dict[str, int]:

@@ -8,13 +8,14 @@ conversion hooks (:func:`memtype.capture_conversions`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from memtype.convert import capture_conversions, convert
-from memtype.errors import MemtypeError
+from memtype.errors import MemoryBudgetError, MemtypeError
 from memtype.frameworks import load_adapter
 
 __all__ = ["Probe", "Prober", "Shape"]
@@ -37,8 +38,9 @@ class Probe:
 class Prober:
     """Samples per (memory type, shape, dtype) and the conversions between them, cached."""
 
-    def __init__(self, gpu_id: int | None) -> None:
+    def __init__(self, gpu_id: int | None, budgets: Mapping[str, int] | None = None) -> None:
         self.gpu_id = gpu_id
+        self.budgets = dict(budgets or {})
         self._samples: dict[tuple[str, Shape, str], Any] = {}
         self._probes: dict[tuple[str, str, Shape, str], Probe] = {}
 
@@ -48,11 +50,12 @@ class Prober:
         Raises
         ------
         MemtypeError
-            The framework is not installed, or has no device (``DeviceError``).
+            The framework is not installed, or has no device (``DeviceError``), or no
+            room for the sample (``MemoryBudgetError``).
         """
         key = (memory_type, shape, dtype.str)
         if key not in self._samples:
-            self._samples[key] = convert(np.zeros(shape, dtype), memory_type, gpu_id=self.gpu_id)
+            self._samples[key] = _zeros(memory_type, shape, dtype, self.gpu_id)
         return self._samples[key]
 
     def device(self, memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> Any:
@@ -83,19 +86,56 @@ class Prober:
         self._probes[key] = result
         return result
 
-    def available(self, memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> str | None:
-        """None when the type can hold a stack on a device with room, else the reason."""
+    def available(self, memory_type: str, shape: Shape, dtype: np.dtype[Any],
+                  need: int = 0) -> str | None:
+        """None when the type can hold ``need`` bytes on a device with room, else the reason.
+
+        Room is the device's entry in ``budgets`` (bytes, keyed ``"cuda:0"``,
+        ``"opencl:0"``...); for a managed GPU also its free memory (the GPU manager) and its
+        ``memory_pressure`` (at most :data:`PRESSURE_LIMIT`).
+        """
         try:
             device = self.device(memory_type, shape, dtype)
         except MemtypeError as exc:  # not installed, no device: recorded as the reason
             return f"{type(exc).__name__}: {exc}"
+        room = self.budgets.get(str(device))
+        if room is not None and need > room:
+            return (f"{device} has {_mib(room)} of room (budget); the step needs {_mib(need)} "
+                    "for its input and output")
         if device.is_managed_gpu:
-            from memtype.gpu import memory_pressure
-
-            pressure = memory_pressure(device.index)
-            if pressure >= PRESSURE_LIMIT:
-                return f"{device} is {pressure:.0%} full (limit {PRESSURE_LIMIT:.0%})"
+            return _gpu_room(device.index, need)
         return None
+
+
+def _zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any], gpu_id: int | None) -> Any:
+    """A zero sample; a device without room for it raises MemoryBudgetError."""
+    from memtype.gpu.oom import is_oom_error
+
+    try:
+        return convert(np.zeros(shape, dtype), memory_type, gpu_id=gpu_id)
+    except Exception as exc:  # an out-of-memory error becomes a memtype error; others go on
+        if not is_oom_error(exc):
+            raise
+        what = f"{type(exc).__name__}: {exc}"
+    raise MemoryBudgetError(f"no room in {memory_type} for a sample of shape {shape} "
+                            f"{dtype} ({what}); expected room for the group's stacks.")
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 20):.1f} MiB"
+
+
+def _gpu_room(index: int, need: int) -> str | None:
+    """Why a managed GPU has no room for ``need`` bytes now, or None."""
+    from memtype.gpu import get_gpu_manager, memory_pressure
+
+    pressure = memory_pressure(index)
+    if pressure >= PRESSURE_LIMIT:
+        return f"GPU {index} is {pressure:.0%} full (limit {PRESSURE_LIMIT:.0%})"
+    free = get_gpu_manager().mem_get_info(index)[0]
+    if need > free:
+        return f"GPU {index} has {_mib(free)} free; the step needs {_mib(need)}"
+    return None
 
 
 PRESSURE_LIMIT = 0.9

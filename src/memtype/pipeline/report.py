@@ -12,7 +12,7 @@ from memtype.pipeline.patterns import Key, key_label, key_order
 if TYPE_CHECKING:
     from memtype.pipeline.plan import Plan
 
-__all__ = ["StepStats", "GroupResult", "RunReport"]
+__all__ = ["StepStats", "GroupResult", "RunReport", "Fallback"]
 
 GroupStatus = Literal["done", "failed", "skipped"]
 _MIB = 1024 * 1024
@@ -64,6 +64,39 @@ class StepStats:
         self.peak_device = max(self.peak_device, other.peak_device)
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """One fallback of one group: the step that ran out of memory, where, and what ran next.
+
+    Attributes
+    ----------
+    step : str
+        The step running when memory ran out (``[load]``: moving the images to its device).
+    ran_in : str
+        Its memory type and device: ``pyclesperanto (opencl:0)``.
+    error : str
+        The out-of-memory error: ``OutOfMemoryError: ...``.
+    choices : dict of str to str
+        The implementations of the plan the group ran next (``{}``: it failed instead).
+    reason : str
+        Why there was no next plan (empty when there was one).
+    """
+
+    step: str
+    ran_in: str
+    error: str
+    choices: dict[str, str]
+    reason: str = ""
+
+    def describe(self) -> str:
+        """One line for the report."""
+        head = f"step {self.step!r} ran out of memory in {self.ran_in} ({self.error})"
+        if self.reason:
+            return f"{head}; no fallback: {self.reason}"
+        chosen = ", ".join(f"{k}={v}" for k, v in self.choices.items())
+        return f"{head}; re-ran the group with {chosen or 'the declared implementations'}"
+
+
 @dataclass
 class GroupResult:
     """The outcome of one group (one task).
@@ -84,6 +117,10 @@ class GroupResult:
         Time the group took on its worker.
     worker : str
         Which worker ran it.
+    fallbacks : list of Fallback
+        Each time the group ran out of memory and ran again with the next-best plan.
+    predicted : dict or None
+        After a fallback, the conversions that plan predicts (phase -> (events, bytes)).
     """
 
     key: Key
@@ -93,6 +130,8 @@ class GroupResult:
     steps: list[StepStats] = field(default_factory=list)
     seconds: float = 0.0
     worker: str = ""
+    fallbacks: list[Fallback] = field(default_factory=list)
+    predicted: dict[str, tuple[int, int]] | None = None
 
     @property
     def label(self) -> str:
@@ -175,14 +214,23 @@ class RunReport:
         """Per phase: predicted conversions and bytes (per group x groups done), and counted."""
         if self.plan is None:
             return []
-        done = len(self.done)
+        first = self.plan.predicted()
+        total = {name: [0, 0] for name in first}
+        for group in self.done:  # a group that fell back ran its own plan
+            for name, (events, nbytes) in (group.predicted or first).items():
+                total.setdefault(name, [0, 0])[0] += events
+                total[name][1] += nbytes
         counted = {s.name: s for s in self.steps}
         rows = []
-        for name, (events, nbytes) in self.plan.predicted().items():
+        for name, (events, nbytes) in total.items():
             actual = counted.get(name, StepStats(name))
-            rows.append((name, events * done, nbytes * done, actual.conversions,
-                         actual.bytes_converted))
+            rows.append((name, events, nbytes, actual.conversions, actual.bytes_converted))
         return rows
+
+    @property
+    def fallbacks(self) -> list[tuple[str, Fallback]]:
+        """Every fallback of every group: (group label, Fallback), in group order."""
+        return [(g.label, f) for g in self.groups for f in g.fallbacks]
 
     def _plan_lines(self) -> list[str]:
         """The plan-against-actual table of the summary."""
@@ -212,5 +260,6 @@ class RunReport:
                      f"{len(self.skipped)} skipped, {len(self.failed)} failed; "
                      f"{self.wall_seconds:.2f} s wall on {self.executor}")
         lines.extend(f"FAILED {g.label}: {g.error}" for g in self.failed)
+        lines.extend(f"fallback {label}: {f.describe()}" for label, f in self.fallbacks)
         lines.extend(self._plan_lines())
         return "\n".join(lines)

@@ -14,7 +14,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtype.convert import convert
 from memtype.detect import detect_framework
@@ -25,10 +25,14 @@ from memtype.pipeline.modules import ModuleSpec, ensure_modules, shipped_modules
 from memtype.pipeline.outputs import OutputSpec
 from memtype.pipeline.patterns import FilenamePattern, ImageRecord, Key, key_label, stack_keys
 from memtype.pipeline.progress import measure
-from memtype.pipeline.report import GroupResult, StepStats
+from memtype.pipeline.report import Fallback, GroupResult, StepStats
 from memtype.pipeline.steps import FunctionStep
 from memtype.pipeline.tables import side_output_rows
 from memtype.stack import stack_slices, unstack_slices
+
+if TYPE_CHECKING:
+    from memtype.pipeline.fallback import Replanner
+    from memtype.pipeline.plan import Plan
 
 __all__ = ["RunContext", "GroupTask", "Stack", "execute_group", "DEFAULT_BUDGET"]
 
@@ -55,6 +59,8 @@ class RunContext:
     uses_gpu: bool = False
     intermediate_budget: int | None = None
     notify: Callable[[str, str], None] | None = field(default=None, compare=False)
+    replanner: Replanner | None = None
+    """The run's plans, for a group that runs out of memory (None: no plan, no fallback)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The shipped pipeline files are imported (by _context_shell) before the steps,
@@ -145,9 +151,9 @@ def _assigned_gpu(ctx: RunContext) -> int | None:
 
 
 
-def _load(ctx: RunContext, task: GroupTask, tier: _Tier, gpu_id: int | None) -> list[Stack]:
+def _load(ctx: RunContext, first: FunctionStep, task: GroupTask, tier: _Tier,
+          gpu_id: int | None) -> list[Stack]:
     """Read the group's images and stack them in the first step's memory type."""
-    first = ctx.steps[0]
     keys = [r.key for r in task.records]
     stacks: list[Stack] = []
     for fixed, members in stack_keys(keys, first.variable_components).items():
@@ -200,16 +206,19 @@ class _GroupState:
     stats: dict[str, StepStats] = field(default_factory=dict)
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     where: str = "loading the input images"
+    index: int | None = 0
+    """The step whose device is in use (0 while loading; None while writing)."""
 
     def step_stats(self, name: str) -> StepStats:
         """The figures of one step of this group."""
         return self.stats.setdefault(name, StepStats(name))
 
 
-def _run_step(ctx: RunContext, state: _GroupState, index: int, stacks: list[Stack],
-              gpu_id: int | None) -> list[Stack]:
+def _run_step(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep], index: int,
+              stacks: list[Stack], gpu_id: int | None) -> list[Stack]:
     """Run one step over every stack, collecting its side outputs."""
-    step = ctx.steps[index]
+    step = steps[index]
+    state.index = index
     out: list[Stack] = []
     with measure(state.step_stats(step.name)) as stats:
         for stack in _regroup(stacks, step, ctx.pattern.fields, state.tier, gpu_id):
@@ -231,6 +240,7 @@ def _write(ctx: RunContext, state: _GroupState, step: FunctionStep, final: bool,
            stacks: list[Stack]) -> None:
     """Write a step's stacks to the output (as host arrays)."""
     state.where = f"writing the output of step {step.name!r}"
+    state.index = None
     with measure(state.step_stats("[write]")) as stats:
         items = []
         for s in stacks:
@@ -240,21 +250,22 @@ def _write(ctx: RunContext, state: _GroupState, step: FunctionStep, final: bool,
         ctx.output.write_images(step.name, final, items, state.task.key)
 
 
-def _process(ctx: RunContext, state: _GroupState, gpu_id: int | None) -> None:
+def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
+             gpu_id: int | None) -> None:
     """Load, run every step, write materialized and final outputs, tables and the done mark."""
     with measure(state.step_stats("[load]")) as stats:
-        stacks = _load(ctx, state.task, state.tier, gpu_id)
+        stacks = _load(ctx, steps[0], state.task, state.tier, gpu_id)
         stats.stacks += len(stacks)
-    last = len(ctx.steps) - 1
-    for index, step in enumerate(ctx.steps):
+    last = len(steps) - 1
+    for index, step in enumerate(steps):
         if ctx.notify is not None:
             ctx.notify(key_label(state.task.key), step.name)
-        stacks = _run_step(ctx, state, index, stacks, gpu_id)
+        stacks = _run_step(ctx, state, steps, index, stacks, gpu_id)
         if step.materialize or index == last:
             _write(ctx, state, step, index == last, stacks)
     state.where = "writing the side-output tables"
     ctx.output.write_tables(state.task.key, state.tables)
-    ctx.output.mark_done(state.task.key, [s.name for s in ctx.steps])
+    ctx.output.mark_done(state.task.key, [s.name for s in steps])
 
 
 def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
@@ -262,27 +273,76 @@ def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
 
     Any exception a step raises fails its group only, ``SystemExit`` included; only
     ``KeyboardInterrupt`` propagates (stopping the run, which ``resume`` finishes later).
-    The error message names the group, the step and the function; the traceback is kept
-    as text so that it survives the trip back from a dask worker.
+    A step that runs out of memory (:func:`memtype.gpu.is_oom_error`) makes the group run
+    again with the run's next-best plan (see :mod:`memtype.pipeline.fallback`), recorded
+    in ``GroupResult.fallbacks``. The error message names the group, the step and the
+    function; the traceback is kept as text so that it survives the trip back from a dask
+    worker.
     """
     start = time.perf_counter()
     worker = f"worker {current_worker_index()}"
+    gpu_id = _assigned_gpu(ctx)
+    plan = ctx.replanner.first if ctx.replanner is not None else None
+    steps, avoid = ctx.steps, frozenset[tuple[str, str]]()
+    fallbacks: list[Fallback] = []
+    while True:
+        state, error = _attempt(ctx, task, steps, gpu_id)
+        if error is None:
+            return GroupResult(task.key, "done", None, None, list(state.stats.values()),
+                               time.perf_counter() - start, worker, fallbacks,
+                               plan.predicted() if fallbacks and plan is not None else None)
+        after = _fallback(ctx, plan, state, error, avoid)
+        if after is not None:
+            fallbacks.append(after[0])
+            if after[1] is not None:
+                plan, avoid = after[1], after[2]
+                steps = ctx.replanner.steps_of(plan)  # type: ignore[union-attr]
+                continue
+        message = (f"group {key_label(task.key)} failed in {state.where}: "
+                   f"{type(error).__name__}: {error}")
+        return GroupResult(task.key, "failed", message,
+                           "".join(traceback.format_exception(error)),
+                           list(state.stats.values()), time.perf_counter() - start, worker,
+                           fallbacks)
+
+
+def _attempt(ctx: RunContext, task: GroupTask, steps: Sequence[FunctionStep],
+             gpu_id: int | None) -> tuple[_GroupState, BaseException | None]:
+    """One run of the group through ``steps``: its state, and the error that ended it."""
     spill = None if ctx.intermediate_budget is None else ctx.output.spill_dir(task.key)
     state = _GroupState(task, _Tier(ctx.intermediate_budget, spill))
+    error: BaseException | None = None
     try:
-        _process(ctx, state, _assigned_gpu(ctx))
+        _process(ctx, state, steps, gpu_id)
     except KeyboardInterrupt:  # the user stops the run (finished groups stay marked done)
         raise
     except BaseException as exc:  # recorded in the result: the other groups go on
         # sys.exit() in a step (SystemExit), or any other BaseException a step raises,
         # fails its group only; escaping, it would end the whole run (or a dask worker)
-        message = (f"group {key_label(task.key)} failed in {state.where}: "
-                   f"{type(exc).__name__}: {exc}")
-        return GroupResult(task.key, "failed", message, "".join(traceback.format_exception(exc)),
-                           list(state.stats.values()), time.perf_counter() - start, worker)
+        error = exc
     finally:
         state.tier.close()
         if spill is not None:
             ctx.output.remove_spill(task.key)
-    return GroupResult(task.key, "done", None, None, list(state.stats.values()),
-                       time.perf_counter() - start, worker)
+    return state, error
+
+
+def _fallback(ctx: RunContext, plan: Plan | None, state: _GroupState, error: BaseException,
+              avoid: frozenset[tuple[str, str]]
+              ) -> tuple[Fallback, Plan | None, frozenset[tuple[str, str]]] | None:
+    """After an out-of-memory error in a step: the record, and the next plan (or None)."""
+    from memtype.gpu.oom import is_oom_error, release_memory
+
+    if ctx.replanner is None or plan is None or state.index is None \
+            or not isinstance(error, Exception) or not is_oom_error(error):
+        return None
+    traceback.clear_frames(error.__traceback__)  # the failed attempt's arrays can go
+    release_memory()
+    phase = plan.phases[state.index + 1]
+    ran_in = f"{phase.memory_type} ({phase.device})"
+    avoid = avoid | {(phase.name, phase.memory_type)}
+    nxt = ctx.replanner.plan(avoid)
+    what = f"{type(error).__name__}: {error}"
+    if isinstance(nxt, str):
+        return Fallback(phase.name, ran_in, what, {}, nxt), None, avoid
+    return Fallback(phase.name, ran_in, what, dict(nxt.choices)), nxt, avoid
