@@ -276,6 +276,25 @@ def test_tiered_store_asks_its_pressure_gauge_about_the_toy_device(toydev: Frame
     assert store.tier_of("a") == "host"
 
 
+def test_tiered_store_spills_under_the_toy_devices_own_pressure(toydev: Framework) -> None:
+    # no gauge passed: the default reads the adapter's device_properties (free / total)
+    tdv.reset(capacity=1000)
+    device = Device("toyaccel", 1)
+    assert mt.gpu.device_pressure(device) == 0.0
+    store = TieredStore(budget_bytes=1 << 20, pressure_threshold=0.75)
+    for key in "ab":
+        store.save(mt.convert(np.ones(75, np.float32), "toydev", gpu_id=1), key, copy=False)
+    assert mt.gpu.device_pressure(device) == pytest.approx(0.6)
+    assert store.tier_of("a") == store.tier_of("b") == "device"
+    store.save(mt.convert(np.ones(75, np.float32), "toydev", gpu_id=1), "c", copy=False)
+    # 90% full: "a" (least recently used) spills, and the memory the allocator cached is
+    # handed back, so the device is at 60% again and "b" stays (else every entry would go)
+    assert store.tier_of("a") == "host"
+    assert store.tier_of("b") == store.tier_of("c") == "device"
+    assert mt.gpu.device_pressure(device) == pytest.approx(0.6)
+    assert tdv.DEVICES[1].empty_cache_calls == 1
+
+
 def test_pipeline_with_a_toydev_step(toydev: Framework, tmp_path: Path) -> None:
     devices: list[Device] = []
 

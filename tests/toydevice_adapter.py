@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.frameworks import Device
+from memtype.frameworks import Device, DeviceProperties
 from tests import toydevice as tdv
 from tests.toydevice import ToyDeviceArray, ToyOutOfMemory
 
@@ -155,3 +155,9 @@ def current_device() -> int:
 def reset_peak(gpu_id: int) -> None:
     state = tdv.DEVICES[gpu_id]
     state.peak = state.held
+
+
+def device_properties(index: int) -> DeviceProperties:
+    state = tdv.DEVICES[index]
+    return DeviceProperties(f"toy accelerator {index}", state.capacity,
+                            state.capacity - state.held - state.cached)

@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "check_gpu_memory": "memory",
     "check_gpu_memory_usage": "memory",
     "memory_pressure": "memory",
+    "device_pressure": "memory",
     "DeviceMemory": "memory",
     "device_memory": "memory",
     "GIB": "memory",

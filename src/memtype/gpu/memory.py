@@ -42,6 +42,7 @@ __all__ = [
     "check_gpu_memory_usage",
     "device_memory",
     "memory_pressure",
+    "device_pressure",
     "memory_usage",
     "cap_framework_memory",
 ]
@@ -305,6 +306,35 @@ def memory_pressure(gpu_id: int | None = None) -> float:
         If GPUs exist and ``gpu_id`` names none of them.
     """
     return device_memory(gpu_id).pressure
+
+
+def device_pressure(device: Device) -> float | None:
+    """How full one device of any kind is, or None when nothing says.
+
+    Parameters
+    ----------
+    device : Device
+        A managed GPU (``memory_pressure``), another accelerator (``1 - free / total`` from
+        the adapter's ``device_properties`` of a loaded framework on that kind), or the host.
+
+    Returns
+    -------
+    float or None
+        The used fraction in [0, 1]; None for an accelerator whose framework reports no sizes
+        (pyclesperanto's OpenCL devices report none), so callers fall back to their budgets.
+    """
+    if not device.is_gpu:
+        return _host().pressure
+    if device.is_managed_gpu:
+        return memory_pressure(device.index)
+    for fw, adapter in gpu_adapters(every_kind=True):
+        if fw.gpu_kind != device.kind:
+            continue
+        describe = hooks.device_properties(adapter)
+        props = None if describe is None else describe(device.index)
+        if props is not None and props.total_bytes > 0:
+            return 1.0 - props.free_bytes / props.total_bytes
+    return None
 
 
 def cap_framework_memory(limit_bytes: int | None, gpu_id: int = 0,

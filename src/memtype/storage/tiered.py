@@ -34,8 +34,10 @@ entry back to the device and framework it was saved with. Entries held with
 :meth:`TieredStore.acquire` (or :meth:`TieredStore.borrowed`) are never spilled until
 released. :meth:`TieredStore.stats` reports bytes and entries per tier, spills and reloads.
 
-The default ``pressure`` is :func:`memtype.gpu.memory_pressure`, consulted only for entries
-on a CUDA GPU; a callable passed in is consulted for every candidate (its argument is the
+The default ``pressure`` is :func:`memtype.gpu.device_pressure`, consulted for entries on an
+accelerator of any kind whose framework reports the device's sizes (a CUDA GPU, a plug-in
+accelerator; not pyclesperanto's OpenCL devices, which report none: the budget alone applies
+there); a callable passed in is consulted for every candidate (its argument is the
 candidate's GPU index, or None for host-resident entries), which lets tests and callers
 drive eviction directly.
 """
@@ -89,7 +91,7 @@ class TieredStore(TreeStore):
     spill_dir : str or os.PathLike, optional
         Directory of the disk tier; without it nothing is spilled to disk.
     pressure : callable, optional
-        ``pressure(gpu_id) -> float`` in [0, 1]; default :func:`memtype.gpu.memory_pressure`.
+        ``pressure(gpu_id) -> float`` in [0, 1]; default :func:`memtype.gpu.device_pressure`.
     pressure_threshold : float
         Spill while ``pressure`` is at or above this.
     pin_memory : bool
@@ -312,7 +314,10 @@ class TieredStore(TreeStore):
         for entry in list(tiers.lru["device"].values()):
             if entry is keep or entry.refs or not self._device_over(entry):
                 continue
+            pressure_only = tiers.bytes["device"] <= self.budget_bytes
             self._spill_device(entry)
+            if pressure_only and entry.device.is_gpu and self.pressure is None:
+                self._return_cached(entry)
         if self.host_budget_bytes is None or tiers.spiller() is None:
             return
         for entry in list(tiers.lru["host"].values()):
@@ -325,15 +330,24 @@ class TieredStore(TreeStore):
         """Whether the device tier must shed ``candidate`` (over budget or under pressure)."""
         if self._tiers.bytes["device"] > self.budget_bytes:
             return True
-        gpu = candidate.device.index if candidate.device.is_gpu else None
-        gauge = self.pressure
-        if gauge is None:
-            if not candidate.device.is_managed_gpu:  # memory_pressure measures these
-                return False
-            from memtype.gpu import memory_pressure
+        if self.pressure is not None:
+            gpu = candidate.device.index if candidate.device.is_gpu else None
+            return float(self.pressure(gpu)) >= self.pressure_threshold
+        if not candidate.device.is_gpu:
+            return False
+        from memtype.gpu.memory import device_pressure
 
-            gauge = memory_pressure
-        return float(gauge(gpu)) >= self.pressure_threshold
+        used = device_pressure(candidate.device)  # None: its framework reports no sizes
+        return used is not None and used >= self.pressure_threshold
+
+    @staticmethod
+    def _return_cached(entry: _Entry) -> None:
+        """Hand the memory a pressure spill freed back to the device: a caching allocator
+        (torch, CuPy) would keep it, the device would stay as full, and every other entry
+        would follow. Only under pressure, where the device is short anyway."""
+        from memtype.gpu.caches import cleanup_framework
+
+        cleanup_framework(entry.memory_type, entry.device.index)
 
     def _spill_device(self, entry: _Entry) -> None:
         """Move one device entry to the host tier (GPU arrays) or to disk."""
