@@ -40,6 +40,9 @@ class StepStats:
         The largest resident set size of a worker process seen at the end of the step.
     peak_device : int
         The largest GPU memory peak of the step (all frameworks), 0 without GPU.
+    buffers_new, buffers_reused : int
+        Buffers the pipeline allocated for the step (the loaded stacks), and those it
+        reused from an earlier group instead (see :mod:`memtype.pipeline.buffers`).
     """
 
     name: str
@@ -51,6 +54,8 @@ class StepStats:
     copied: int = 0
     peak_rss: int = 0
     peak_device: int = 0
+    buffers_new: int = 0
+    buffers_reused: int = 0
 
     def merge(self, other: StepStats) -> None:
         """Add another group's figures for the same step (peaks take the maximum)."""
@@ -62,6 +67,8 @@ class StepStats:
         self.copied += other.copied
         self.peak_rss = max(self.peak_rss, other.peak_rss)
         self.peak_device = max(self.peak_device, other.peak_device)
+        self.buffers_new += other.buffers_new
+        self.buffers_reused += other.buffers_reused
 
 
 @dataclass(frozen=True)
@@ -261,5 +268,9 @@ class RunReport:
                      f"{self.wall_seconds:.2f} s wall on {self.executor}")
         lines.extend(f"FAILED {g.label}: {g.error}" for g in self.failed)
         lines.extend(f"fallback {label}: {f.describe()}" for label, f in self.fallbacks)
+        buffers = [f"{s.name} {s.buffers_new} new, {s.buffers_reused} reused"
+                   for s in self.steps if s.buffers_new or s.buffers_reused]
+        if buffers:
+            lines.append("buffers allocated by the pipeline: " + "; ".join(buffers))
         lines.extend(self._plan_lines())
         return "\n".join(lines)

@@ -20,6 +20,7 @@ from memtype.convert import convert
 from memtype.detect import detect_framework
 from memtype.errors import ShapeError
 from memtype.frameworks import load_adapter
+from memtype.pipeline.buffers import BufferPool
 from memtype.pipeline.executors import current_worker_index
 from memtype.pipeline.modules import ModuleSpec, ensure_modules, shipped_modules
 from memtype.pipeline.outputs import OutputSpec
@@ -61,6 +62,8 @@ class RunContext:
     notify: Callable[[str, str], None] | None = field(default=None, compare=False)
     replanner: Replanner | None = None
     """The run's plans, for a group that runs out of memory (None: no plan, no fallback)."""
+    buffers: BufferPool | None = field(default_factory=BufferPool, compare=False)
+    """Host stacks reused across groups (None: a new one for every stack)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The shipped pipeline files are imported (by _context_shell) before the steps,
@@ -151,16 +154,26 @@ def _assigned_gpu(ctx: RunContext) -> int | None:
 
 
 
-def _load(ctx: RunContext, first: FunctionStep, task: GroupTask, tier: _Tier,
+def _load(ctx: RunContext, first: FunctionStep, state: _GroupState,
           gpu_id: int | None) -> list[Stack]:
-    """Read the group's images and stack them in the first step's memory type."""
+    """Read the group's images and stack them in the first step's memory type (into host
+    buffers of earlier groups where the pool has free ones)."""
+    task, stats = state.task, state.step_stats("[load]")
     keys = [r.key for r in task.records]
     stacks: list[Stack] = []
     for fixed, members in stack_keys(keys, first.variable_components).items():
         images = ctx.input_store.load_batch([task.records[i].path for i in members])
-        data = stack_slices(images, first.calls_for(fixed)[0].input_type, gpu_id)
+        memory_type = first.calls_for(fixed)[0].input_type
+        staged = ctx.buffers.stack(images) if ctx.buffers is not None else None
+        if staged is None:
+            data = stack_slices(images, memory_type, gpu_id)
+        else:
+            state.buffers.append(staged[0])
+            stats.buffers_reused += staged[1]
+            stats.buffers_new += not staged[1]
+            data = convert(staged[0], memory_type, gpu_id=gpu_id)
         inner = [_split_key(keys[i], first.variable_components)[1] for i in members]
-        stacks.append(Stack(fixed, first.variable_components, inner, tier.put(data)))
+        stacks.append(Stack(fixed, first.variable_components, inner, state.tier.put(data)))
     return stacks
 
 
@@ -208,6 +221,8 @@ class _GroupState:
     where: str = "loading the input images"
     index: int | None = 0
     """The step whose device is in use (0 while loading; None while writing)."""
+    buffers: list[Any] = field(default_factory=list)
+    """The pool's buffers this group stacked into (given back when it ends)."""
 
     def step_stats(self, name: str) -> StepStats:
         """The figures of one step of this group."""
@@ -254,7 +269,7 @@ def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
              gpu_id: int | None) -> None:
     """Load, run every step, write materialized and final outputs, tables and the done mark."""
     with measure(state.step_stats("[load]")) as stats:
-        stacks = _load(ctx, steps[0], state.task, state.tier, gpu_id)
+        stacks = _load(ctx, steps[0], state, gpu_id)
         stats.stacks += len(stacks)
     last = len(steps) - 1
     for index, step in enumerate(steps):
@@ -324,6 +339,9 @@ def _attempt(ctx: RunContext, task: GroupTask, steps: Sequence[FunctionStep],
         state.tier.close()
         if spill is not None:
             ctx.output.remove_spill(task.key)
+        if ctx.buffers is not None:
+            ctx.buffers.give_back(state.buffers)
+        state.buffers.clear()
     return state, error
 
 
