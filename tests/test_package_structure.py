@@ -147,6 +147,36 @@ def test_no_import_cycles_counting_imports_inside_functions() -> None:
     assert _cycles(graph) == []
 
 
+def _unit(module: str) -> str:
+    """The layer unit of a module: ``memtype.gpu.pool`` -> ``gpu``, ``memtype`` -> ``memtype``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "memtype"
+
+
+def _documented_layers() -> dict[str, int]:
+    """Unit -> layer number, from the table of docs/architecture.md."""
+    doc = ROOT.parents[1] / "docs" / "architecture.md"
+    if not doc.is_file():
+        pytest.skip("not a source checkout (docs/ absent)")
+    layers: dict[str, int] = {}
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].isdigit():
+            for unit in cells[1].replace("`", "").split(","):
+                layers[unit.strip()] = int(cells[0])
+    return layers
+
+
+def test_imports_follow_the_documented_layers() -> None:
+    layers = _documented_layers()
+    units = {_unit(m) for m in MODULES}
+    assert sorted(units - set(layers)) == [], "add the module to docs/architecture.md"
+    upward = sorted(f"{m} ({layers[_unit(m)]}) imports {t} ({layers[_unit(t)]})"
+                    for m in MODULES for t in _imports(m, function_level=True)
+                    if t.startswith("memtype") and layers[_unit(t)] > layers[_unit(m)])
+    assert upward == []
+
+
 def test_function_level_imports_are_seen() -> None:
     tree = ast.parse("import a\ndef f():\n    from memtype import b\n"
                      "if TYPE_CHECKING:\n    import c\n")
