@@ -15,12 +15,13 @@ from typing import Any, Literal
 import numpy as np
 
 from memtype.dtypes import Scaling, check_scaling
-from memtype.errors import CallOptionError
+from memtype.errors import ArgumentTypeError, CallOptionError
 from memtype.frameworks import gpu_index
 from memtype.types import DtypeConversion
 
 __all__ = ["CallOptions", "DEFAULT_OPTIONS", "OPTION_NAMES", "read_options",
-           "decoration_defaults", "signature_with_options", "declared_names"]
+           "decoration_defaults", "signature_with_options", "declared_names", "unbound",
+           "rebound"]
 
 OomFallback = Literal["cpu"] | None
 
@@ -150,3 +151,34 @@ def signature_with_options(func: Callable[..., Any],
         for name in OPTION_NAMES if name not in sig.parameters
     ]
     return sig.replace(parameters=params[:at] + added + params[at:])
+
+
+def unbound(func: Any) -> tuple[Callable[..., Any], str]:
+    """The function inside a ``staticmethod`` / ``classmethod``, and which one it was.
+
+    Generator and async functions are refused: what they yield or await would escape the
+    contract, the dtype policy, the output conversion and out-of-memory recovery.
+    """
+    binding = {staticmethod: "static", classmethod: "class"}.get(type(func), "")
+    if binding:
+        func = func.__func__
+    if not callable(func):
+        raise ArgumentTypeError(f"A memory type decorator needs a callable; received {func!r}.")
+    kind = ("an async generator function" if inspect.isasyncgenfunction(func) else
+            "a generator function" if inspect.isgeneratorfunction(func) else
+            "an async function" if inspect.iscoroutinefunction(func) else "")
+    if kind:
+        raise ArgumentTypeError(
+            f"A memory type decorator needs a function that returns its result; "
+            f"{getattr(func, '__qualname__', func)} is {kind}, whose results would bypass the "
+            "contract, the dtype policy, the output conversion and out-of-memory recovery. "
+            "Decorate the function that computes one result and call it from the generator "
+            "or coroutine."
+        )
+    return func, binding
+
+
+def rebound(func: Callable[..., Any], binding: str) -> Any:
+    """``func`` wrapped again as the ``staticmethod`` / ``classmethod`` it was (``binding``)."""
+    wrapper = {"static": staticmethod, "class": classmethod}.get(binding)
+    return func if wrapper is None else wrapper(func)

@@ -47,7 +47,11 @@ class Results:
     _out: Framework
     _out_adapter: Any
     _allow_roundtrip: bool
+    keeps_result: bool
 
+    def _returning(self, fw: Framework) -> Results:
+        """A computing variant's function declared to return ``fw``."""
+        raise NotImplementedError
     def _finish(self, result: Any, inputs: Inputs, opts: CallOptions) -> Any:
         """Contract, dtype policy and output type; tuple results: the first element."""
         if type(result) is tuple:
@@ -66,6 +70,8 @@ class Results:
             if opts.keeps_dtype and self._out_adapter.dtype_of(image) == inputs.dtype:
                 return image
         else:
+            if self.keeps_result and fw is not None:  # a computing variant: kept in fw
+                return self._returning(fw)._output(image, inputs, opts)
             self._check(image, fw)
         if fw is None:
             return image

@@ -9,7 +9,8 @@ result is converted to its declared output type.
 
 Each function still runs through its decorator: input conversion, call-time options, the
 contract, out-of-memory recovery and the dtype policy (applied in the framework the result
-is kept in). Only the final conversion of an intermediate result is left out.
+is kept in). Only the final conversion of an intermediate result is left out: every
+function but the last is called as its :meth:`MemoryTypeFunction.computing` variant.
 """
 
 from __future__ import annotations
@@ -18,45 +19,13 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtype._arguments import Inputs
-from memtype._calls import CallOptions
 from memtype.decorators import MemoryTypeFunction
-from memtype.detect import KNOWN_TYPES, framework_of
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
-from memtype.frameworks import Framework
 from memtype.types import MemoryType
 
 __all__ = ["Chain", "chain"]
 
 _Link = tuple[Callable[..., Any], Mapping[str, Any]]
-
-
-class _KeepResult(MemoryTypeFunction):
-    """A decorated function whose result stays in the framework it was computed in."""
-
-    def __init__(self, func: MemoryTypeFunction) -> None:
-        contract, copy_inputs, roundtrip, defaults, _ = func._settings
-        self._as: dict[str, MemoryTypeFunction] = {}
-        super().__init__(func._func, func._in, func._in, contract, copy_inputs, roundtrip,
-                         defaults)
-
-    def _output(self, image: Any, inputs: Inputs, opts: CallOptions) -> Any:
-        """The contract and dtype policy of the decorator, in the result's own framework."""
-        fw = KNOWN_TYPES.get(type(image)) or framework_of(image)
-        if fw is None or fw is self._out:
-            return super()._output(image, inputs, opts)
-        return self._returning(fw)._output(image, inputs, opts)
-
-    def _returning(self, fw: Framework) -> MemoryTypeFunction:
-        """The same function declared to return ``fw`` (made once per framework)."""
-        made = self._as.get(fw.name)
-        if made is None:
-            contract, copy_inputs, roundtrip, defaults, _ = self._settings
-            made = MemoryTypeFunction(self._func, self._in, fw, contract, copy_inputs,
-                                      roundtrip, defaults)
-            made._load()
-            self._as[fw.name] = made
-        return made
 
 
 def _link(spec: Any, index: int) -> _Link:
@@ -78,7 +47,7 @@ def _link(spec: Any, index: int) -> _Link:
 
 def _kept(func: Callable[..., Any]) -> Callable[..., Any]:
     """``func`` keeping its result where it was computed (a bound method stays bound)."""
-    kept = _KeepResult(_declared(func))
+    kept = _declared(func).computing()
     return types.MethodType(kept, func.__self__) if isinstance(func, types.MethodType) else kept
 
 

@@ -40,14 +40,16 @@ from memtype._calls import (
     declared_names,
     decoration_defaults,
     read_options,
+    rebound,
     signature_with_options,
+    unbound,
 )
+from memtype._recovery import Recovery
 from memtype._results import Contract, Results, contract_ndims
-from memtype._slicing import can_slice, run_by_slice
+from memtype._slicing import run_by_slice
 from memtype.dtypes import Scaling
 from memtype.errors import (
     ArgumentTypeError,
-    CallOptionError,
     UnknownMemoryTypeError,
 )
 from memtype.frameworks import (
@@ -63,13 +65,17 @@ from memtype.types import DtypeConversion, MemoryType, MemoryTypeLike
 
 __all__ = ["memory_types", "MemoryTypeFunction", "Contract"]
 
-class MemoryTypeFunction(Results):
+class MemoryTypeFunction(Results, Recovery):
     """A function wrapped by a memory type decorator (picklable, usable as a method).
 
     Attributes
     ----------
     input_memory_type, output_memory_type : MemoryType
-        The declared types.
+        The declared types (for a :meth:`computing` variant, ``output_memory_type`` is
+        the type its result has: the input type, where the function computes).
+    keeps_result : bool
+        Whether this is a :meth:`computing` variant (its result is not converted to the
+        declared output type).
     __wrapped__ : callable
         The undecorated function.
     """
@@ -78,7 +84,7 @@ class MemoryTypeFunction(Results):
                  contract: Contract = None, copy_inputs: bool = False,
                  allow_cpu_roundtrip: bool = False,
                  defaults: CallOptions = DEFAULT_OPTIONS) -> None:
-        func, self._binding = _unbound(func)
+        func, self._binding = unbound(func)
         functools.update_wrapper(self, func)
         self.__qualname__ = str(getattr(func, "__qualname__", func)).removesuffix(_THROUGH)
         self.input_memory_type = MemoryType(input_type.name)
@@ -95,6 +101,60 @@ class MemoryTypeFunction(Results):
         self._name = self.__qualname__
         self._policy: Policy | None = None  # frameworks load at the first call
         self._out_adapter: Any = None
+        self.keeps_result = False
+        self._declared = self  # the decorated function a computing() variant was made from
+        self._computing: MemoryTypeFunction | None = None
+        self._returns: dict[str, MemoryTypeFunction] = {}
+
+    def computing(self) -> MemoryTypeFunction:
+        """This function with its result left in the framework it was computed in.
+
+        Everything else of the call is unchanged: input conversion, call-time options, the
+        contract, out-of-memory recovery, streams and the dtype policy (applied in that
+        framework); only the final conversion to the declared output type is left out.
+
+        Returns
+        -------
+        MemoryTypeFunction
+            The variant (made once, the same object on every call): same
+            ``input_memory_type``, ``output_memory_type`` equal to it (a body that returns
+            another framework's array returns that array), ``keeps_result`` true. It binds
+            as a method like the original, and pickles as ``original.computing()``.
+
+        Examples
+        --------
+        >>> import numpy as np, memtype as mt
+        >>> @mt.torch(output_type="numpy")
+        ... def double(x):
+        ...     return x * 2
+        >>> type(double.computing()(np.ones((1, 1, 1), np.float32))).__name__
+        'Tensor'
+        """
+        if self.keeps_result:
+            return self
+        made = self._computing
+        if made is None:
+            made = self._variant(self._in)
+            made.keeps_result, made._declared = True, self
+            made.output_memory_type = made.input_memory_type
+            self._computing = made
+        return made
+
+    def _variant(self, output_type: Framework) -> MemoryTypeFunction:
+        """The same function and settings, declared to return ``output_type``."""
+        contract, copy_inputs, roundtrip, defaults, binding = self._settings
+        return MemoryTypeFunction(rebound(self._func, binding), self._in, output_type,
+                                  contract, copy_inputs, roundtrip, defaults)
+
+    def _returning(self, fw: Framework) -> MemoryTypeFunction:
+        """A computing variant's result in ``fw`` (another framework than its input type):
+        the same function declared to return ``fw`` (made once per framework)."""
+        made = self._returns.get(fw.name)
+        if made is None:
+            made = self._variant(fw)
+            made._load()
+            self._returns[fw.name] = made
+        return made
 
     # -- the call -----------------------------------------------------------------------
 
@@ -147,48 +207,6 @@ class MemoryTypeFunction(Results):
             handoff.release(arrays_in(result))
         return result
 
-    def _recovery_stages(self, args: tuple[Any, ...], kwargs: dict[str, Any],
-                         opts: CallOptions, failed: Inputs
-                         ) -> list[tuple[str, Callable[[], tuple[Inputs, Any]]]]:
-        """Retry, slice by slice, then (if asked for) on the CPU (``failed``: the first try)."""
-        stages: list[tuple[str, Callable[[], tuple[Inputs, Any]]]] = [
-            ("retry", lambda: self._stage(args, kwargs, opts, opts.slice_by_slice))]
-        if not opts.slice_by_slice and can_slice(failed):
-            stages.append(("slice by slice", lambda: self._stage(args, kwargs, opts, True)))
-        if opts.oom_fallback == "cpu" and failed.device.is_gpu:
-            stages.append(("on the CPU", lambda: self._on_cpu(args, kwargs, opts)))
-        return stages
-
-    def _stage(self, args: tuple[Any, ...], kwargs: dict[str, Any], opts: CallOptions,
-               by_slice: bool, host: bool = False) -> tuple[Inputs, Any]:
-        """One recovery attempt on the caller's arguments, converted afresh.
-
-        Fresh conversions (uploads, ``copy_inputs=True`` copies) hold the caller's original
-        values again; an input passed as the caller's own array is retried only if the
-        failed attempt did not write to it (:func:`check_unwritten`).
-        """
-        assert self._policy is not None
-        inputs = prepare(args, kwargs, self._policy, None if host else opts.gpu_id, host=host)
-        try:
-            result = self._invoke(inputs, by_slice)
-        except Exception as exc:  # an out-of-memory error after a write is not retried
-            if is_oom_error(exc):
-                check_unwritten(inputs, exc, self._name)
-            raise
-        if inputs.guarded:
-            check_guarded(inputs, self._name)
-        return inputs, result
-
-    def _on_cpu(self, args: tuple[Any, ...], kwargs: dict[str, Any],
-                opts: CallOptions) -> tuple[Inputs, Any]:
-        """The call again with every array on the host."""
-        if self._in.gpu_only:
-            raise CallOptionError(
-                f"oom_fallback='cpu': {self._name} runs in {self._in.name}, which has no host "
-                "arrays; expected a framework with a CPU device (numpy, torch, jax, tensorflow)."
-            )
-        return self._stage(args, kwargs, opts, opts.slice_by_slice, host=True)
-
     # -- Python protocols ---------------------------------------------------------------
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
@@ -199,10 +217,13 @@ class MemoryTypeFunction(Results):
         return self if obj is None else types.MethodType(self, obj)
 
     def __repr__(self) -> str:
+        kept = ", result kept where computed" if self.keeps_result else ""
         return (f"<memtype function {self._name} ({self.input_memory_type.value} -> "
-                f"{self.output_memory_type.value})>")
+                f"{self.output_memory_type.value}{kept})>")
 
     def __reduce__(self) -> str | tuple[Any, ...]:
+        if self.keeps_result:
+            return (_computing_of, (self._declared,))
         qualname = str(getattr(self, "__qualname__", ""))
         owner: Any = sys.modules.get(self.__module__)
         for part in qualname.split("."):
@@ -217,39 +238,18 @@ class MemoryTypeFunction(Results):
 _THROUGH = ".__wrapped__"
 
 
-def _unbound(func: Any) -> tuple[Callable[..., Any], str]:
-    """The function inside a ``staticmethod`` / ``classmethod``, and which one it was.
-
-    Generator and async functions are refused: what they yield or await would escape the
-    contract, the dtype policy, the output conversion and out-of-memory recovery.
-    """
-    binding = {staticmethod: "static", classmethod: "class"}.get(type(func), "")
-    if binding:
-        func = func.__func__
-    if not callable(func):
-        raise ArgumentTypeError(f"A memory type decorator needs a callable; received {func!r}.")
-    kind = ("an async generator function" if inspect.isasyncgenfunction(func) else
-            "a generator function" if inspect.isgeneratorfunction(func) else
-            "an async function" if inspect.iscoroutinefunction(func) else "")
-    if kind:
-        raise ArgumentTypeError(
-            f"A memory type decorator needs a function that returns its result; "
-            f"{getattr(func, '__qualname__', func)} is {kind}, whose results would bypass the "
-            "contract, the dtype policy, the output conversion and out-of-memory recovery. "
-            "Decorate the function that computes one result and call it from the generator "
-            "or coroutine."
-        )
-    return func, binding
-
-
 def _rebuild(func: Callable[..., Any], input_type: str, output_type: str, contract: Contract,
              copy_inputs: bool, allow_cpu_roundtrip: bool, defaults: CallOptions,
              binding: str) -> MemoryTypeFunction:
     """Unpickle a decorated function that is not reachable by its name."""
-    wrapper = {"static": staticmethod, "class": classmethod}.get(binding)
-    return MemoryTypeFunction(func if wrapper is None else wrapper(func),
-                              get_framework(input_type), get_framework(output_type),
-                              contract, copy_inputs, allow_cpu_roundtrip, defaults)
+    return MemoryTypeFunction(rebound(func, binding), get_framework(input_type),
+                              get_framework(output_type), contract, copy_inputs,
+                              allow_cpu_roundtrip, defaults)
+
+
+def _computing_of(declared: MemoryTypeFunction) -> MemoryTypeFunction:
+    """Unpickle a :meth:`MemoryTypeFunction.computing` variant."""
+    return declared.computing()
 
 
 def _named_framework(parameter: str, value: MemoryTypeLike) -> Framework:
