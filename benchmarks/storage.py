@@ -19,6 +19,7 @@ earlier run's dirty pages are flushed on its time (cleaning up is not timed).
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import os
 import shutil
@@ -35,7 +36,6 @@ import numpy as np
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 SECTION = "## Storage (benchmarks/storage.py)"
-MACHINE = "2-core CPU, no GPU (shared), ext4 disk; date 2026-11-21"
 
 
 @dataclass(frozen=True)
@@ -376,7 +376,9 @@ def report(cfg: Config, base: Path) -> str:
                   for w, a, b in plate]
     per_well = f"{cfg.well_planes} planes of {cfg.well_size}x{cfg.well_size} uint16 per well"
     return "\n".join([
-        f"Machine: {MACHINE}. {cfg.n} images of {cfg.size}x{cfg.size}; median of "
+        f"Machine: {os.cpu_count()}-core CPU, no GPU (shared), ext4 disk, load average "
+        f"{os.getloadavg()[0]:.1f} at the end; date {datetime.date.today()}. {cfg.n} images of "
+        f"{cfg.size}x{cfg.size}; median of "
         f"{cfg.repeat} interleaved runs ({cfg.slow_repeat} for polystore's zarr backend, which "
         "takes tens of seconds per run). Memory: memtype copies on save, "
         "polystore stores a reference. Zarr: the whole stack as one well field "
