@@ -71,6 +71,8 @@ def cases() -> dict[str, Callable[[], Any]]:
         "@mt.jax(jax)": lambda: deco_jax(j),
         "@mt.tensorflow(tensorflow)": lambda: deco_tf(tfx),
         "@mt.numpy(torch)": lambda: deco_np(t),
+        "@mt.numpy(jax)": lambda: deco_np(j),
+        "@mt.torch(jax)": lambda: deco_torch(j),
     }
     return out
 

@@ -15,7 +15,10 @@ its caller's own memory (same type, or a zero-copy conversion)
   the function gets a private copy (the one O(n) case).
 
 Writable aliases with a write count are also watched, so that out-of-memory recovery never
-retries on an input the failed attempt modified (:func:`check_unwritten`).
+retries on an input the failed attempt modified (:func:`check_unwritten`). Whether a
+converted input aliases its caller's memory is asked only where it changes what the function
+gets (a read-only view, a private copy); for watched and guarded inputs it is asked after
+the call, and only if the write count changed (addresses cost more than the call itself).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from typing import Any
 import numpy as np
 
 from memtype._inputs import (
+    Guarded,
     Inputs,
+    Watched,
     check_guarded,
     check_unwritten,
     copied_before_release,
@@ -39,7 +44,6 @@ from memtype._walk import LEAVES, walk
 from memtype.convert import convert
 from memtype.detect import KNOWN_TYPES as _known
 from memtype.detect import framework_of
-from memtype.dtypes import holds_dtype
 from memtype.errors import MemoryConversionError
 from memtype.frameworks import (
     CPU,
@@ -103,6 +107,8 @@ class Policy:
     """The framework's device context, if it has one (GPU-only types fed host data)."""
     restricts_dtypes: bool = field(init=False)
     """Whether the framework holds only some dtypes (``holds_dtype``)."""
+    holds: Callable[[np.dtype[Any]], bool] = field(init=False)
+    """The adapter's ``holds_dtype`` (every dtype where it has none)."""
 
     def __post_init__(self) -> None:
         readonly = hooks.readonly_view(self.adapter)
@@ -118,6 +124,7 @@ class Policy:
         object.__setattr__(self, "device_of", _device_lookup(self.adapter, self.framework))
         object.__setattr__(self, "current_device", hooks.current_device(self.adapter))
         object.__setattr__(self, "restricts_dtypes", hooks.has_holds_dtype(self.adapter))
+        object.__setattr__(self, "holds", hooks.holds_dtype(self.adapter))
 
 
 def _unchanged(v: Any) -> Any:
@@ -141,8 +148,8 @@ class _Converter:
         self.first_at: int | str | None = None
         self.device: Device | None = None
         self.arrays: list[Any] = []
-        self.watched: list[tuple[Any, int]] = []
-        self.guarded: list[tuple[Any, int, str]] = []
+        self.watched: list[Watched] = []
+        self.guarded: list[Guarded] = []
 
     def value(self, v: Any, where: int | str | None) -> Any:
         """``v`` with every array in it converted (containers: see :mod:`memtype._walk`)."""
@@ -159,25 +166,26 @@ class _Converter:
     def array(self, v: Any, vfw: Framework, where: int | str | None) -> Any:
         """One array converted and isolated; the first one fixes the dtype and the device."""
         first = not self.seen
+        dtype = None
         if first:
             self.seen = True
-            self.dtype = _adapter(vfw).dtype_of(v)
-        out = self.isolate(v, self.convert(v, vfw), vfw)
+            dtype = self.dtype = _adapter(vfw).dtype_of(v)
+        out = self.isolate(v, self.convert(v, vfw, dtype), vfw)
         if first:
             self.first, self.first_at = out, where
-            self.device = self.policy.adapter.device_of(out)
+            self.device = self.policy.device_of(out)
             if self.gpu_id is None and self.device.is_gpu and not self.host:
                 self.gpu_id = self.device.index  # every other array joins the first one
         self.arrays.append(out)
         return out
 
-    def convert(self, v: Any, vfw: Framework) -> Any:
-        """``v`` as the function's type, on the call's device."""
+    def convert(self, v: Any, vfw: Framework, dtype: np.dtype[Any] | None = None) -> Any:
+        """``v`` as the function's type, on the call's device (``dtype``: ``v``'s, if known)."""
         policy = self.policy
         if vfw is policy.framework and self.gpu_id is None and not self.host:
             return v
         if policy.restricts_dtypes:
-            v = _fit_float(v, vfw, policy.adapter)
+            v = _fit_float(v, vfw, policy.holds, dtype)
         gpu_id = None if self.host else self.gpu_id
         if gpu_id is None and policy.framework.gpu_only and not _adapter(vfw).device_of(v).is_gpu:
             current = policy.current_device  # the device context
@@ -189,27 +197,49 @@ class _Converter:
         return out
 
     def isolate(self, v: Any, out: Any, vfw: Framework) -> Any:
-        """``out`` as the function may see it, when it is the caller's memory (module notes)."""
+        """``out`` as the function may see it, when it is the caller's memory (module notes).
+
+        Whether ``out`` aliases ``v`` is asked only where the answer changes what the
+        function gets; where it only matters after a write (watched and guarded arrays), it
+        is asked after the call, and only if the write count changed.
+        """
         policy = self.policy
-        if out is not v and (policy.framework.immutable or not _aliases(v, vfw, out, policy)):
-            return out  # a fresh array, or one the function cannot write
         if policy.framework.immutable:  # a tf.Variable becomes its value
-            return out if policy.readonly is None else policy.readonly(out)
+            return out if out is not v or policy.readonly is None else policy.readonly(out)
         locked = vfw.immutable or read_only(v)
-        if locked and policy.readonly is not None and not policy.copy_inputs:
-            return policy.readonly(out)  # O(1): immutable data never becomes writable
-        count = None if policy.copy_inputs else write_count(out)
-        if count is None and (locked or policy.copy_inputs):
-            private = policy.adapter.copy(out)
-            if vfw is not policy.framework and private is not out:
-                copied_before_release(policy.adapter, private)
-            return private
+        if policy.copy_inputs:
+            return self.private(v, out, vfw)
+        if not locked:  # the caller's mutable data, passed as it is
+            count = write_count(out)
+            if count is not None:
+                self.watched.append((out, count, self.alias_check(v, out, vfw)))
+            return out
+        if policy.readonly is not None:  # O(1): immutable data never becomes writable
+            if out is v or (not read_only(out) and _aliases(v, vfw, out, policy)):
+                return policy.readonly(out)
+            return out
+        count = write_count(out)
         if count is not None:
-            if locked:
-                self.guarded.append((out, count, vfw.name))
-            else:
-                self.watched.append((out, count))
-        return out
+            self.guarded.append((out, count, vfw.name, self.alias_check(v, out, vfw)))
+            return out
+        return self.private(v, out, vfw)
+
+    def alias_check(self, v: Any, out: Any, vfw: Framework) -> Callable[[], bool] | None:
+        """Whether ``out`` is the caller's memory, asked later (``None``: it is ``v``)."""
+        if out is v:
+            return None
+        policy = self.policy
+        return lambda: _aliases(v, vfw, out, policy)
+
+    def private(self, v: Any, out: Any, vfw: Framework) -> Any:
+        """``out``, or a private copy of it where it is the caller's memory."""
+        policy = self.policy
+        if out is not v and not _aliases(v, vfw, out, policy):
+            return out  # already a fresh array
+        private = policy.adapter.copy(out)
+        if vfw is not policy.framework and private is not out:
+            copied_before_release(policy.adapter, private)
+        return private
 
 
 def _aliases(v: Any, vfw: Framework, out: Any, policy: Policy) -> bool:
@@ -220,26 +250,42 @@ def _aliases(v: Any, vfw: Framework, out: Any, policy: Policy) -> bool:
             and source.device_of(v) == policy.adapter.device_of(out))
 
 
-def _fit_float(v: Any, vfw: Framework, target: Adapter) -> Any:
+_narrower: dict[np.dtype[Any], np.dtype[Any] | None] = {}
+
+
+def _float_kin(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
+    """The nearest narrower kin of a float or complex dtype (float64 -> float32), decided
+    once per dtype; ``None`` for other dtypes."""
+    try:
+        return _narrower[dtype]
+    except KeyError:
+        code = KIN.get(dtype.str[1:]) if dtype.kind in "fc" else None
+        kin = _narrower[dtype] = None if code is None else np.dtype(code)
+        return kin
+
+
+def _fit_float(v: Any, vfw: Framework, holds: Callable[[np.dtype[Any]], bool],
+               dtype: np.dtype[Any] | None = None) -> Any:
     """A float64 (complex128) array narrowed for a framework that cannot hold it (one whose
-    adapter has ``holds_dtype``).
+    adapter has ``holds_dtype``, given as ``holds``: asked per call, JAX's x64 can change).
 
     Rounding to float32 is the documented price of running in JAX without x64 or in
     pyclesperanto; a value that would overflow to infinity is an error instead.
     """
     source = _adapter(vfw)
-    dtype = source.dtype_of(v)
-    code = KIN.get(dtype.str[1:]) if dtype.kind in "fc" else None  # floats: nearest kin
-    if code is None or holds_dtype(target, dtype) or not holds_dtype(target, np.dtype(code)):
+    if dtype is None:
+        dtype = source.dtype_of(v)
+    kin = _float_kin(dtype)
+    if kin is None or holds(dtype) or not holds(kin):
         return v
     ops, xp = hooks.dtype_ops(source), source.namespace()
     if ops is None or xp is None:
         return v
     with np.errstate(over="ignore"):  # overflow is checked just below
-        narrowed = ops.astype(v, np.dtype(code))
+        narrowed = ops.astype(v, kin)
     if bool(xp.any(xp.isinf(narrowed) & xp.isfinite(v))):
         raise MemoryConversionError(
-            f"the function runs in {np.dtype(code)} here and some {dtype} values exceed "
+            f"the function runs in {kin} here and some {dtype} values exceed "
             f"its range (they would become infinite). Scale the data first, or enable "
             "64-bit JAX with memtype.gpu.configure(jax_enable_x64=True).",
             vfw.name, "",
@@ -247,13 +293,13 @@ def _fit_float(v: Any, vfw: Framework, target: Adapter) -> Any:
     return narrowed
 
 
-def _passed(v: Any, policy: Policy, watched: list[tuple[Any, int]]) -> Any:
+def _passed(v: Any, policy: Policy, watched: list[Watched]) -> Any:
     """A caller's array of the function's type, as the function gets it (watched if writable)."""
     image = policy.same_type(v)
     if policy.passes_writable:
         count = write_count(v)
         if count is not None:
-            watched.append((v, count))
+            watched.append((v, count, None))
     return image
 
 
@@ -262,7 +308,7 @@ def _same_type(args: tuple[Any, ...], policy: Policy) -> Inputs | None:
     fw = policy.framework
     new = list(args)
     first = -1
-    watched: list[tuple[Any, int]] = []
+    watched: list[Watched] = []
     for i, v in enumerate(args):
         vfw = _known.get(type(v))
         if vfw is None:
@@ -305,21 +351,27 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
 
     ``host=True`` puts every array on the host (the CPU fallback after out-of-memory).
     """
+    single = _known.get(type(args[0])) if len(args) == 1 and not kwargs else None
     if gpu_id is None and not host and not kwargs:
-        if len(args) == 1 and _known.get(type(args[0])) is policy.framework:
+        if single is policy.framework:
             v = args[0]  # the hottest path: one array of the function's type
             image = policy.same_type(v)
-            watched: Sequence[tuple[Any, int]] = ()
+            watched: Sequence[Watched] = ()
             if policy.passes_writable:
                 count = write_count(v)
-                watched = () if count is None else ((v, count),)
+                watched = () if count is None else ((v, count, None),)
             adapter = policy.adapter
             return Inputs((image,), kwargs, policy.device_of(image), None, adapter.dtype_of(v),
                           image, 0, (image,), watched)
-        fast = _same_type(args, policy)
+        fast = None if single is not None else _same_type(args, policy)
         if fast is not None:
             return fast
     conv = _Converter(policy, gpu_id, host)
+    if single is not None:  # one array of another type (or on another device)
+        image = conv.array(args[0], single, 0)
+        assert conv.device is not None
+        return Inputs((image,), kwargs, conv.device, None if host else gpu_id, conv.dtype,
+                      image, 0, conv.arrays, conv.watched, conv.guarded)
     new_args = tuple([conv.value(v, i) for i, v in enumerate(args)])
     new_kwargs = {key: conv.value(v, key) for key, v in kwargs.items()} if kwargs else kwargs
     device = conv.device

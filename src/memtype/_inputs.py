@@ -4,7 +4,7 @@ notes (the isolation rule itself: :mod:`memtype._arguments`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,8 +12,16 @@ import numpy as np
 from memtype.errors import InputWriteError
 from memtype.frameworks import Adapter, Device
 
-__all__ = ["Inputs", "write_count", "read_only", "note_read_only", "check_guarded",
-           "check_unwritten", "copied_before_release"]
+__all__ = ["Inputs", "Watched", "Guarded", "write_count", "read_only", "note_read_only",
+           "check_guarded", "check_unwritten", "copied_before_release"]
+
+Aliased = Callable[[], bool] | None
+"""Whether a converted input is its caller's memory, asked only once it has been written to
+(``None``: it is the caller's own array)."""
+Watched = tuple[Any, int, Aliased]
+"""A caller's mutable array passed writable: ``(array, write count, aliased)``."""
+Guarded = tuple[Any, int, str, Aliased]
+"""An alias of immutable caller data: ``(array, write count, source type, aliased)``."""
 
 
 def write_count(x: Any) -> int | None:
@@ -41,8 +49,9 @@ class Inputs:
     ``dtype`` is the caller's dtype of the first array (what ``PRESERVE_INPUT`` returns),
     ``first`` / ``first_at`` the converted first array and its position (an index or a
     keyword; ``None`` when it sits inside a container), ``arrays`` all converted arrays.
-    ``watched``: ``(array, write count)`` of the caller's mutable arrays passed writable;
-    ``guarded``: ``(array, write count, source)`` of aliases of immutable caller data.
+    ``watched``: :data:`Watched` (the caller's mutable arrays passed writable);
+    ``guarded``: :data:`Guarded` (aliases of immutable caller data). Whether a converted
+    array aliases its caller's is asked only after a write, when it matters.
     """
 
     __slots__ = ("args", "kwargs", "device", "gpu_id", "dtype", "first", "first_at", "arrays",
@@ -51,8 +60,8 @@ class Inputs:
     def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Device,
                  gpu_id: int | None, dtype: np.dtype[Any] | None, first: Any,
                  first_at: int | str | None, arrays: Sequence[Any],
-                 watched: Sequence[tuple[Any, int]] = (),
-                 guarded: Sequence[tuple[Any, int, str]] = ()) -> None:
+                 watched: Sequence[Watched] = (),
+                 guarded: Sequence[Guarded] = ()) -> None:
         self.args = args
         self.kwargs = kwargs
         self.device = device
@@ -78,8 +87,8 @@ def note_read_only(exc: BaseException, inputs: Inputs, name: str) -> None:
 
 def check_guarded(inputs: Inputs, name: str) -> None:
     """Raise :class:`InputWriteError` if the function wrote to immutable caller data."""
-    for array, count, source in inputs.guarded:
-        if write_count(array) != count:
+    for array, count, source, aliased in inputs.guarded:
+        if write_count(array) != count and (aliased is None or aliased()):
             raise InputWriteError(
                 f"{name} wrote to an input that shares memory with its caller's {source} "
                 f"array; {source} arrays are immutable, and that array's values have now "
@@ -93,7 +102,8 @@ def check_unwritten(inputs: Inputs, error: BaseException, name: str) -> None:
     failed attempt wrote to an input that is its caller's memory (the retry would see the
     modified values)."""
     check_guarded(inputs, name)
-    if any(write_count(array) != count for array, count in inputs.watched):
+    if any(write_count(array) != count and (aliased is None or aliased())
+           for array, count, aliased in inputs.watched):
         raise InputWriteError(
             f"{name} ran out of memory ({type(error).__name__}) after writing to an input "
             "that is its caller's array, so a retry would not see the caller's original "

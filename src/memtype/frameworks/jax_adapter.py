@@ -70,7 +70,8 @@ def dlpack_version() -> str:
 
 
 def dtype_of(x: Any) -> np.dtype[Any]:
-    return np.dtype(x.dtype)
+    dt = x.dtype  # a NumPy dtype already for jax.Array; np.dtype() only for other spellings
+    return dt if isinstance(dt, np.dtype) else np.dtype(dt)
 
 
 def shape_of(x: Any) -> tuple[int, ...]:

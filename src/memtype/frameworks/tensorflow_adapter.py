@@ -37,8 +37,19 @@ def version() -> str:
     return str(tf.__version__)
 
 
+_DEVICES: dict[str, Device] = {}
+
+
 def device_of(x: Any) -> Device:
-    spec = tf.DeviceSpec.from_string(x.device or "/device:CPU:0")
+    name = x.device
+    found = _DEVICES.get(name)
+    if found is None:  # parsed once per device name
+        found = _DEVICES[name] = _parse_device(name)
+    return found
+
+
+def _parse_device(name: str) -> Device:
+    spec = tf.DeviceSpec.from_string(name or "/device:CPU:0")
     if (spec.device_type or "CPU").upper() == "CPU":
         return CPU
     return Device("cuda", spec.device_index or 0)
@@ -57,18 +68,21 @@ def dlpack_version() -> str:
     return "0.8"
 
 
-_DTYPES: dict[Any, np.dtype[Any]] = {}
+_DTYPES: dict[int, tuple[Any, np.dtype[Any]]] = {}
 
 
 def dtype_of(x: Any) -> np.dtype[Any]:
-    dt = _DTYPES.get(x.dtype)
-    if dt is None:
-        dt = _DTYPES[x.dtype] = np.dtype(x.dtype.as_numpy_dtype)
-    return dt
+    # keyed by identity: hashing a tf.DType costs more than the lookup (the entry holds the
+    # DType, so its id is never reused)
+    dt = x.dtype
+    found = _DTYPES.get(id(dt))
+    if found is None or found[0] is not dt:
+        found = _DTYPES[id(dt)] = (dt, np.dtype(dt.as_numpy_dtype))
+    return found[1]
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
-    return tuple(int(d) for d in x.shape)
+    return tuple(x.shape.as_list())
 
 
 def to_numpy(x: Any) -> np.ndarray[Any, Any]:
