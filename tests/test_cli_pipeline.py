@@ -105,6 +105,7 @@ def _check_example_output(out: Path) -> None:
         assert float(stats[key]["area_fraction"]) == measured["area_fraction"]
 
 
+@pytest.mark.requires("torch", "jax")  # the example pipeline runs torch and jax steps
 @pytest.mark.parametrize("executor", ["inline", "threads", "dask"])
 def test_run_example_pipeline(plate_dir: Path, tmp_path: Path, executor: str,
                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,6 +118,7 @@ def test_run_example_pipeline(plate_dir: Path, tmp_path: Path, executor: str,
     _check_example_output(out)
 
 
+@pytest.mark.requires("torch", "jax")  # the example pipeline runs torch and jax steps
 def test_run_resume_and_overwrite(plate_dir: Path, tmp_path: Path,
                                   capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
@@ -130,6 +132,7 @@ def test_run_resume_and_overwrite(plate_dir: Path, tmp_path: Path,
     _check_example_output(out)
 
 
+@pytest.mark.requires("torch", "jax")  # the example pipeline runs torch and jax steps
 def test_run_with_a_user_pattern(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plate = SyntheticPlate(wells=1, sites=1, channels=1, z_planes=2, size=32, cells=(2, 2),
                            pattern="{well}_s{site}_c{channel}_z{z}.tif")
@@ -179,6 +182,7 @@ def test_pattern_matching_nothing(plate_dir: Path, tmp_path: Path) -> None:
     _one_line_error(result, "matches the pattern", "{well}_c{channel}.png")
 
 
+@pytest.mark.requires("torch", "jax")  # the example pipeline runs torch and jax steps
 def test_existing_output_without_resume_or_overwrite(plate_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

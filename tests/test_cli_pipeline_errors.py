@@ -91,6 +91,7 @@ def test_a_symlink_loop_under_the_input_is_a_one_line_usage_error(plate_dir: Pat
     _one_line_error(result, "loop_")
 
 
+@pytest.mark.requires("torch", "jax")  # the example pipeline runs torch and jax steps
 # -- --overwrite deletes only what memtype wrote ------------------------------------------
 def test_overwrite_refuses_a_foreign_directory(plate_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "mine"

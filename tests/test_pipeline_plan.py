@@ -208,6 +208,7 @@ def test_planning_is_hidden_from_user_hooks(plate_dir: Path) -> None:
 
 
 # -- the CLI -------------------------------------------------------------------------------
+@pytest.mark.requires("torch")  # the pipeline file builds torch steps, in a subprocess
 def test_cli_run_plan_prints_and_runs_nothing(plate_dir: Path, tmp_path: Path) -> None:
     file = tmp_path / "pipe.py"
     file.write_text("from memtype.pipeline import FunctionStep, Pipeline\n"

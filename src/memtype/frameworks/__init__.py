@@ -260,7 +260,7 @@ def _forget(name: str) -> None:
 
 def _check_import_order(framework: Framework) -> None:
     """Refuse an import that is known to crash the interpreter in the current state."""
-    late = [m for m in framework.crashes_after if m in sys.modules]
+    late = [m for m in framework.crashes_after if sys.modules.get(m) is not None]
     if late:
         raise ImportOrderError(
             f"{framework.module!r} cannot be imported after {', '.join(late)!s}: that order "
@@ -292,8 +292,9 @@ def _import_framework_module(framework: Framework) -> ModuleType:
                 importlib.import_module(first)
             else:
                 _import_framework_module(row)
-    if framework.module in sys.modules:
-        return sys.modules[framework.module]
+    loaded = sys.modules.get(framework.module)
+    if loaded is not None:  # None: an import blocked on purpose, which raises below
+        return loaded
     _run_prepare(framework)
     try:
         with warnings.catch_warnings():
@@ -326,7 +327,7 @@ def load_adapter(name: object) -> Adapter:
     framework = get_framework(name)
     adapter = _adapters.get(framework.name)
     if adapter is None:
-        if framework.module not in sys.modules:
+        if sys.modules.get(framework.module) is None:
             _import_framework_module(framework)
         adapter = importlib.import_module(framework.adapter)
         _adapters[framework.name] = adapter
@@ -338,7 +339,7 @@ def array_types(framework: Framework) -> tuple[type, ...]:
     resolved = _resolved_types.get(framework.name)
     if resolved is not None:
         return resolved
-    if framework.module not in sys.modules:
+    if sys.modules.get(framework.module) is None:  # not loaded, or blocked
         return ()
     classes: list[type] = []
     for spec in framework.array_types:
@@ -353,7 +354,7 @@ def array_types(framework: Framework) -> tuple[type, ...]:
 
 def loaded_frameworks() -> list[Framework]:
     """Rows whose top-level module is already imported (nothing is imported here)."""
-    return [fw for fw in _table.values() if fw.module in sys.modules]
+    return [fw for fw in _table.values() if sys.modules.get(fw.module) is not None]
 
 
 def gpu_adapters(*, started: bool = True, every_kind: bool = False

@@ -7,31 +7,36 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memtype.errors import InvalidArgumentError, MemtypeError, NoImagesError, StoreNotFoundError
+from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.frameworks import get_framework
 from memtype.pipeline.executors import Executor, make_executor
 from memtype.pipeline.outputs import OutputSpec, zarr_roles
 from memtype.pipeline.patterns import (
     DEFAULT_PATTERN,
     FilenamePattern,
-    ImageRecord,
     group_records,
-    match_files,
     split_well,
 )
-from memtype.pipeline.plan import Plan, make_plan
+from memtype.pipeline.plan import Plan
+from memtype.pipeline.planner import make_plan
 from memtype.pipeline.plates import layout_of
 from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.report import GroupResult, RunReport
+from memtype.pipeline.requirements import check_frameworks
 from memtype.pipeline.runner import GroupTask, RunContext, execute_group
+from memtype.pipeline.sources import (
+    PathOrStore,
+    find_images,
+    input_store,
+    is_store,
+    output_inside_input,
+)
 from memtype.pipeline.steps import FunctionStep
 
 if TYPE_CHECKING:
     from memtype.pipeline.fallback import Replanner
 
 __all__ = ["Pipeline"]
-
-PathOrStore = str | os.PathLike[str] | Any
 
 
 def _as_step(step: FunctionStep | Callable[..., Any]) -> FunctionStep:
@@ -47,59 +52,6 @@ def _unique_names(steps: Sequence[FunctionStep]) -> None:
         seen[step.name] = count
         if count > 1:
             step.name = f"{step.name}_{count}"
-
-
-def _input_store(source: PathOrStore) -> Any:
-    """A DiskStore on an input directory, or a given Store as it is."""
-    from memtype.storage import DiskStore, Store
-
-    if isinstance(source, Store):
-        return source
-    path = os.fspath(source)
-    if not os.path.isdir(path):
-        what = "is not a directory" if os.path.exists(path) else "does not exist"
-        raise StoreNotFoundError(f"Input directory {path!r} {what}; expected a directory "
-                                 "of images.")
-    return DiskStore(path, read_only=True)
-
-
-def _inside(path: str, directory: str) -> bool:
-    """Whether ``path`` is ``directory`` or lies under it (both absolute)."""
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-def _output_inside_input(store: Any, output: str) -> str | None:
-    """The output's path relative to a disk input it lies in, or None.
-
-    Raises
-    ------
-    ValueError
-        The output is the input directory or contains it (``overwrite`` would delete it).
-    """
-    root = getattr(store, "root", None)
-    if store.device != "disk" or not isinstance(root, str):
-        return None
-    out = os.path.abspath(output)
-    if _inside(root, out):
-        raise InvalidArgumentError(f"The output {output!r} is, or contains, the input directory "
-                         f"{root!r}; write the results somewhere else.")
-    return os.path.relpath(out, root).replace(os.sep, "/") if _inside(out, root) else None
-
-
-def _find_images(store: Any, pattern: FilenamePattern,
-                 exclude: str | None = None) -> list[ImageRecord]:
-    """Every image in the store whose file name matches the pattern (not under ``exclude``)."""
-    files = store.list_files("", recursive=True)
-    if exclude is not None:
-        files = [f for f in files if not f.startswith(exclude + "/")]
-    records = match_files(files, pattern)
-    if not records:
-        example = ", ".join(os.path.basename(f) for f in files[:3]) or "no files at all"
-        raise NoImagesError(
-            f"No file in {store.root!r} matches the pattern {pattern.template!r} "
-            f"({len(files)} files found, e.g. {example}); pass the pattern the names follow, "
-            "e.g. --pattern '{well}_s{site}_c{channel}_z{z}.tif'.")
-    return records
 
 
 class Pipeline:
@@ -178,12 +130,12 @@ class Pipeline:
             ``task_by`` names a field the pattern does not have.
         """
         compiled = FilenamePattern(pattern) if pattern else self.pattern
-        return self._tasks(_input_store(source), compiled, None)
+        return self._tasks(input_store(source), compiled, None)
 
     def _tasks(self, store: Any, pattern: FilenamePattern,
                exclude: str | None) -> list[GroupTask]:
         """The groups of the images in ``store``."""
-        records = _find_images(store, pattern, exclude)
+        records = find_images(store, pattern, exclude)
         return [GroupTask(k, tuple(v)) for k, v in group_records(records, self.task_by).items()]
 
     def run(self, source: PathOrStore, output: str | os.PathLike[str], *,
@@ -244,12 +196,16 @@ class Pipeline:
         ValueError
             The output is (or contains) the input directory; a pattern without the
             ``task_by`` fields; a plate output the grouping cannot fill.
+        FrameworkNotInstalledError
+            A step can run only in frameworks that cannot be imported (raised before any
+            group runs; a step with several implementations just loses those).
         """
         start = time.perf_counter()
-        store = _input_store(source)
+        store = input_store(source)
         compiled = FilenamePattern(pattern) if pattern else self.pattern
-        tasks = self._tasks(store, compiled, _output_inside_input(store, os.fspath(output)))
+        tasks = self._tasks(store, compiled, output_inside_input(store, os.fspath(output)))
         out = self._output_spec(os.fspath(output), compiled, tasks)
+        check_frameworks(self.steps)  # before the output is touched or any group runs
         out.prepare(resume=resume, overwrite=overwrite,
                     overwrite_foreign=overwrite_foreign)
         todo = [t for t in tasks if not (resume and out.is_done(t.key))]
@@ -307,12 +263,15 @@ class Pipeline:
             A missing input directory, or no image matching the pattern.
         ValueError
             No chain of available implementations exists.
+        FrameworkNotInstalledError
+            A step can run only in frameworks that cannot be imported.
         """
         from memtype.pipeline.planning import group_shapes, image_shapes
 
-        if isinstance(source, (str, os.PathLike)) or _is_store(source):
+        check_frameworks(self.steps)
+        if isinstance(source, (str, os.PathLike)) or is_store(source):
             compiled = FilenamePattern(pattern) if pattern else self.pattern
-            store = _input_store(source)
+            store = input_store(source)
             shapes, dtype = group_shapes(store, self._tasks(store, compiled, None)[0],
                                          self.steps[0])
         else:
@@ -380,13 +339,6 @@ def _plate_grid(wells: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     parts = [split_well(w) for w in wells]
     rows = sorted({r for r, _ in parts}, key=lambda r: (len(r), r))
     return tuple(rows), tuple(str(c) for c in sorted({c for _, c in parts}))
-
-
-def _is_store(source: object) -> bool:
-    """Whether ``source`` is a memtype Store."""
-    from memtype.storage import Store
-
-    return isinstance(source, Store)
 
 
 def _gpu_count() -> int:

@@ -1,0 +1,271 @@
+"""The planner: a shortest path over steps x implementations (see :mod:`memtype.pipeline.plan`).
+
+A node is one implementation of one step; an edge is the conversion of the group's stacks
+from one node's output type to the next node's input type, its cost learnt by
+:class:`~memtype.pipeline.probe.Prober`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memtype.convert import capture_conversions
+from memtype.errors import InvalidArgumentError, MemtypeError
+from memtype.pipeline.plan import HOST_STACK, Plan, PlannedConversion, PlannedStep
+from memtype.pipeline.planning import Boundary, infer_boundaries
+from memtype.pipeline.probe import Probe, Prober, Shape
+from memtype.pipeline.requirements import first_runnable
+from memtype.pipeline.steps import FunctionStep
+
+__all__ = ["make_plan"]
+
+@dataclass(frozen=True)
+class _Option:
+    """One way to run a step: its memory types in and out, and what runs inside it."""
+
+    name: str
+    input_type: str
+    output_type: str
+    inner: tuple[tuple[str, str], ...]  # conversions inside the step (chains, typed outputs)
+
+
+def _options(step: FunctionStep) -> list[_Option]:
+    """The step's implementations (one for a step with one function or chain)."""
+    options = step.variants
+    if options is not None:
+        out = []
+        for name, func in options.implementations.items():
+            i, o = func.input_memory_type.value, func.output_memory_type.value
+            out.append(_Option(name, i, o, ((i, o),) if i != o else ()))
+        return out
+    calls = step.all_calls() if step.routes is not None else list(step.chain)
+    inner: list[tuple[str, str]] = []
+    for k, call in enumerate(calls):
+        if k and calls[k - 1].output_type != call.input_type:
+            inner.append((calls[k - 1].output_type, call.input_type))
+        if call.input_type != call.output_type:
+            inner.append((call.input_type, call.output_type))
+    if step.routes is not None:
+        inner = []  # routed chains differ per stack: no prediction inside the step
+    return [_Option(calls[0].input_type, calls[0].input_type, calls[-1].output_type,
+                    tuple(inner))]
+
+
+class _Planner:
+    """Forward and backward shortest paths over steps x options."""
+
+    def __init__(self, steps: Sequence[FunctionStep], bounds: list[Boundary],
+                 prober: Prober, avoid: Collection[tuple[str, str]] = ()) -> None:
+        self.steps, self.bounds, self.prober = steps, bounds, prober
+        shapes, dtype = bounds[0]
+        self.options = [_options(s) for s in steps]
+        self.unavailable: dict[tuple[int, int], str] = {}
+        self.notes: list[str] = []
+        self._conversions: dict[tuple[str, str, int], PlannedConversion | None] = {}
+        sizes = [_nbytes(b) for b in bounds]
+        for i, opts in enumerate(self.options):
+            for j, o in enumerate(opts):
+                # a step with one implementation runs it, room or not, unless it ran out
+                # of memory in it during the run (then there is no plan)
+                reason = (f"ran out of memory in {o.name} during the run"
+                          if (steps[i].name, o.name) in avoid else
+                          prober.available(o.input_type, shapes[0], dtype, sizes[i] + sizes[i + 1])
+                          if steps[i].variants is not None else None)
+                if reason is not None:
+                    self.unavailable[(i, j)] = reason
+
+    def conversion(self, source: str, target: str, at: int) -> PlannedConversion | None:
+        """The group's stacks before step ``at`` converted; None when that fails."""
+        key = (source, target, at)
+        if key not in self._conversions:
+            self._conversions[key] = self._convert(source, target, *self.bounds[at])
+        return self._conversions[key]
+
+    def _convert(self, source: str, target: str, shapes: list[Shape],
+                 dtype: np.dtype[Any]) -> PlannedConversion | None:
+        """Probe the conversion of every stack shape."""
+        probes: list[Probe] = []
+        try:
+            for shape in shapes:
+                probes.append(self.prober.probe(source, target, shape, dtype))
+        except MemtypeError as exc:  # an impossible edge: no path through it
+            self.notes.append(f"{source} -> {target} is not possible: {exc}")
+            return None
+        first = probes[0]
+        return PlannedConversion(source, target, first.source_device, first.target_device,
+                                 sum(p.events for p in probes), sum(p.nbytes for p in probes),
+                                 all(p.zero_copy for p in probes),
+                                 any(p.crosses_host for p in probes))
+
+    def edge(self, source: str, target: str, at: int) -> float:
+        conv = self.conversion(source, target, at)
+        return math.inf if conv is None else conv.cost
+
+    def node(self, i: int, j: int) -> float:
+        """Cost inside step ``i`` with option ``j``, plus its write when it writes."""
+        if (i, j) in self.unavailable:
+            return math.inf
+        o = self.options[i][j]
+        cost = sum(self.edge(s, t, i + 1) for s, t in o.inner)
+        if self._writes(i):
+            cost += self.edge(o.output_type, HOST_STACK, i + 1)
+        return cost
+
+    def _writes(self, i: int) -> bool:
+        return self.steps[i].materialize or i == len(self.steps) - 1
+
+    def forward(self) -> tuple[list[list[float]], list[list[int]]]:
+        """Cheapest cost ending at each node, and its predecessor (ties: declared order)."""
+        cost = [[self.edge(HOST_STACK, o.input_type, 0) + self.node(0, j)
+                 for j, o in enumerate(self.options[0])]]
+        back: list[list[int]] = [[-1] * len(self.options[0])]
+        for i in range(1, len(self.steps)):
+            row, prev = [], []
+            for k, o in enumerate(self.options[i]):
+                here = [cost[-1][j] + self.edge(p.output_type, o.input_type, i)
+                        for j, p in enumerate(self.options[i - 1])]
+                best = min(range(len(here)), key=lambda j: (here[j], j))
+                row.append(here[best] + self.node(i, k))
+                prev.append(best)
+            cost.append(row)
+            back.append(prev)
+        return cost, back
+
+    def backward(self) -> list[list[float]]:
+        """Cheapest cost from each node (after it) to the end."""
+        last = len(self.steps) - 1
+        rest = [[0.0] * len(self.options[last])]
+        for i in range(last - 1, -1, -1):
+            nxt = self.options[i + 1]
+            rest.insert(0, [min(self.edge(o.output_type, n.input_type, i + 1)
+                                + self.node(i + 1, k)
+                                + rest[0][k] for k, n in enumerate(nxt))
+                            for o in self.options[i]])
+        return rest
+
+
+def _explain(planner: _Planner, i: int, chosen: int, through: list[float]) -> str:
+    """Why step ``i`` runs ``chosen``: every option's best whole-chain cost."""
+    parts = []
+    for j, o in enumerate(planner.options[i]):
+        if (i, j) in planner.unavailable:
+            parts.append(f"{o.name} unavailable ({planner.unavailable[(i, j)]})")
+        else:
+            mark = " <- chosen" if j == chosen else ""
+            parts.append(f"{o.name} {through[j]:.0f}{mark}")
+    return "chain cost with " + ", ".join(parts)
+
+
+def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
+              gpu_id: int | None = None, *, budgets: Mapping[str, int] | None = None,
+              avoid: Collection[tuple[str, str]] = ()) -> Plan:
+    """Plan ``steps`` for one group of stacks of these shapes and dtype.
+
+    The trial conversions and step runs on samples are hidden from the user's conversion
+    hooks (:func:`memtype.capture_conversions`). ``budgets`` gives devices' room in bytes
+    (``{"opencl:0": 1 << 30}``): an implementation whose step input and output do not fit
+    there takes no part. ``avoid`` holds ``(step name, memory type)`` pairs the plan must not
+    use: a run's next-best plan after those steps ran out of memory in those types.
+
+    Raises
+    ------
+    ValueError
+        No chain of available implementations and possible conversions exists.
+    """
+    with capture_conversions():
+        return _make_plan(steps, shapes, dtype, Prober(gpu_id, budgets), avoid)
+
+
+def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
+               prober: Prober, avoid: Collection[tuple[str, str]]) -> Plan:
+    bounds, notes = infer_boundaries([first_runnable(s) for s in steps], shapes, dtype)
+    planner = _Planner(steps, bounds, prober, avoid)
+    planner.notes.extend(notes)
+    cost, back = planner.forward()
+    last = len(steps) - 1
+    end = min(range(len(cost[last])), key=lambda j: (cost[last][j], j))
+    if math.isinf(cost[last][end]):
+        raise InvalidArgumentError(
+            "No plan: every chain of implementations needs a conversion that is not possible "
+            f"or an implementation that is unavailable; {'; '.join(_reasons(planner))}.")
+    picks = [end]
+    for i in range(last, 0, -1):
+        picks.insert(0, back[i][picks[0]])
+    rest = planner.backward()
+    # the chosen implementations' own output shapes and dtypes (numpy may widen where torch
+    # does not): the reported conversions are those of the path that will run
+    chosen = [s.with_implementation(planner.options[i][j].name) if s.variants is not None
+              else s for i, (s, j) in enumerate(zip(steps, picks, strict=True))]
+    planner.bounds, notes = infer_boundaries(chosen, shapes, dtype)
+    planner.notes.extend(notes)
+    planner._conversions.clear()
+    return _assemble(planner, picks, cost, rest, cost[last][end])
+
+
+def _assemble(planner: _Planner, picks: list[int], cost: list[list[float]],
+              rest: list[list[float]], total: float) -> Plan:
+    """The Plan of the chosen path."""
+    steps, prober = planner.steps, planner.prober
+    shapes, dtype = planner.bounds[0]
+    shape = shapes[0]
+    chosen = [planner.options[i][j] for i, j in enumerate(picks)]
+    convs = planner.conversion
+    load = convs(HOST_STACK, chosen[0].input_type, 0)
+    phases = [PlannedStep("[load]", HOST_STACK, str(prober.device(HOST_STACK, shape, dtype)),
+                          (load,) if load is not None else ())]
+    writes: list[PlannedConversion] = []
+    prev = chosen[0].input_type
+    for i, o in enumerate(chosen):
+        here = [c for c in (convs(prev, o.input_type, i),
+                            *(convs(s, t, i + 1) for s, t in o.inner)) if c is not None]
+        why = ""
+        if steps[i].variants is not None:
+            why = _explain(planner, i, picks[i], [a + b for a, b in zip(cost[i], rest[i])])
+        phases.append(PlannedStep(steps[i].name, o.input_type,
+                                  str(prober.device(o.input_type, shape, dtype)), tuple(here), why))
+        if planner._writes(i):
+            w = convs(o.output_type, HOST_STACK, i + 1)
+            writes.extend([w] if w is not None else [])
+        prev = o.output_type
+    phases.append(PlannedStep("[write]", HOST_STACK, phases[0].device, tuple(writes)))
+    choices = {s.name: o.name for s, o in zip(steps, chosen) if s.variants is not None}
+    sizes = [_nbytes(b) for b in planner.bounds]
+    notes = list(dict.fromkeys(planner.notes))
+    if any(s.variable_components != steps[0].variable_components for s in steps):
+        notes.append("some steps restack along other components: conversions at those "
+                     "boundaries are not predicted exactly")
+    return Plan(phases, choices, _peaks(phases[1:-1], sizes), list(shapes), dtype.name,
+                total, notes)
+
+
+def _reasons(planner: _Planner) -> list[str]:
+    """Why implementations are unavailable, and the planner's notes."""
+    out = [f"step {planner.steps[i].name!r} in {planner.options[i][j].name}: {why}"
+           for (i, j), why in sorted(planner.unavailable.items())]
+    return out + planner.notes or ["no reason recorded"]
+
+
+def _nbytes(bound: Boundary) -> int:
+    """Bytes of one boundary's stacks."""
+    shapes, dtype = bound
+    return sum(int(np.prod(s)) for s in shapes) * dtype.itemsize
+
+
+def _peaks(phases: list[PlannedStep], sizes: list[int]) -> dict[str, int]:
+    """Predicted peak bytes per device: step ``i`` holds the group's input (``sizes[i]``)
+    and output (``sizes[i + 1]``) on its device, and a copied input also still on the
+    device it came from."""
+    peak: dict[str, int] = {}
+    for i, p in enumerate(phases):
+        held = {p.device: sizes[i] + sizes[i + 1]}
+        for c in p.conversions:
+            if c.events and not c.zero_copy:
+                held[c.source_device] = held.get(c.source_device, 0) + sizes[i]
+        for device, nbytes in held.items():
+            peak[device] = max(peak.get(device, 0), nbytes)
+    return peak

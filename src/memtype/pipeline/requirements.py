@@ -1,0 +1,86 @@
+"""Which frameworks a pipeline needs: checked before anything runs.
+
+A step with one implementation (a function, a chain, a dict routed by a field) needs the
+framework of every memory type its functions take or return; a missing one fails every
+group in the same way, so :func:`check_frameworks` raises before the first group runs. A
+step with several implementations (:class:`~memtype.pipeline.variants.Variants`) loses the
+implementations whose frameworks are missing (the plan says why) and fails only when none
+is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memtype.errors import FrameworkNotInstalledError
+from memtype.frameworks import get_framework, load_adapter
+from memtype.pipeline.steps import FunctionStep, StepCall
+
+__all__ = ["check_frameworks", "missing_reason", "first_runnable"]
+
+
+def missing_reason(memory_type: str) -> FrameworkNotInstalledError | None:
+    """The error of importing ``memory_type``'s framework, or None when it imports."""
+    try:
+        load_adapter(memory_type)
+    except FrameworkNotInstalledError as exc:
+        return exc
+    return None
+
+
+def _call_missing(call: StepCall) -> tuple[str, FrameworkNotInstalledError] | None:
+    """The first framework (name, error) a call takes or returns that cannot be imported."""
+    for memory_type in dict.fromkeys((call.input_type, call.output_type)):
+        error = missing_reason(memory_type)
+        if error is not None:
+            return memory_type, error
+    return None
+
+
+def first_runnable(step: FunctionStep) -> FunctionStep:
+    """The step with its first implementation whose frameworks import (itself otherwise)."""
+    options = step.variants
+    if options is None:
+        return step
+    for name, func in options.implementations.items():
+        if _call_missing(StepCall(func, step.chain[0].kwargs)) is None:
+            return step.with_implementation(name)
+    return step
+
+
+def _refuse(step: FunctionStep, found: Sequence[tuple[str, FrameworkNotInstalledError]],
+            what: str) -> FrameworkNotInstalledError:
+    """The error naming the step, its missing frameworks and their install hints."""
+    missing = dict(found)
+    root = _root(found[0][1])
+    hints = "; ".join(get_framework(name).install_hint for name in missing)
+    return FrameworkNotInstalledError(
+        f"Pipeline step {step.name!r} {what} {', '.join(missing)}, which cannot be imported "
+        f"here ({type(root).__name__}: {root}); expected every framework a step runs in to "
+        f"be installed. Install with: {hints}; or give the step an implementation in an "
+        "installed framework (mt.variants).")
+
+
+def check_frameworks(steps: Sequence[FunctionStep]) -> None:
+    """Raise before a run (or a plan) when a step cannot run for a missing framework.
+
+    Raises
+    ------
+    FrameworkNotInstalledError
+        A step whose only implementation (or every implementation) needs a framework that
+        cannot be imported; chained to the import error.
+    """
+    for step in steps:
+        found = [m for call in step.all_calls() if (m := _call_missing(call)) is not None]
+        if not found:
+            continue
+        if step.variants is None:
+            raise _refuse(step, found, "needs") from _root(found[0][1])
+        if len(found) == len(step.variants.implementations):
+            raise _refuse(step, found, "has no implementation it can run: each needs") \
+                from _root(found[0][1])
+
+
+def _root(error: BaseException) -> BaseException:
+    """The import error beneath a FrameworkNotInstalledError (itself when there is none)."""
+    return error.__cause__ if error.__cause__ is not None else error
