@@ -24,12 +24,22 @@ Guarded = tuple[Any, int, str, Aliased]
 """An alias of immutable caller data: ``(array, write count, source type, aliased)``."""
 
 
+_counted: dict[type, bool] = {}
+
+
 def write_count(x: Any) -> int | None:
     """How many in-place writes ``x``'s memory has had, where its framework counts them.
 
     torch keeps such a count (``Tensor._version``, shared by a tensor and its views, raised by
     every in-place operation); ``None`` for arrays without one (inference tensors included).
+    Whether a type has the attribute is asked once per type (a miss costs more than a hit).
     """
+    kind = type(x)
+    counted = _counted.get(kind)
+    if counted is None:
+        counted = _counted[kind] = hasattr(kind, "_version")
+    if not counted:
+        return None
     try:
         count = getattr(x, "_version", None)
     except RuntimeError:  # torch inference tensors keep no count

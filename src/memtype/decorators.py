@@ -53,6 +53,7 @@ from memtype.errors import (
     UnknownMemoryTypeError,
 )
 from memtype.frameworks import (
+    CPU,
     Framework,
     get_framework,
     is_registered,
@@ -162,8 +163,9 @@ class MemoryTypeFunction(Results, Recovery):
         opts = read_options(kwargs, self._forward, self._defaults) if kwargs else self._defaults
         policy = self._policy or self._load()
         inputs = prepare(args, kwargs, policy, opts.gpu_id)
+        device = inputs.device
         try:
-            if not inputs.device.is_gpu and not opts.slice_by_slice:
+            if (device is CPU or not device.is_gpu) and not opts.slice_by_slice:
                 result = self._func(*inputs.args, **inputs.kwargs)  # host: no stream to set
             else:
                 result = self._invoke(inputs, opts.slice_by_slice)
