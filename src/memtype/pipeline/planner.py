@@ -170,15 +170,24 @@ def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtyp
     hooks (:func:`memtype.capture_conversions`). ``budgets`` gives devices' room in bytes
     (``{"opencl:0": 1 << 30}``): an implementation whose step input and output do not fit
     there takes no part. ``avoid`` holds ``(step name, memory type)`` pairs the plan must not
-    use: a run's next-best plan after those steps ran out of memory in those types.
+    use: a run's next-best plan after those steps ran out of memory in those types. The
+    device memory the samples and trial runs took, cached by the frameworks' allocators, is
+    handed back at the end (:func:`memtype.gpu.oom.release_memory`): a run starts on
+    devices as planning found them (a full allocator cache would make the run's tiered
+    store spill under pressure, which the plan does not predict).
 
     Raises
     ------
     ValueError
         No chain of available implementations and possible conversions exists.
     """
-    with capture_conversions():
-        return _make_plan(steps, shapes, dtype, Prober(gpu_id, budgets), avoid)
+    from memtype.gpu.oom import release_memory
+
+    try:
+        with capture_conversions():
+            return _make_plan(steps, shapes, dtype, Prober(gpu_id, budgets), avoid)
+    finally:
+        release_memory()
 
 
 def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
