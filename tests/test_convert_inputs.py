@@ -94,6 +94,19 @@ def test_dtypes(dtype: str, target: str) -> None:
     _check(_dtype_values(dtype), target)
 
 
+# every integer type code NumPy has: numpy.ulonglong ("Q") is uint64 under another code (MLX
+# and the buffer protocol make such arrays), which torch.from_numpy refused by name
+TYPE_CODES = ["Q", "q", "L", "l", "I", "i", "H", "h", "B", "b"]
+
+
+@pytest.mark.parametrize("target", available_types())
+@pytest.mark.parametrize("code", TYPE_CODES)
+def test_every_integer_type_code(code: str, target: str) -> None:
+    a = _dtype_values(np.dtype(code).name).astype(np.dtype(code))
+    assert a.dtype.char == code
+    _check(a, target)
+
+
 @pytest.mark.parametrize("target", ["jax", "pyclesperanto"])
 def test_lossy_narrowing_is_refused_with_a_hint(target: str) -> None:
     if target not in available_types():

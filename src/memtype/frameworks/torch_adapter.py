@@ -116,8 +116,16 @@ def to_numpy(x: Any) -> np.ndarray[Any, Any]:
     return x.numpy()
 
 
+# NumPy type codes torch refuses by name although it holds their bits (numpy.ulonglong is
+# uint64 under another code; MLX and the buffer protocol make such arrays)
+_SAME_BITS = {"Q": np.dtype(np.uint64)}
+
+
 def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
     a = base_ndarray(a)  # a subclass's overrides are never asked
+    same = _SAME_BITS.get(a.dtype.char)
+    if same is not None and same.char != a.dtype.char:
+        a = a.view(same.newbyteorder(a.dtype.byteorder))  # O(1): the same bits, a known code
     tdt = _ML_NUMPY.get(a.dtype) if is_extension(a.dtype) else None
     if tdt is None and is_extension(a.dtype):
         raise MemoryConversionError(
