@@ -44,6 +44,7 @@ from memtype._walk import LEAVES, walk
 from memtype.convert import convert
 from memtype.detect import KNOWN_TYPES as _known
 from memtype.detect import framework_of
+from memtype.dtypes import entry_dtype
 from memtype.errors import MemoryConversionError
 from memtype.frameworks import (
     CPU,
@@ -53,7 +54,6 @@ from memtype.frameworks import (
     load_adapter,
     on_table_change,
 )
-from memtype.frameworks import DTYPE_KIN as KIN
 from memtype.frameworks import _hooks as hooks
 from memtype.gpu.streams import call_device
 
@@ -250,20 +250,6 @@ def _aliases(v: Any, vfw: Framework, out: Any, policy: Policy) -> bool:
             and source.device_of(v) == policy.adapter.device_of(out))
 
 
-_narrower: dict[np.dtype[Any], np.dtype[Any] | None] = {}
-
-
-def _float_kin(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
-    """The nearest narrower kin of a float or complex dtype (float64 -> float32), decided
-    once per dtype; ``None`` for other dtypes."""
-    try:
-        return _narrower[dtype]
-    except KeyError:
-        code = KIN.get(dtype.str[1:]) if dtype.kind in "fc" else None
-        kin = _narrower[dtype] = None if code is None else np.dtype(code)
-        return kin
-
-
 def _fit_float(v: Any, vfw: Framework, holds: Callable[[np.dtype[Any]], bool],
                dtype: np.dtype[Any] | None = None) -> Any:
     """A float64 (complex128) array narrowed for a framework that cannot hold it (one whose
@@ -275,8 +261,8 @@ def _fit_float(v: Any, vfw: Framework, holds: Callable[[np.dtype[Any]], bool],
     source = _adapter(vfw)
     if dtype is None:
         dtype = source.dtype_of(v)
-    kin = _float_kin(dtype)
-    if kin is None or holds(dtype) or not holds(kin):
+    kin = entry_dtype(dtype, holds)  # the one rule, shared with the pipeline's planner
+    if kin == dtype:
         return v
     ops, xp = hooks.dtype_ops(source), source.namespace()
     if ops is None or xp is None:

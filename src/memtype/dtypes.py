@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,12 +54,43 @@ from memtype._casting import (
     ops_for,
 )
 from memtype.detect import detect_framework
-from memtype.frameworks import load_adapter
+from memtype.frameworks import DTYPE_KIN, load_adapter
+from memtype.frameworks import _hooks as hooks
 from memtype.types import DtypeConversion
 
 __all__ = ["Scaling", "SCALINGS", "cast", "check_scaling", "result_dtype", "output_dtype",
-           "OutputDtype", "DtypePolicyWarning", "holds_dtype", "nearest_held_dtype"]
+           "OutputDtype", "DtypePolicyWarning", "holds_dtype", "nearest_held_dtype", "entry_dtype"]
 
+
+
+_kin: dict[np.dtype[Any], np.dtype[Any] | None] = {}
+
+
+def entry_dtype(dtype: np.dtype[Any],
+                into: str | Callable[[np.dtype[Any]], bool]) -> np.dtype[Any]:
+    """The dtype an array of ``dtype`` takes on its way into a decorated function of ``into``.
+
+    A float64 (complex128) array becomes its 32-bit kin where the framework cannot hold it
+    but holds the kin (pyclesperanto; JAX without x64: asked each time, x64 can change);
+    every other dtype enters as it is. The one rule for the decorators (which narrow before
+    converting) and the pipeline planner (which predicts those conversions).
+
+    Parameters
+    ----------
+    dtype : numpy.dtype
+        The array's dtype.
+    into : str or callable
+        The framework's memory type, or its adapter's ``holds_dtype``.
+    """
+    holds = hooks.holds_dtype(load_adapter(into)) if isinstance(into, str) else into
+    try:
+        kin = _kin[dtype]
+    except KeyError:
+        code = DTYPE_KIN.get(dtype.str[1:]) if dtype.kind in "fc" else None
+        kin = _kin[dtype] = None if code is None else np.dtype(code)
+    if kin is None or holds(dtype) or not holds(kin):
+        return dtype
+    return kin
 
 
 def result_dtype(conversion: DtypeConversion, input_dtype: np.dtype[Any] | None

@@ -20,6 +20,7 @@ from memtype.pipeline.plan import HOST_STACK, Plan, PlannedConversion, PlannedSt
 from memtype.pipeline.planning import Boundary, infer_boundaries
 from memtype.pipeline.probe import Probe, Prober, Shape
 from memtype.pipeline.requirements import first_runnable
+from memtype.pipeline.runner import writes
 from memtype.pipeline.steps import FunctionStep
 
 __all__ = ["make_plan"]
@@ -31,29 +32,48 @@ class _Option:
     name: str
     input_type: str
     output_type: str
-    inner: tuple[tuple[str, str], ...]  # conversions inside the step (chains, typed outputs)
+    inner: tuple[_Inner, ...]  # conversions inside the step (chains, declared outputs)
 
 
-def _options(step: FunctionStep) -> list[_Option]:
-    """The step's implementations (one for a step with one function or chain)."""
+_Inner = tuple[str, str, bool]
+"""A conversion inside a step: source, target, and whether a function's decorator makes it
+(into the function: the dtype may narrow, :func:`memtype.dtypes.entry_dtype`)."""
+
+
+def _calls_inner(types: Sequence[tuple[str, str]], writes: bool) -> tuple[str, tuple[_Inner, ...]]:
+    """A chain's output type and inner conversions, from its calls' (input, output) types.
+
+    Every call but the one whose result is written computes lazily
+    (:meth:`~memtype.decorators.MemoryTypeFunction.computing`): its result stays in its
+    input type, and the next call's decorator converts it once.
+    """
+    inner: list[_Inner] = []
+    prev = types[0][0]
+    for k, (source, declared) in enumerate(types):
+        if prev != source:
+            inner.append((prev, source, True))
+        prev = declared if writes and k == len(types) - 1 else source
+        if prev != source:
+            inner.append((source, prev, False))
+    return prev, tuple(inner)
+
+
+def _options(step: FunctionStep, writes: bool) -> list[_Option]:
+    """The step's implementations (one for a step with one function or chain); ``writes``:
+    its result is written (declared output type), else it stays where it was computed."""
     options = step.variants
     if options is not None:
         out = []
         for name, func in options.implementations.items():
-            i, o = func.input_memory_type.value, func.output_memory_type.value
-            out.append(_Option(name, i, o, ((i, o),) if i != o else ()))
+            i = func.input_memory_type.value
+            o, inner = _calls_inner([(i, func.output_memory_type.value)], writes)
+            out.append(_Option(name, i, o, inner))
         return out
     calls = step.all_calls() if step.routes is not None else list(step.chain)
-    inner: list[tuple[str, str]] = []
-    for k, call in enumerate(calls):
-        if k and calls[k - 1].output_type != call.input_type:
-            inner.append((calls[k - 1].output_type, call.input_type))
-        if call.input_type != call.output_type:
-            inner.append((call.input_type, call.output_type))
+    output, inner = _calls_inner([(c.input_type, c.output_type) for c in calls], writes)
     if step.routes is not None:
-        inner = []  # routed chains differ per stack: no prediction inside the step
-    return [_Option(calls[0].input_type, calls[0].input_type, calls[-1].output_type,
-                    tuple(inner))]
+        inner = ()  # routed chains differ per stack: no prediction inside the step
+    return [_Option(calls[0].input_type, calls[0].input_type, output, inner)]
 
 
 class _Planner:
@@ -63,10 +83,10 @@ class _Planner:
                  prober: Prober, avoid: Collection[tuple[str, str]] = ()) -> None:
         self.steps, self.bounds, self.prober = steps, bounds, prober
         shapes, dtype = bounds[0]
-        self.options = [_options(s) for s in steps]
+        self.options = [_options(s, self._writes(i)) for i, s in enumerate(steps)]
         self.unavailable: dict[tuple[int, int], str] = {}
         self.notes: list[str] = []
-        self._conversions: dict[tuple[str, str, int], PlannedConversion | None] = {}
+        self._conversions: dict[tuple[str, str, int, bool], PlannedConversion | None] = {}
         sizes = [_nbytes(b) for b in bounds]
         for i, opts in enumerate(self.options):
             for j, o in enumerate(opts):
@@ -79,20 +99,23 @@ class _Planner:
                 if reason is not None:
                     self.unavailable[(i, j)] = reason
 
-    def conversion(self, source: str, target: str, at: int) -> PlannedConversion | None:
-        """The group's stacks before step ``at`` converted; None when that fails."""
-        key = (source, target, at)
+    def conversion(self, source: str, target: str, at: int,
+                   into_function: bool = False) -> PlannedConversion | None:
+        """The group's stacks before step ``at`` converted (by a function's decorator, or
+        directly: loads and writes); None when that fails."""
+        key = (source, target, at, into_function)
         if key not in self._conversions:
-            self._conversions[key] = self._convert(source, target, *self.bounds[at])
+            self._conversions[key] = self._convert(source, target, *self.bounds[at],
+                                                   into_function)
         return self._conversions[key]
 
-    def _convert(self, source: str, target: str, shapes: list[Shape],
-                 dtype: np.dtype[Any]) -> PlannedConversion | None:
+    def _convert(self, source: str, target: str, shapes: list[Shape], dtype: np.dtype[Any],
+                 into_function: bool) -> PlannedConversion | None:
         """Probe the conversion of every stack shape."""
         probes: list[Probe] = []
         try:
             for shape in shapes:
-                probes.append(self.prober.probe(source, target, shape, dtype))
+                probes.append(self.prober.probe(source, target, shape, dtype, into_function))
         except MemtypeError as exc:  # an impossible edge: no path through it
             self.notes.append(f"{source} -> {target} is not possible: {exc}")
             return None
@@ -102,8 +125,8 @@ class _Planner:
                                  all(p.zero_copy for p in probes),
                                  any(p.crosses_host for p in probes))
 
-    def edge(self, source: str, target: str, at: int) -> float:
-        conv = self.conversion(source, target, at)
+    def edge(self, source: str, target: str, at: int, into_function: bool = True) -> float:
+        conv = self.conversion(source, target, at, into_function)
         return math.inf if conv is None else conv.cost
 
     def node(self, i: int, j: int) -> float:
@@ -111,17 +134,17 @@ class _Planner:
         if (i, j) in self.unavailable:
             return math.inf
         o = self.options[i][j]
-        cost = sum(self.edge(s, t, i + 1) for s, t in o.inner)
+        cost = sum(self.edge(s, t, i + 1, f) for s, t, f in o.inner)
         if self._writes(i):
-            cost += self.edge(o.output_type, HOST_STACK, i + 1)
+            cost += self.edge(o.output_type, HOST_STACK, i + 1, False)
         return cost
 
     def _writes(self, i: int) -> bool:
-        return self.steps[i].materialize or i == len(self.steps) - 1
+        return writes(self.steps, i)
 
     def forward(self) -> tuple[list[list[float]], list[list[int]]]:
         """Cheapest cost ending at each node, and its predecessor (ties: declared order)."""
-        cost = [[self.edge(HOST_STACK, o.input_type, 0) + self.node(0, j)
+        cost = [[self.edge(HOST_STACK, o.input_type, 0, False) + self.node(0, j)
                  for j, o in enumerate(self.options[0])]]
         back: list[list[int]] = [[-1] * len(self.options[0])]
         for i in range(1, len(self.steps)):
@@ -224,21 +247,21 @@ def _assemble(planner: _Planner, picks: list[int], cost: list[list[float]],
     shape = shapes[0]
     chosen = [planner.options[i][j] for i, j in enumerate(picks)]
     convs = planner.conversion
-    load = convs(HOST_STACK, chosen[0].input_type, 0)
+    load = convs(HOST_STACK, chosen[0].input_type, 0, False)
     phases = [PlannedStep("[load]", HOST_STACK, str(prober.device(HOST_STACK, shape, dtype)),
                           (load,) if load is not None else ())]
     writes: list[PlannedConversion] = []
     prev = chosen[0].input_type
     for i, o in enumerate(chosen):
-        here = [c for c in (convs(prev, o.input_type, i),
-                            *(convs(s, t, i + 1) for s, t in o.inner)) if c is not None]
+        here = [c for c in (convs(prev, o.input_type, i, True),
+                            *(convs(s, t, i + 1, f) for s, t, f in o.inner)) if c is not None]
         why = ""
         if steps[i].variants is not None:
             why = _explain(planner, i, picks[i], [a + b for a, b in zip(cost[i], rest[i])])
         phases.append(PlannedStep(steps[i].name, o.input_type,
                                   str(prober.device(o.input_type, shape, dtype)), tuple(here), why))
         if planner._writes(i):
-            w = convs(o.output_type, HOST_STACK, i + 1)
+            w = convs(o.output_type, HOST_STACK, i + 1, False)
             writes.extend([w] if w is not None else [])
         prev = o.output_type
     phases.append(PlannedStep("[write]", HOST_STACK, phases[0].device, tuple(writes)))

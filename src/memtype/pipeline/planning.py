@@ -12,7 +12,7 @@ from memtype.errors import InvalidArgumentError, ShapeError
 from memtype.frameworks import load_adapter
 from memtype.pipeline.patterns import stack_keys
 from memtype.pipeline.probe import Shape
-from memtype.pipeline.runner import GroupTask
+from memtype.pipeline.runner import GroupTask, writes
 from memtype.pipeline.steps import FunctionStep
 
 __all__ = ["group_shapes", "image_shapes"]
@@ -77,10 +77,11 @@ def infer_boundaries(steps: Sequence[FunctionStep], shapes: list[Shape],
     """
     bounds: list[Boundary] = [(list(shapes), dtype)]
     notes: list[str] = []
-    for step in steps:
+    for index, step in enumerate(steps):
         current, kind = bounds[-1]
+        lazy = not writes(steps, index)
         try:
-            out = [_trial(step, s, kind) for s in current]
+            out = [_trial(step, s, kind, lazy) for s in current]
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # recorded in the plan: the step is assumed to keep them
@@ -94,14 +95,15 @@ def infer_boundaries(steps: Sequence[FunctionStep], shapes: list[Shape],
     return bounds, notes
 
 
-def _trial(step: FunctionStep, shape: Shape, dtype: np.dtype[Any]) -> tuple[Shape, np.dtype[Any]]:
+def _trial(step: FunctionStep, shape: Shape, dtype: np.dtype[Any],
+           lazy: bool) -> tuple[Shape, np.dtype[Any]]:
     """The step's output shape and dtype for stacks of ``shape``, from one small sample."""
     if step.routes is not None:
         raise InvalidArgumentError("the step routes by a field value")
     z, y, x = shape
     small = (z, min(y, _TRIAL_PLANE), min(x, _TRIAL_PLANE))
     ramp = (np.arange(int(np.prod(small)), dtype=np.float64) % 97 + 1).reshape(small)
-    image, _ = step.run(ramp.astype(dtype), (), None)
+    image, _ = step.run(ramp.astype(dtype), (), None, lazy)
     adapter = load_adapter(detect_framework(image).name)
     out = tuple(adapter.shape_of(image))
     if len(out) != 3:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from memtype.convert import capture_conversions, convert
+from memtype.dtypes import entry_dtype
 from memtype.errors import MemoryBudgetError, MemtypeError
 from memtype.frameworks import load_adapter
 
@@ -62,8 +63,13 @@ class Prober:
         """The device a sample of this type lives on (a ``Device``)."""
         return load_adapter(memory_type).device_of(self.sample(memory_type, shape, dtype))
 
-    def probe(self, source: str, target: str, shape: Shape, dtype: np.dtype[Any]) -> Probe:
+    def probe(self, source: str, target: str, shape: Shape, dtype: np.dtype[Any],
+              into_function: bool = False) -> Probe:
         """Convert a sample once, counting what the conversion hook reports.
+
+        ``into_function``: the conversion a decorated function of ``target`` makes of its
+        input, which first takes the dtype :func:`memtype.dtypes.entry_dtype` decides
+        (float64 narrowed for a framework without it); else a direct :func:`memtype.convert`.
 
         Raises
         ------
@@ -71,6 +77,8 @@ class Prober:
             The conversion is not possible (a blocked GPU -> GPU path, a dtype the target
             cannot hold, a missing framework).
         """
+        if into_function and source != target:
+            dtype = entry_dtype(dtype, target)
         key = (source, target, shape, dtype.str)
         if key in self._probes:
             return self._probes[key]

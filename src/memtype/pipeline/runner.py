@@ -197,6 +197,12 @@ def _regroup(stacks: list[Stack], step: FunctionStep, order: Sequence[str], tier
     return out
 
 
+def writes(steps: Sequence[FunctionStep], index: int) -> bool:
+    """Whether step ``index``'s output is written (the last step, or materialized): its
+    result takes the declared output type; any other step's stays where it was computed."""
+    return steps[index].materialize or index == len(steps) - 1
+
+
 def _output_slices(step: FunctionStep, stack: Stack, image: Any) -> list[Key]:
     """The slice keys of a step's output: the first Z of its input's (a projection keeps one)."""
     shape = _shape_of(image)
@@ -240,7 +246,8 @@ def _run_step(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep]
             calls = step.calls_for(stack.fixed)
             state.where = (f"step {index + 1} {step.name!r} (function "
                            f"{', '.join(c.label for c in calls)}) on {key_label(stack.fixed)}")
-            image, side = step.run(state.tier.take(stack.ref), stack.fixed, gpu_id)
+            image, side = step.run(state.tier.take(stack.ref), stack.fixed, gpu_id,
+                                   lazy=not writes(steps, index))
             inner = _output_slices(step, stack, image)
             out.append(Stack(stack.fixed, stack.variable, inner, state.tier.put(image)))
             for i, value in enumerate(side):
@@ -276,7 +283,7 @@ def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
         if ctx.notify is not None:
             ctx.notify(key_label(state.task.key), step.name)
         stacks = _run_step(ctx, state, steps, index, stacks, gpu_id)
-        if step.materialize or index == last:
+        if writes(steps, index):
             _write(ctx, state, step, index == last, stacks)
     state.where = "writing the side-output tables"
     ctx.output.write_tables(state.task.key, state.tables)

@@ -226,15 +226,27 @@ class FunctionStep:
             return self.output_names[index]
         return self.name if count == 1 else f"{self.name}_{index + 1}"
 
-    def run(self, stack: Any, key: Key, gpu_id: int | None) -> tuple[Any, list[Any]]:
-        """Run the step's chain on one stack; returns the image and the side outputs."""
+    def run(self, stack: Any, key: Key, gpu_id: int | None,
+            lazy: bool = False) -> tuple[Any, list[Any]]:
+        """Run the step's chain on one stack; returns the image and the side outputs.
+
+        Each function's result but the last stays in the framework it was computed in
+        (:meth:`~memtype.decorators.MemoryTypeFunction.computing`): the next function's
+        decorator converts it once. ``lazy``: the last one's too (the next consumer is
+        another step); otherwise it takes its declared output type (it is written).
+        """
         side: list[Any] = []
         data = stack
-        for call in self.calls_for(key):
+        calls = self.calls_for(key)
+        for k, call in enumerate(calls):
             kwargs = {**self.kwargs, **call.kwargs}
             if gpu_id is not None:
                 kwargs.setdefault("gpu_id", gpu_id)
-            result = call.func(data, **kwargs)
+            func = call.func
+            computing = getattr(func, "computing", None)  # a Variants has none: as declared
+            if computing is not None and (lazy or k < len(calls) - 1):
+                func = computing()
+            result = func(data, **kwargs)
             if isinstance(result, tuple):
                 data, extra = result[0], list(result[1:])
                 side.extend(extra)
