@@ -219,6 +219,14 @@ def test_toy_device_allocator_out_of_memory_falls_back(toydev: Framework, plate_
         field = load_field(report.outputs["images"], well, site)
         np.testing.assert_array_equal(field[channel - 1], (stack.astype(np.float32) + 1) * 2)
     _check_prediction(report)
+    # the attempts that ran out (one per group) are reported apart from the finished ones
+    retried = {s.name: s for s in report.retried}
+    assert retried["[load]"].conversions == 8 and retried["[load]"].stacks == 8
+    assert retried["scale"].seconds > 0 and retried["scale"].stacks == 0  # failed on stack 1
+    assert [len(g.retried) > 0 for g in report.groups] == [True, True]
+    summary = report.summary()
+    assert "attempts that ran out of memory (not in the rows above" in summary
+    assert "[load] 4 new, 12 reused" in summary  # 2 groups x 2 attempts x 4 stacks
 
 
 def test_planning_hands_the_device_memory_of_its_trials_back(toydev: Framework) -> None:

@@ -128,6 +128,9 @@ class GroupResult:
         Each time the group ran out of memory and ran again with the next-best plan.
     predicted : dict or None
         After a fallback, the conversions that plan predicts (phase -> (events, bytes)).
+    retried : list of StepStats
+        The figures of the attempts that ran out of memory before a fallback (merged; not in
+        ``steps``, which are the last attempt's).
     """
 
     key: Key
@@ -139,6 +142,7 @@ class GroupResult:
     worker: str = ""
     fallbacks: list[Fallback] = field(default_factory=list)
     predicted: dict[str, tuple[int, int]] | None = None
+    retried: list[StepStats] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -165,6 +169,9 @@ class RunReport:
     plan : Plan or None
         The plan the run followed (made from its first group); ``plan_note`` says why there
         is none.
+    retried : list of StepStats
+        Per step, the figures of the attempts that ran out of memory and were run again
+        with the next-best plan (not in ``steps``: those count the attempts that finished).
     """
 
     groups: list[GroupResult]
@@ -174,6 +181,7 @@ class RunReport:
     outputs: dict[str, str] = field(default_factory=dict)
     plan: Plan | None = None
     plan_note: str | None = None
+    retried: list[StepStats] = field(default_factory=list)
 
     @classmethod
     def collect(cls, step_names: Sequence[str], groups: Iterable[GroupResult], wall: float,
@@ -181,10 +189,15 @@ class RunReport:
         """Merge the groups' step figures into one row per step."""
         ordered = sorted(groups, key=lambda g: key_order(g.key))
         merged = {name: StepStats(name) for name in step_names}
+        retried: dict[str, StepStats] = {}
         for group in ordered:
             for stats in group.steps:
                 merged.setdefault(stats.name, StepStats(stats.name)).merge(stats)
-        return cls(ordered, list(merged.values()), wall, executor, outputs)
+            for stats in group.retried:
+                retried.setdefault(stats.name, StepStats(stats.name)).merge(stats)
+        order = {name: i for i, name in enumerate(merged)}
+        return cls(ordered, list(merged.values()), wall, executor, outputs,
+                   retried=sorted(retried.values(), key=lambda s: order.get(s.name, 0)))
 
     def _with(self, status: GroupStatus) -> list[GroupResult]:
         """Groups with one status."""
@@ -253,6 +266,16 @@ class RunReport:
             lines.append("chosen: " + ", ".join(f"{k}={v}" for k, v in self.plan.choices.items()))
         return lines
 
+    def _retried_lines(self) -> list[str]:
+        """The attempts that ran out of memory, which the rows above leave out."""
+        if not self.retried:
+            return []
+        seconds = sum(s.seconds for s in self.retried)
+        parts = [f"{s.name} {s.seconds:.2f} s, {s.conversions} conv "
+                 f"{s.bytes_converted / _MIB:.1f} MiB" for s in self.retried]
+        return [f"attempts that ran out of memory (not in the rows above, which count the "
+                f"attempts that finished): {seconds:.2f} s; " + "; ".join(parts)]
+
     def summary(self) -> str:
         """A plain-text table: one row per step, then totals and failures."""
         header = (f"{'step':<22}{'time s':>9}{'stacks':>8}{'conv':>7}{'MiB conv':>10}"
@@ -268,8 +291,12 @@ class RunReport:
                      f"{self.wall_seconds:.2f} s wall on {self.executor}")
         lines.extend(f"FAILED {g.label}: {g.error}" for g in self.failed)
         lines.extend(f"fallback {label}: {f.describe()}" for label, f in self.fallbacks)
+        lines.extend(self._retried_lines())
+        every = {s.name: StepStats(s.name) for s in self.steps}
+        for s in [*self.steps, *self.retried]:  # attempts that ran out allocated too
+            every.setdefault(s.name, StepStats(s.name)).merge(s)
         buffers = [f"{s.name} {s.buffers_new} new, {s.buffers_reused} reused"
-                   for s in self.steps if s.buffers_new or s.buffers_reused]
+                   for s in every.values() if s.buffers_new or s.buffers_reused]
         if buffers:
             lines.append("buffers allocated by the pipeline: " + "; ".join(buffers))
         lines.extend(self._plan_lines())

@@ -307,25 +307,29 @@ def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
     plan = ctx.replanner.first if ctx.replanner is not None else None
     steps, avoid = ctx.steps, frozenset[tuple[str, str]]()
     fallbacks: list[Fallback] = []
+    retried: dict[str, StepStats] = {}  # the attempts that ran out of memory, merged
     while True:
         state, error = _attempt(ctx, task, steps, gpu_id)
         if error is None:
             return GroupResult(task.key, "done", None, None, list(state.stats.values()),
                                time.perf_counter() - start, worker, fallbacks,
-                               plan.predicted() if fallbacks and plan is not None else None)
+                               plan.predicted() if fallbacks and plan is not None else None,
+                               list(retried.values()))
         after = _fallback(ctx, plan, state, error, avoid)
         if after is not None:
             fallbacks.append(after[0])
             if after[1] is not None:
                 plan, avoid = after[1], after[2]
                 steps = ctx.replanner.steps_of(plan)  # type: ignore[union-attr]
+                for stats in state.stats.values():
+                    retried.setdefault(stats.name, StepStats(stats.name)).merge(stats)
                 continue
         message = (f"group {key_label(task.key)} failed in {state.where}: "
                    f"{type(error).__name__}: {error}")
         return GroupResult(task.key, "failed", message,
                            "".join(traceback.format_exception(error)),
                            list(state.stats.values()), time.perf_counter() - start, worker,
-                           fallbacks)
+                           fallbacks, None, list(retried.values()))
 
 
 def _attempt(ctx: RunContext, task: GroupTask, steps: Sequence[FunctionStep],
