@@ -69,6 +69,21 @@ def test_second_group_reuses_the_first_groups_buffers(plate_dir: Path, tmp_path:
     assert "buffers allocated by the pipeline: [load] 4 new, 4 reused" in report.summary()
 
 
+def test_restacked_stacks_reuse_buffers_too(plate_dir: Path, tmp_path: Path) -> None:
+    # the second step stacks all channels of a site: the group's 4 z-stacks are restacked
+    # into 2 stacks of 6 planes, into the pool's buffers (new in A01, reused in A02)
+    per_site = FunctionStep(double, name="per_site", variable_components=("channel", "z"))
+    report = Pipeline([FunctionStep(double), per_site]).run(plate_dir, tmp_path / "o")
+    report.raise_for_failures()
+    by_name = {s.name: s for s in report.steps}
+    assert (by_name["per_site"].buffers_new, by_name["per_site"].buffers_reused) == (2, 2)
+    assert _load(report) == (4, 4)
+    assert "per_site 2 new, 2 reused" in report.summary()
+    for (well, site, channel), stack in stacks(SMALL).items():
+        field = load_field(report.outputs["images"], well, site)
+        np.testing.assert_array_equal(field[channel - 1], stack * 4)
+
+
 def test_threads_share_the_pool(plate_dir: Path, tmp_path: Path) -> None:
     report = Pipeline([FunctionStep(double)]).run(plate_dir, tmp_path / "o", executor="threads",
                                                   workers=2)

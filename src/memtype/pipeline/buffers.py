@@ -2,7 +2,9 @@
 
 The pipeline allocates one buffer per stack when it loads a group: the images are stacked
 into a NumPy array (then handed to the first step's memory type, zero-copy on the host, one
-transfer to a device). Groups of one plate have stacks of the same shape and dtype, so a
+transfer to a device); and when a step restacks host stacks along other components (its
+``variable_components`` differ from the previous step's), into one per new stack. Groups
+of one plate have stacks of the same shape and dtype, so a
 finished group's buffers are kept and the next group stacks its images into them instead
 of allocating (and page-faulting) new ones.
 

@@ -154,6 +154,19 @@ def _assigned_gpu(ctx: RunContext) -> int | None:
 
 
 
+def _stack(ctx: RunContext, state: _GroupState, stats: StepStats, images: list[Any],
+           memory_type: str, gpu_id: int | None) -> Any:
+    """Images stacked in ``memory_type``: into a host buffer of the pool (reused from an
+    earlier group where one of that shape and dtype is free) when they are NumPy planes."""
+    staged = ctx.buffers.stack(images) if ctx.buffers is not None else None
+    if staged is None:
+        return stack_slices(images, memory_type, gpu_id)
+    state.buffers.append(staged[0])
+    stats.buffers_reused += staged[1]
+    stats.buffers_new += not staged[1]
+    return convert(staged[0], memory_type, gpu_id=gpu_id)
+
+
 def _load(ctx: RunContext, first: FunctionStep, state: _GroupState,
           gpu_id: int | None) -> list[Stack]:
     """Read the group's images and stack them in the first step's memory type (into host
@@ -164,24 +177,19 @@ def _load(ctx: RunContext, first: FunctionStep, state: _GroupState,
     for fixed, members in stack_keys(keys, first.variable_components).items():
         images = ctx.input_store.load_batch([task.records[i].path for i in members])
         memory_type = first.calls_for(fixed)[0].input_type
-        staged = ctx.buffers.stack(images) if ctx.buffers is not None else None
-        if staged is None:
-            data = stack_slices(images, memory_type, gpu_id)
-        else:
-            state.buffers.append(staged[0])
-            stats.buffers_reused += staged[1]
-            stats.buffers_new += not staged[1]
-            data = convert(staged[0], memory_type, gpu_id=gpu_id)
+        data = _stack(ctx, state, stats, images, memory_type, gpu_id)
         inner = [_split_key(keys[i], first.variable_components)[1] for i in members]
         stacks.append(Stack(fixed, first.variable_components, inner, state.tier.put(data)))
     return stacks
 
 
-def _regroup(stacks: list[Stack], step: FunctionStep, order: Sequence[str], tier: _Tier,
+def _regroup(ctx: RunContext, state: _GroupState, stacks: list[Stack], step: FunctionStep,
              gpu_id: int | None) -> list[Stack]:
-    """Restack along the step's variable components (a no-op when they are unchanged)."""
+    """Restack along the step's variable components (a no-op when they are unchanged); host
+    stacks are restacked into the pool's buffers."""
     if all(s.variable == step.variable_components for s in stacks):
         return stacks
+    tier, order = state.tier, ctx.pattern.fields
     slices: list[Any] = []
     keys: list[Key] = []
     for s in stacks:
@@ -189,9 +197,10 @@ def _regroup(stacks: list[Stack], step: FunctionStep, order: Sequence[str], tier
         slices.extend(unstack_slices(data, detect_framework(data).name, gpu_id))
         keys.extend(s.slice_keys(order))
     out: list[Stack] = []
+    stats = state.step_stats(step.name)
     for fixed, members in stack_keys(keys, step.variable_components).items():
         memory_type = step.calls_for(fixed)[0].input_type
-        data = stack_slices([slices[i] for i in members], memory_type, gpu_id)
+        data = _stack(ctx, state, stats, [slices[i] for i in members], memory_type, gpu_id)
         inner = [_split_key(keys[i], step.variable_components)[1] for i in members]
         out.append(Stack(fixed, step.variable_components, inner, tier.put(data)))
     return out
@@ -242,7 +251,7 @@ def _run_step(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep]
     state.index = index
     out: list[Stack] = []
     with measure(state.step_stats(step.name)) as stats:
-        for stack in _regroup(stacks, step, ctx.pattern.fields, state.tier, gpu_id):
+        for stack in _regroup(ctx, state, stacks, step, gpu_id):
             calls = step.calls_for(stack.fixed)
             state.where = (f"step {index + 1} {step.name!r} (function "
                            f"{', '.join(c.label for c in calls)}) on {key_label(stack.fixed)}")
