@@ -69,8 +69,8 @@ def variant_steps() -> list[FunctionStep]:
 def run_chain(steps: list[FunctionStep], stack: np.ndarray[Any, Any]) -> Any:
     """What a group's run does with one stack: load conversion, steps, write conversion."""
     data = mt.convert(stack, steps[0].chain[0].input_type)
-    for step in steps:
-        data, _ = step.run(data, (), None)
+    for i, step in enumerate(steps):  # results stay where computed, the last one as declared
+        data, _ = step.run(data, (), None, lazy=i < len(steps) - 1)
     return mt.convert(data, "numpy")
 
 
@@ -101,6 +101,37 @@ class Counter:
     @property
     def copied(self) -> int:
         return sum(e.nbytes for e in self.events if not e.zero_copy)
+
+
+def buffer_reuse(z: int, size: int, groups: int, repeats: int) -> tuple[float, float]:
+    """Median seconds to stage ``groups`` groups' planes (uint16) as the load does: into the
+    pool's reused buffers (on) vs a new stack per group (off, ``memtype.stack_slices``)."""
+    from memtype.pipeline.buffers import BufferPool
+
+    rng = np.random.default_rng(1)
+    planes = [rng.integers(0, 65535, (size, size), dtype=np.uint16) for _ in range(z)]
+
+    def on(pool: BufferPool) -> None:
+        for _ in range(groups):
+            staged = pool.stack(planes)
+            assert staged is not None
+            pool.give_back([staged[0]])
+            del staged
+
+    def off() -> None:
+        for _ in range(groups):
+            mt.stack_slices(planes, "numpy", None)
+
+    pool = BufferPool()
+    on(pool)
+    off()
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    for r in range(repeats):
+        for way in (("on", "off") if r % 2 == 0 else ("off", "on")):
+            start = time.perf_counter()
+            on(pool) if way == "on" else off()
+            times[way].append(time.perf_counter() - start)
+    return statistics.median(times["on"]), statistics.median(times["off"])
 
 
 def main() -> None:
@@ -159,6 +190,9 @@ def main() -> None:
           f"{'match' if predicted == counts['plan'] else 'MISMATCH'}")
     print(f"fixed predicted (events, bytes) {fixed_predicted}; hook counted {counts['fixed']}: "
           f"{'match' if fixed_predicted == counts['fixed'] else 'MISMATCH'}")
+    on, off = buffer_reuse(args.z, args.size, 4, args.repeats)
+    print(f"buffer reuse, 4 groups' load staging of {args.z} x {args.size} x {args.size} uint16: "
+          f"on {on * 1e3:.1f} ms, off {off * 1e3:.1f} ms, off/on {off / on:.2f}x")
 
 
 if __name__ == "__main__":
