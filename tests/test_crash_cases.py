@@ -52,6 +52,7 @@ def test_unaligned_buffer_to_tensorflow() -> None:  # TensorFlow aborts on these
     assert out.strip() == "ok"
 
 
+@pytest.mark.requires("torch")
 def test_pyclesperanto_to_torch() -> None:  # torch.from_dlpack on a cle array segfaults
     if not usable("pyclesperanto"):
         pytest.skip("no OpenCL device")
@@ -66,6 +67,7 @@ def test_pyclesperanto_to_torch() -> None:  # torch.from_dlpack on a cle array s
     assert out.strip() == "ok"
 
 
+@pytest.mark.requires("tensorflow")
 def test_pyclesperanto_after_tensorflow_is_refused_not_crashed() -> None:
     if not usable("pyclesperanto"):
         pytest.skip("no OpenCL device")
@@ -79,6 +81,7 @@ def test_pyclesperanto_after_tensorflow_is_refused_not_crashed() -> None:
     assert out.strip().splitlines()[-1] == "ImportOrderError True"
 
 
+@pytest.mark.requires("tensorflow")
 def test_memtype_imports_pyclesperanto_before_tensorflow() -> None:
     if not usable("pyclesperanto"):
         pytest.skip("no OpenCL device")
