@@ -42,6 +42,12 @@ TOY = Framework(
     install_hint="(ships with the tests)",
 )
 
+TOYDEV = Framework(
+    name="toydev", module="tests.toydevice", array_types=("tests.toydevice:ToyDeviceArray",),
+    adapter="tests.toydevice_adapter", device_kinds=("toyaccel",), dlpack=False,
+    immutable=False, install_hint="(ships with the tests)",
+)
+
 
 def _absent_module(exc: BaseException | None) -> str | None:
     """The top-level module an error (or its causes) says is not installed, if truly absent.
@@ -120,3 +126,21 @@ def toy() -> Iterator[Framework]:
     decorators = sys.modules.get("memtype.decorators")
     if decorators is not None:
         decorators.__dict__.pop("toy", None)  # the decorator made for the row
+
+
+@pytest.fixture
+def toydev() -> Iterator[Framework]:
+    """The toy *device* framework (tests.toydevice: 2 "toyaccel" devices with allocators,
+    streams and statistics) registered for one test, its allocators fresh."""
+    import sys
+
+    from tests import toydevice as tdv
+
+    tdv.reset()
+    register_framework(TOYDEV)
+    yield TOYDEV
+    unregister_framework("toydev")
+    decorators = sys.modules.get("memtype.decorators")
+    if decorators is not None:
+        decorators.__dict__.pop("toydev", None)  # the decorator made for the row
+    tdv.reset()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.frameworks import Framework, register_framework, unregister_framework
+from memtype.frameworks import Framework
 from memtype.pipeline import FunctionStep, Pipeline
 from tests.pipeline_support import SMALL, load_field, stacks, write_plate
 
@@ -157,30 +157,7 @@ def test_no_fallback_for_a_step_with_one_implementation(plate_dir: Path, tmp_pat
     assert "MemoryError: std::bad_alloc" in (report.failed[0].error or "")
 
 
-# -- a real allocator running out: the toy device ------------------------------------------
-TOYDEV = Framework(
-    name="toydev", module="tests.toydevice", array_types=("tests.toydevice:ToyDeviceArray",),
-    adapter="tests.toydevice_adapter", device_kinds=("toyaccel",), dlpack=False,
-    immutable=False, install_hint="(ships with the tests)",
-)
-
-
-@pytest.fixture
-def toydev() -> Iterator[Framework]:
-    import sys
-
-    from tests import toydevice as tdv
-
-    tdv.reset()
-    register_framework(TOYDEV)
-    yield TOYDEV
-    unregister_framework("toydev")
-    decorators = sys.modules.get("memtype.decorators")
-    if decorators is not None:
-        decorators.__dict__.pop("toydev", None)
-    tdv.reset()
-
-
+# -- a real allocator running out: the toy device (the ``toydev`` fixture, conftest) -------
 WORKSPACE = 200  # the toy implementation's temporary: 200 x its input, on the device
 
 

@@ -9,8 +9,6 @@ hooks, as it does on CUDA (issue 14, item 4).
 from __future__ import annotations
 
 import gc
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,30 +17,12 @@ import pytest
 
 import memtype as mt
 from memtype.errors import DeviceError
-from memtype.frameworks import Device, Framework, register_framework, unregister_framework
+from memtype.frameworks import Device, Framework
 from memtype.pipeline import FunctionStep, Pipeline
 from memtype.storage import TieredStore
 from tests import toydevice as tdv
 from tests.pipeline_support import SMALL, load_field, stacks, write_plate
 from tests.toydevice import ToyDeviceArray
-
-TOYDEV = Framework(
-    name="toydev", module="tests.toydevice", array_types=("tests.toydevice:ToyDeviceArray",),
-    adapter="tests.toydevice_adapter", device_kinds=("toyaccel",), dlpack=False,
-    immutable=False, install_hint="(ships with the tests)",
-)
-
-@pytest.fixture
-def toydev() -> Iterator[Framework]:
-    """The toy device framework registered for one test, its allocators fresh."""
-    tdv.reset()
-    register_framework(TOYDEV)
-    yield TOYDEV
-    unregister_framework("toydev")
-    decorators = sys.modules.get("memtype.decorators")
-    if decorators is not None:
-        decorators.__dict__.pop("toydev", None)  # the decorator made for the row
-    tdv.reset()
 
 
 def _held(index: int) -> int:
