@@ -105,3 +105,23 @@ def test_cleanup_is_callable_whatever_was_imported_first() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['host']"
+
+
+def test_a_blocked_framework_counts_as_not_loaded() -> None:
+    # sys.modules[name] = None blocks an import: cleanup and configure must not load the
+    # adapter of such a framework (which would raise a raw ModuleNotFoundError)
+    code = (
+        "import sys, json\n"
+        "for name in ('torch', 'jax', 'tensorflow'):\n"
+        "    sys.modules[name] = None\n"
+        "import memtype as mt\n"
+        "reports = {r.memory_type: r.status for r in mt.gpu.cleanup_all_gpu_frameworks()}\n"
+        "applied = mt.gpu.configure(jax_enable_x64=True)\n"
+        "print(json.dumps([reports, sorted(applied)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    reports, applied = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not {"torch", "jax", "tensorflow"} & set(reports)
+    assert "jax_enable_x64" in applied

@@ -42,6 +42,7 @@ __all__ = [
     "DTYPE_KIN",
     "Setting",
     "gpu_adapters",
+    "is_loaded",
     "Framework",
     "builtin_frameworks",
     "FRAMEWORKS",
@@ -352,9 +353,15 @@ def array_types(framework: Framework) -> tuple[type, ...]:
     return tuple(classes)
 
 
+def is_loaded(framework: Framework) -> bool:
+    """Whether the framework's top-level module is imported (a module blocked with
+    ``sys.modules[name] = None`` is not); nothing is imported here."""
+    return sys.modules.get(framework.module) is not None
+
+
 def loaded_frameworks() -> list[Framework]:
     """Rows whose top-level module is already imported (nothing is imported here)."""
-    return [fw for fw in _table.values() if sys.modules.get(fw.module) is not None]
+    return [fw for fw in _table.values() if is_loaded(fw)]
 
 
 def gpu_adapters(*, started: bool = True, every_kind: bool = False

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from memtype.frameworks import Adapter, get_framework, iter_frameworks, known_names, load_adapter
+from memtype.frameworks import (
+    Adapter,
+    get_framework,
+    is_loaded,
+    iter_frameworks,
+    known_names,
+    load_adapter,
+)
 from memtype.frameworks import _hooks as hooks
 from memtype.types import MemoryTypeLike
 
@@ -81,7 +87,7 @@ def cleanup_framework(memory_type: MemoryTypeLike, gpu_id: int | None = None) ->
     CleanupReport
     """
     fw = get_framework(memory_type)
-    if fw.module not in sys.modules:
+    if not is_loaded(fw):
         return CleanupReport(fw.name, gpu_id, "not loaded")
     if fw.gpu_kind is None:
         return CleanupReport(fw.name, gpu_id, "host")
@@ -109,7 +115,7 @@ def cleanup_all_gpu_frameworks(gpu_id: int | None = None) -> list[CleanupReport]
         One per loaded framework, in table order.
     """
     return [cleanup_framework(fw.name, gpu_id) for fw in iter_frameworks()
-            if fw.module in sys.modules]
+            if is_loaded(fw)]
 
 
 class _CleanupRegistry(Mapping[str, Callable[..., CleanupReport]]):

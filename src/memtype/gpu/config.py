@@ -12,10 +12,9 @@ has started is the adapter's ``runtime_started``.
 from __future__ import annotations
 
 import os
-import sys
 
 from memtype.errors import ArgumentTypeError, ConfigurationError
-from memtype.frameworks import Framework, Setting, iter_frameworks, load_adapter
+from memtype.frameworks import Framework, Setting, is_loaded, iter_frameworks, load_adapter
 from memtype.frameworks import _hooks as hooks
 from memtype.frameworks._settings import ALREADY
 
@@ -24,7 +23,7 @@ __all__ = ["configure"]
 
 def _started(fw: Framework) -> bool:
     """Whether the framework is imported and its runtime has started (imports nothing)."""
-    return fw.module in sys.modules and hooks.runtime_started(load_adapter(fw.name))
+    return is_loaded(fw) and hooks.runtime_started(load_adapter(fw.name))
 
 
 def _startup(fw: Framework, setting: Setting, value: str) -> str:
@@ -47,7 +46,7 @@ def _apply(fw: Framework, setting: Setting, value: str) -> str:
     framework's own API for settings that may change at any time."""
     if setting.startup:
         return _startup(fw, setting, value)
-    apply = hooks.apply_setting(load_adapter(fw.name)) if fw.module in sys.modules else None
+    apply = hooks.apply_setting(load_adapter(fw.name)) if is_loaded(fw) else None
     applied = value if apply is None else apply(setting.name, value)
     if applied != ALREADY:
         os.environ[setting.env] = value  # also for devices or imports that come later
