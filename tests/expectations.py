@@ -18,6 +18,21 @@ def _jax_x64() -> bool:
     return bool(jax.config.jax_enable_x64)
 
 
+def jax_holds_extension(dtype: np.dtype) -> bool:
+    """Whether the installed JAX itself holds an ml_dtypes ``dtype`` (asked of JAX, not memtype).
+
+    Old JAX (0.4.30) names no float8_e4m3, float4, int2...: it raises TypeError; newer JAX
+    names float6_* that XLA's CPU backend refuses with a run-time error.
+    """
+    import jax
+
+    try:
+        held = jax.device_put(np.zeros(2, dtype))
+    except (TypeError, RuntimeError):  # "not a valid JAX array type"; "Invalid XLA PrimitiveType"
+        return False
+    return np.asarray(held).dtype == dtype
+
+
 def _narrowed(a: np.ndarray) -> np.dtype | None:
     """The 32-bit dtype ``a`` narrows to when every value survives; None when it would not."""
     target = np.dtype(_NARROW[a.dtype.str[1:]])
@@ -48,6 +63,8 @@ def expected_dtype(a: np.ndarray, target: str) -> np.dtype | type[Exception]:
         if code == "c16":
             return _narrowed(a) or mt.MemoryConversionError
         return native if native.name in _MLX_HOLDS else mt.MemoryConversionError
+    if target == "jax" and a.dtype.isbuiltin == 2 and not jax_holds_extension(native):
+        return mt.MemoryConversionError  # an ml_dtypes dtype this JAX does not have
     if target == "jax" and code in _NARROW and not _jax_x64():
         return _narrowed(a) or mt.MemoryConversionError
     return native

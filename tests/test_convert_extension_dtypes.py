@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
+from tests.expectations import jax_holds_extension
 from tests.frameworks import available_types
 from tests.helpers import aligned, dtype_of, host
 
@@ -70,6 +71,21 @@ def test_float8_e5m2_numpy_to_jax() -> None:  # ml_dtypes gives float8_e5m2 kind
     a = np.array([1.5], ml_dtypes.float8_e5m2)
     j = mt.convert(a, "jax")
     assert j.dtype == a.dtype and float(j[0]) == 1.5
+
+
+@pytest.mark.requires("jax")
+@pytest.mark.parametrize("name", NAMES)
+def test_jax_takes_exactly_the_dtypes_the_installed_jax_holds(name: str) -> None:
+    """Old JAX (0.4.30) lacks float8_e4m3, float4, int2...: refused clearly, never a JAX error;
+    every dtype the installed JAX holds converts bit for bit (none refused by a fixed list)."""
+    a = _values(name)
+    if not jax_holds_extension(a.dtype):
+        with pytest.raises(mt.MemoryConversionError, match=f"jax cannot hold dtype {name}"):
+            mt.convert(a, "jax")
+        return
+    j = mt.convert(a, "jax")
+    assert dtype_of(j) == a.dtype
+    np.testing.assert_array_equal(host(j).view(np.uint8), a.view(np.uint8))
 
 
 @pytest.mark.requires("torch", "tensorflow")

@@ -100,11 +100,17 @@ def test_framework_oom_types_are_oom(exc: BaseException) -> None:
     assert is_oom_error(exc)
 
 
+@pytest.mark.requires("jax")
 def test_jax_resource_exhausted_is_oom_and_other_jax_errors_are_not() -> None:
-    import jax
+    import jax.numpy as jnp
 
-    assert is_oom_error(jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory"))
-    assert not is_oom_error(jax.errors.JaxRuntimeError("INVALID_ARGUMENT: memory layout"))
+    # a real XLA out-of-memory (1 PiB, beyond any address space): the class and the text the
+    # installed JAX raises (JaxRuntimeError in newer JAX, jaxlib's XlaRuntimeError in 0.4.30)
+    with pytest.raises(RuntimeError, match="^RESOURCE_EXHAUSTED") as info:
+        jnp.zeros((2**50,), jnp.uint8).block_until_ready()
+    oom = info.value
+    assert is_oom_error(oom)
+    assert not is_oom_error(type(oom)("INVALID_ARGUMENT: memory layout"))
 
 
 # -- the recovery loop -------------------------------------------------------------------

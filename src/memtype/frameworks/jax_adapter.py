@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +30,21 @@ DLPACK_CONTIGUOUS = True  # XLA buffers are dense row-major
 DLPACK_ALIGN = 1  # unaligned buffers are copied by jax itself
 DLPACK_ANY_DTYPE = False
 PEAK_KEY = "peak_bytes_in_use"
+
+
+def _runtime_error() -> type[Exception]:
+    """The class of XLA's run-time errors (out of memory among them) in the loaded JAX.
+
+    ``jax.errors.JaxRuntimeError`` in newer JAX; in older releases (0.4.30...) the same
+    class exists only as jaxlib's ``XlaRuntimeError``. Looked up once, at import.
+    """
+    found = getattr(jax.errors, "JaxRuntimeError", None)
+    if found is None:  # older jaxlib: a module newer jaxlib no longer has
+        found = importlib.import_module("jaxlib.xla_extension").XlaRuntimeError
+    return cast(type[Exception], found)
+
+
+RUNTIME_ERROR = _runtime_error()
 
 _X64_HINT = (
     "Enable 64-bit JAX with memtype.gpu.configure(jax_enable_x64=True) "
@@ -177,11 +193,11 @@ def memory_info(gpu_id: int) -> dict[str, int]:
 
 
 def oom_errors() -> tuple[type[BaseException], ...]:
-    return (jax.errors.JaxRuntimeError,)
+    return (RUNTIME_ERROR,)
 
 
 def is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, jax.errors.JaxRuntimeError) and str(exc).startswith("RESOURCE_EXHAUSTED")
+    return isinstance(exc, RUNTIME_ERROR) and str(exc).startswith("RESOURCE_EXHAUSTED")
 
 
 # --- dtype policy primitives (memtype.dtypes) ---
@@ -211,7 +227,7 @@ def _holds_extension(dtype: np.dtype[Any]) -> bool:
         return False
     try:
         jax.device_put(np.zeros(1, dtype))
-    except jax.errors.JaxRuntimeError:  # "Invalid XLA PrimitiveType"
+    except (RUNTIME_ERROR, TypeError):  # "Invalid XLA PrimitiveType"; "not a valid JAX array"
         return False
     return True
 
