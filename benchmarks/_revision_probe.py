@@ -74,7 +74,43 @@ def cases() -> dict[str, Callable[[], Any]]:
         "@mt.numpy(jax)": lambda: deco_np(j),
         "@mt.torch(jax)": lambda: deco_torch(j),
     }
+    return out | dtype_policy_cases()
+
+
+def dtype_policy_cases() -> dict[str, Callable[[], Any]]:
+    """Decorated calls whose float result the default dtype policy brings back to the
+    input's dtype (rounded, or scaled back from [0, 1]), at 256 B and 16 MiB of input."""
+    import jax
+
+    def scale(x: Any) -> Any:
+        return x * 1.5
+
+    def unit(x: Any) -> Any:
+        return x / 255.0
+
+    def widen(x: Any) -> Any:
+        return x.double() if isinstance(x, torch.Tensor) else x.astype(np.float64)
+
+    out: dict[str, Callable[[], Any]] = {}
+    for label, n in (("256B", 256), ("16MiB", 16 * 2**20)):
+        u8 = np.full((1, 16, n // 16), 100, np.uint8)
+        f32 = np.full((1, 16, n // 64), 0.5, np.float32)
+        t8, j8 = torch.from_numpy(u8), jax.numpy.asarray(u8)
+        deco = {"numpy": (mt.numpy(scale), mt.numpy(unit), mt.numpy(widen)),
+                "torch": mt.torch(scale), "jax": mt.jax(unit)}
+        out |= {
+            f"policy numpy u8*1.5 {label}": _bound(deco["numpy"][0], u8),
+            f"policy numpy u8/255 {label}": _bound(deco["numpy"][1], u8),
+            f"policy numpy f32->f64 {label}": _bound(deco["numpy"][2], f32),
+            f"policy torch u8*1.5 {label}": _bound(deco["torch"], t8),
+            f"policy jax u8/255 {label}": _bound(deco["jax"], j8),
+        }
     return out
+
+
+def _bound(fn: Callable[[Any], Any], x: Any) -> Callable[[], Any]:
+    """``fn(x)`` as a case."""
+    return lambda: fn(x)
 
 
 def main() -> None:

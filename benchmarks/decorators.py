@@ -89,7 +89,9 @@ def builders(types: list[str], sizes: list[int], ab: Any) -> Iterator[tuple[str,
                 "jax", "torch", nbytes, torch.from_dlpack,
                 "guarded by the version count; plain: torch.from_dlpack")
         yield size, lambda nbytes=nbytes: _copying(nbytes)
-    yield _size(256), _dtype_policy
+    for nbytes in (256, 16 * 2**20):  # the policy's passes over the data show at 16 MiB
+        for fn in (brighten, to_unit):
+            yield _size(nbytes), lambda nbytes=nbytes, fn=fn: _dtype_policy(fn, nbytes)
     yield _size(8 * 8 * 8 * 4), lambda: _by_slice(ab)
 
 
@@ -101,16 +103,24 @@ def _copying(nbytes: int) -> Case:
 
 
 def brighten(image: Any) -> Any:
-    """A float result from a uint8 image (the dtype policy runs)."""
+    """A float64 result on the integer scale from a uint8 image (100 -> 150.0)."""
     return image * 1.5
 
 
-def _dtype_policy() -> Case:
+def to_unit(image: Any) -> Any:
+    """A float64 result on scikit-image's [0, 1] scale from a uint8 image (100 -> 0.39)."""
+    return image / 255.0
+
+
+def _dtype_policy(fn: Callable[[Any], Any], nbytes: int) -> Case:
+    """A uint8 ``[1, 16, X]`` image of ``nbytes`` (100 everywhere) through ``fn``: the
+    default policy returns uint8 (150, rounded; 100, scaled back: arraybridge returns 0)."""
     from arraybridge import decorators as ab
 
-    u8 = np.full((1, 16, 16), 200, np.uint8)
-    ours, theirs = mt.numpy(brighten), ab.numpy(brighten)
-    return Case("numpy uint8 -> float result, PRESERVE_INPUT", lambda: brighten(u8),
+    u8 = np.full((1, 16, max(nbytes // 16, 16)), 100, np.uint8)
+    ours, theirs = mt.numpy(fn), ab.numpy(fn)
+    scale = "[0, 1] (unit)" if fn is to_unit else "x 1.5 (rounded)"
+    return Case(f"numpy uint8 -> float64 {scale}, PRESERVE_INPUT", lambda: fn(u8),
                 lambda: ours(u8), lambda: theirs(u8))
 
 

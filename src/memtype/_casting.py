@@ -6,12 +6,14 @@ scalings; the decision of which dtype a result is returned in lives there.
 
 from __future__ import annotations
 
-import functools
+import math
+from collections.abc import Callable
 from typing import Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import DTypeLike
 
+from memtype._ranges import Bounds, exact_below, float_max, int_range, rounds_into, unit_fits
 from memtype.detect import detect_framework
 from memtype.errors import DtypePolicyError
 from memtype.frameworks import DTYPE_KIN as KIN
@@ -19,14 +21,17 @@ from memtype.frameworks import Adapter, load_adapter
 from memtype.frameworks import _hooks as hooks
 
 __all__ = ["Scaling", "SCALINGS", "check_scaling", "cast", "holds_dtype", "nearest_held_dtype",
-           "Ops", "ops_for", "int_range", "float_max"]
+           "Ops", "ops_for", "int_range", "float_max", "cast_in", "Bounds"]
 
 Scaling = Literal["clip", "rescale", "unit"]
 SCALINGS: tuple[str, ...] = get_args(Scaling)
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
-_OPS: dict[tuple[str, bool], Ops] = {}
+_OPS: dict[tuple[str, bool], tuple[Adapter, Ops | None]] = {}
+
+_HOLDS: dict[Adapter, Callable[[np.dtype[Any]], bool]] = {}
+
 
 
 def check_scaling(scaling: object) -> Scaling:
@@ -39,7 +44,10 @@ def check_scaling(scaling: object) -> Scaling:
 
 def holds_dtype(adapter: Adapter, dtype: np.dtype[Any]) -> bool:
     """Whether the adapter's framework can hold ``dtype`` (JAX without x64, pyclesperanto)."""
-    return bool(hooks.holds_dtype(adapter)(dtype))
+    holds = _HOLDS.get(adapter)
+    if holds is None:  # the function is kept, not its answers (JAX's x64 can change)
+        holds = _HOLDS[adapter] = hooks.holds_dtype(adapter)
+    return bool(holds(dtype))
 
 
 def nearest_held_dtype(adapter: Adapter, dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -86,8 +94,13 @@ def cast(x: Any, dtype: DTypeLike, *, scaling: Scaling = "clip") -> Any:
     """
     check_scaling(scaling)
     fw = detect_framework(x)
-    adapter = load_adapter(fw.name)
-    src, dst = adapter.dtype_of(x), np.dtype(dtype)
+    return cast_in(x, fw.name, load_adapter(fw.name), np.dtype(dtype), scaling)
+
+
+def cast_in(x: Any, name: str, adapter: Adapter, dst: np.dtype[Any], scaling: Scaling,
+            bounds: Bounds | None = None) -> Any:
+    """:func:`cast` for an array of framework ``name``; ``bounds``: see :data:`Bounds`."""
+    src = adapter.dtype_of(x)
     if src == dst:
         return x
     if src.kind == "c" and dst.kind != "c":
@@ -95,46 +108,30 @@ def cast(x: Any, dtype: DTypeLike, *, scaling: Scaling = "clip") -> Any:
             f"Cannot cast a complex {src} array to {dst}: the imaginary part would be lost. "
             "Return a real array, or use DtypeConversion.NATIVE_OUTPUT."
         )
-    if not holds_dtype(adapter, dst):
+    ops = ops_for(name, adapter)
+    if not (holds_dtype(adapter, dst) if ops is None else ops.holds(dst)):
         raise DtypePolicyError(
-            f"{fw.name} cannot hold dtype {dst}; the nearest it holds is "
+            f"{name} cannot hold dtype {dst}; the nearest it holds is "
             f"{nearest_held_dtype(adapter, dst)}."
         )
-    if adapter.namespace() is None or hooks.dtype_ops(adapter) is None:
-        return _via_host(x, adapter, dst, scaling)
-    return ops_for(fw.name, adapter).cast(x, src, dst, scaling)
+    if ops is None:
+        return _via_host(x, adapter, dst, scaling, bounds)
+    return ops.cast(x, src, dst, scaling, bounds)
 
 
-def _via_host(x: Any, adapter: Adapter, dst: np.dtype[Any], scaling: Scaling) -> Any:
+def host_ops() -> Ops:
+    """NumPy's ``Ops`` (the policy's arithmetic for frameworks without a namespace)."""
+    ops = ops_for("numpy", load_adapter("numpy"))
+    assert ops is not None, "NumPy has a namespace and astype/rint"
+    return ops
+
+
+def _via_host(x: Any, adapter: Adapter, dst: np.dtype[Any], scaling: Scaling,
+              bounds: Bounds | None) -> Any:
     """The policy computed in NumPy for frameworks without a namespace (pyclesperanto)."""
     host = np.asarray(adapter.to_numpy(x))
-    out = ops_for("numpy", load_adapter("numpy")).cast(host, host.dtype, dst, scaling)
+    out = host_ops().cast(host, host.dtype, dst, scaling, bounds)
     return adapter.from_numpy(np.ascontiguousarray(out), adapter.device_of(x))
-
-
-@functools.cache
-def int_range(dtype: np.dtype[Any]) -> tuple[int, int]:
-    """The smallest and largest value of an integer (or bool) dtype."""
-    if dtype.kind == "b":
-        return 0, 1
-    info = np.iinfo(dtype)
-    return int(info.min), int(info.max)
-
-
-@functools.cache
-def _exact_below(dtype: np.dtype[Any]) -> int:
-    """Integers below this are exact in float ``dtype`` (``2 ** (mantissa bits + 1)``)."""
-    return int(2 ** (np.finfo(dtype).nmant + 1))
-
-
-@functools.cache
-def float_max(dtype: np.dtype[Any]) -> float:
-    """The largest finite value of a float dtype (ml_dtypes for bfloat16)."""
-    if dtype.kind == "f" and dtype.name != "bfloat16":
-        return float(np.finfo(dtype).max)
-    import ml_dtypes
-
-    return float(ml_dtypes.finfo(dtype).max)  # type: ignore[no-untyped-call]
 
 
 def _is_int(dtype: np.dtype[Any]) -> bool:
@@ -142,13 +139,30 @@ def _is_int(dtype: np.dtype[Any]) -> bool:
     return dtype.kind in "iub"
 
 
-def ops_for(name: str, adapter: Adapter) -> Ops:
-    """The cached ``Ops`` of a framework (rebuilt when JAX's x64 setting changes)."""
+def ops_for(name: str, adapter: Adapter) -> Ops | None:
+    """The cached ``Ops`` of a framework (rebuilt when JAX's x64 setting changes); ``None``
+    for a framework without a namespace or ``astype``/``rint`` (cast through NumPy)."""
     key = (name, holds_dtype(adapter, _F64))
-    ops = _OPS.get(key)
-    if ops is None or ops.adapter is not adapter:
-        ops = _OPS[key] = Ops(adapter)
+    seen = _OPS.get(key)
+    if seen is not None and seen[0] is adapter:
+        return seen[1]
+    usable = adapter.namespace() is not None and hooks.dtype_ops(adapter) is not None
+    ops = Ops(adapter) if usable else None
+    _OPS[key] = adapter, ops
     return ops
+
+
+def _minmax(xp: Any) -> Callable[[Any], tuple[Any, Any]]:
+    """The namespace's cheapest minimum and maximum: one pass (``aminmax``) where it has
+    one, NumPy's ufunc methods without their Python wrappers, else ``min``/``max``."""
+    aminmax = getattr(xp, "aminmax", None)
+    if aminmax is not None:
+        return lambda y: tuple(aminmax(y))
+    if isinstance(getattr(xp, "minimum", None), np.ufunc):
+        low, high = xp.minimum.reduce, xp.maximum.reduce
+        return lambda y: (low(y, axis=None), high(y, axis=None))
+    low, high = getattr(xp, "min", xp.amin), getattr(xp, "max", xp.amax)
+    return lambda y: (low(y), high(y))
 
 
 class Ops:
@@ -161,6 +175,22 @@ class Ops:
         self.ops = ops
         self.xp: Any = adapter.namespace()
         self.has64 = holds_dtype(adapter, _F64)
+        self._held: dict[np.dtype[Any], bool] = {}  # per x64 setting, as this Ops is
+        self._minmax = _minmax(self.xp)
+
+    def holds(self, dtype: np.dtype[Any]) -> bool:
+        """Whether the framework holds ``dtype`` (asked once per dtype)."""
+        held = self._held.get(dtype)
+        if held is None:
+            held = self._held[dtype] = holds_dtype(self.adapter, dtype)
+        return held
+
+    def extremes(self, x: Any) -> tuple[float, float]:
+        """The smallest and the largest value (NaN if there is one; ``(0, 0)`` when empty)."""
+        if not self._size(x):
+            return 0.0, 0.0
+        low, high = self._minmax(x)
+        return float(low), float(high)
 
     def astype(self, x: Any, dtype: np.dtype[Any]) -> Any:
         """``x`` cast plainly (callers have made every value fit)."""
@@ -183,41 +213,45 @@ class Ops:
         """``x`` as the working float dtype."""
         return x if src == work else self.astype(x, work)
 
-    def cast(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any], scaling: Scaling) -> Any:
-        """Dispatch on the scaling."""
+    def cast(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any], scaling: Scaling,
+             bounds: Bounds | None = None) -> Any:
+        """Dispatch on the scaling; known ``bounds`` spare the passes they make moot."""
         if dst.kind == "c":
             return self.astype(x, dst)
         if scaling == "rescale" and self._size(x):
             return self.rescale(x, src, dst)
         if scaling == "unit":
-            return self.unit(x, src, dst)
-        return self.clip(x, src, dst)
+            return self.unit(x, src, dst, bounds)
+        return self.clip(x, src, dst, bounds)
 
     def _size(self, x: Any) -> int:
         """Number of elements."""
-        return int(np.prod(self.adapter.shape_of(x)))
+        return math.prod(self.adapter.shape_of(x))
 
     # -- clip -------------------------------------------------------------------------
 
-    def clip(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any]) -> Any:
+    def clip(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any],
+             bounds: Bounds | None = None) -> Any:
         """Round half to even, saturate, NaN -> 0."""
         if _is_int(src) and _is_int(dst):
-            return self.int_to_int(x, src, dst)
+            return self.int_to_int(x, src, dst, bounds)
         if _is_int(dst):
             if src.itemsize < 4:
                 x = self.astype(x, _F32)
-            return self.float_to_int(x, dst)
+            return self.float_to_int(x, dst, rounds_into(bounds, dst))
         if _is_int(src):
             if dst.itemsize >= 4:
                 return self.astype(x, dst)
             x, src = self.astype(x, _F32), _F32
-        return self.float_to_float(x, src, dst)
+        return self.float_to_float(x, src, dst, bounds)
 
-    def int_to_int(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any]) -> Any:
+    def int_to_int(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any],
+                   bounds: Bounds | None = None) -> Any:
         """Saturate to the target's range; values that fit are untouched."""
         slo, shi = int_range(src)
         dlo, dhi = int_range(dst)
-        if slo >= dlo and shi <= dhi:
+        if slo >= dlo and shi <= dhi or bounds is not None and (
+                dlo <= bounds[0] and bounds[1] <= dhi):
             return self.astype(x, dst)
         if slo < dlo:
             x = self.where(x < dlo, self.const(dlo, src, x), x)
@@ -228,11 +262,16 @@ class Ops:
             x = self.where(x > dhi, self.const(dhi, src, x), x)
         return self.astype(x, dst)
 
-    def float_to_int(self, x: Any, dst: np.dtype[Any]) -> Any:
-        """Rounded, NaN -> 0, saturated; exact at both ends (``hi + 1`` is a power of two)."""
+    def float_to_int(self, x: Any, dst: np.dtype[Any], fits: bool = False) -> Any:
+        """Rounded, NaN -> 0, saturated; exact at both ends (``hi + 1`` is a power of two).
+
+        ``fits``: the caller knows every rounded value lies in the target's range (no
+        NaN): rounded and cast, with no pass that could change nothing."""
         lo, hi = int_range(dst)
         r = self.ops.rint(x)
-        if hi < _exact_below(self.adapter.dtype_of(x)):  # the bounds are exact as floats
+        if fits:
+            return self.astype(r, dst)
+        if hi < exact_below(self.adapter.dtype_of(x)):  # the bounds are exact as floats
             r = self.where(self.xp.isnan(r), 0.0, r)
             return self.astype(self.xp.clip(r, float(lo), float(hi)), dst)
         over = r >= float(hi + 1)
@@ -242,13 +281,21 @@ class Ops:
         out = self.where(over, self.const(hi, dst, out), out)
         return out if lo == 0 else self.where(under, self.const(lo, dst, out), out)
 
-    def float_to_float(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any]) -> Any:
-        """Finite values saturate to the target's largest finite value; NaN and inf stay."""
+    def float_to_float(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any],
+                       bounds: Bounds | None = None) -> Any:
+        """Finite values saturate to the target's largest finite value; NaN and inf stay.
+
+        The minimum and maximum (``bounds`` when known) say which side can need it: a
+        result in range is cast in one pass (NaN tells nothing: both sides are done)."""
         fmax = float_max(dst)
         if float_max(src) > fmax:
-            finite = self.xp.isfinite(x)
-            x = self.where(finite & (x > fmax), fmax, x)
-            x = self.where(finite & (x < -fmax), -fmax, x)
+            low, high = self.extremes(x) if bounds is None else bounds
+            over, under = not high <= fmax, not low >= -fmax
+            finite = self.xp.isfinite(x) if over or under else None
+            if over:
+                x = self.where(finite & (x > fmax), fmax, x)
+            if under:
+                x = self.where(finite & (x < -fmax), -fmax, x)
         return self.astype(x, dst)
 
     # -- rescale ----------------------------------------------------------------------
@@ -288,15 +335,16 @@ class Ops:
 
     # -- unit -------------------------------------------------------------------------
 
-    def unit(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any]) -> Any:
+    def unit(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any],
+             bounds: Bounds | None = None) -> Any:
         """The scikit-image convention: float [0, 1] / [-1, 1] <-> the integer range."""
         work = self.work_dtype(src, dst)
         if not _is_int(src) and not _is_int(dst):
-            return self.clip(x, src, dst)
+            return self.clip(x, src, dst, bounds)
         uf = self.to_unit(x, src, work) if _is_int(src) else self.to_float(x, src, work)
         if not _is_int(dst):
             return self.float_to_float(uf, work, dst) if dst != work else uf
-        return self.from_unit(uf, dst)
+        return self.from_unit(uf, dst, None if _is_int(src) else bounds)
 
     def to_unit(self, x: Any, src: np.dtype[Any], work: np.dtype[Any]) -> Any:
         """Integers onto [0, 1] (unsigned, bool) or [-1, 1] (signed), exact at the ends."""
@@ -310,10 +358,12 @@ class Ops:
         u = self.where(xf >= hi, 1.0, u)
         return self.where(xf <= lo, -1.0, u)
 
-    def from_unit(self, uf: Any, dst: np.dtype[Any]) -> Any:
+    def from_unit(self, uf: Any, dst: np.dtype[Any], bounds: Bounds | None = None) -> Any:
         """Unit floats onto the integer range: ``x * hi`` or ``x * (hi - lo) / 2 - 1/2``."""
         lo, hi = int_range(dst)
+        fits = unit_fits(bounds, self.adapter.dtype_of(uf), lo, hi)
         if lo == 0:
-            return self.float_to_int(uf * float(hi), dst)
+            return self.float_to_int(uf * float(hi), dst, fits)
         span = float(hi - lo)
-        return self.float_to_int((uf - 1.0 / span) * (span / 2.0), dst)
+        return self.float_to_int((uf - 1.0 / span) * (span / 2.0), dst, fits)
+

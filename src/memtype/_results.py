@@ -7,12 +7,15 @@ from typing import Any, Literal
 
 from memtype._arguments import Inputs
 from memtype._calls import CallOptions
+from memtype._casting import Bounds, cast_in
 from memtype.convert import convert
 from memtype.detect import KNOWN_TYPES as _known
 from memtype.detect import framework_of
-from memtype.dtypes import Scaling, cast, holds_dtype, nearest_held_dtype, output_dtype
+from memtype.dtypes import OutputDtype, cast, holds_dtype, nearest_held_dtype, preserve_input
+from memtype.dtypes import result_dtype as _result_dtype
 from memtype.errors import CallOptionError, ContractError
 from memtype.frameworks import Framework, load_adapter
+from memtype.types import DtypeConversion
 
 __all__ = ["Contract", "contract_ndims", "Results"]
 
@@ -75,24 +78,38 @@ class Results:
             self._check(image, fw)
         if fw is None:
             return image
-        decided = output_dtype(image, opts.dtype_conversion, inputs.dtype, opts.scaling,
-                               name=self._name)
+        adapter = self._out_adapter if fw is self._out else load_adapter(fw.name)
+        decided, bounds = self._decide(image, fw, adapter, inputs, opts)
         target = decided.dtype
         if fw is self._out and opts.gpu_id is None:
-            if target is None or self._out_adapter.dtype_of(image) == target:
+            if target is None or adapter.dtype_of(image) == target:
                 return image
-        return self._convert_out(image, fw, target, decided.scaling, inputs.gpu_id)
+        return self._convert_out(image, fw, adapter, decided, bounds, inputs.gpu_id)
 
-    def _convert_out(self, image: Any, fw: Framework, target: Any, scaling: Scaling,
-                     gpu_id: int | None) -> Any:
+    def _decide(self, image: Any, fw: Framework, adapter: Any, inputs: Inputs,
+                opts: CallOptions) -> tuple[OutputDtype, Bounds | None]:
+        """The dtype policy's decision (``memtype.dtypes.output_dtype``) and its bounds."""
+        conversion, scaling = opts.dtype_conversion, opts.scaling
+        target = _result_dtype(conversion, inputs.dtype)
+        if conversion is not DtypeConversion.PRESERVE_INPUT or target is None or (
+                scaling != "clip"):
+            return OutputDtype(target, scaling), None
+        return preserve_input(image, fw.name, adapter, target, self._name)
+
+    def _convert_out(self, image: Any, fw: Framework, adapter: Any, decided: OutputDtype,
+                     bounds: Bounds | None, gpu_id: int | None) -> Any:
         """The dtype policy in the result's framework where it can hold the dtype, else after."""
-        adapter = load_adapter(fw.name)
-        done = target is None or adapter.dtype_of(image) == target
-        if not done and holds_dtype(adapter, target):
-            image, done = cast(image, target, scaling=scaling), True
+        target, scaling = decided.dtype, decided.scaling
+        if target is not None and adapter.dtype_of(image) == target:
+            target = None
+        if target is not None and holds_dtype(adapter, target):
+            image = cast_in(image, fw.name, adapter, target, scaling, bounds)
+            if fw is self._out and gpu_id is None:  # convert would return it as it is
+                return image
+            target = None
         allow = self._allow_roundtrip
         image = convert(image, self._out.name, gpu_id=gpu_id, allow_cpu_roundtrip=allow)
-        if not done:
+        if target is not None:
             held = nearest_held_dtype(self._out_adapter, target)
             image = cast(image, held, scaling=scaling)
         return image

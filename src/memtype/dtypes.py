@@ -33,6 +33,7 @@ else the result as the function made it, with a :class:`DtypePolicyWarning`.
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 from collections.abc import Callable
@@ -43,18 +44,20 @@ import numpy as np
 
 from memtype._casting import (
     SCALINGS,
+    Bounds,
     Ops,
     Scaling,
     cast,
     check_scaling,
     float_max,
     holds_dtype,
+    host_ops,
     int_range,
     nearest_held_dtype,
     ops_for,
 )
 from memtype.detect import detect_framework
-from memtype.frameworks import DTYPE_KIN, load_adapter
+from memtype.frameworks import DTYPE_KIN, Adapter, load_adapter
 from memtype.frameworks import _hooks as hooks
 from memtype.types import DtypeConversion
 
@@ -164,73 +167,95 @@ def output_dtype(result: Any, conversion: DtypeConversion, input_dtype: np.dtype
     if conversion is not DtypeConversion.PRESERVE_INPUT or target is None or scaling != "clip":
         return OutputDtype(target, scaling)
     fw = detect_framework(result)
-    src = load_adapter(fw.name).dtype_of(result)
+    return preserve_input(result, fw.name, load_adapter(fw.name), target, name)[0]
+
+
+def preserve_input(result: Any, fw: str, adapter: Adapter, target: np.dtype[Any], name: str
+                   ) -> tuple[OutputDtype, Bounds | None]:
+    """:func:`output_dtype` for ``PRESERVE_INPUT`` and ``"clip"``, for a result of ``fw``,
+    with the bounds that the decision measured (``cast_in`` spares its passes with them)."""
+    src = adapter.dtype_of(result)
     if src == target:
-        return OutputDtype(target, scaling)
-    why, how = _preserved(result, fw.name, src, target)
+        return OutputDtype(target, "clip"), None
+    why, how, bounds = _preserved(result, fw, adapter, src, target)
     if not why:
-        return OutputDtype(target, how)
+        return OutputDtype(target, how), bounds
     warnings.warn(
         f"{name} returned {src} {why}; it is returned as {src}, not as the input's {target}. "
         "Pass dtype_conversion=DtypeConversion.NATIVE_OUTPUT to keep the native dtype without "
         "this warning, or a dtype (DtypeConversion.UINT8...) with scaling='rescale', 'unit' "
         "or 'clip' to convert it.", DtypePolicyWarning, stacklevel=_outside_memtype())
-    return OutputDtype(None, scaling)
+    return OutputDtype(None, "clip"), None
 
 
-def _preserved(x: Any, fw: str, src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[str, Scaling]:
-    """``("", scaling)`` when ``dst`` holds the result, else ``(why not, "clip")``."""
+@functools.cache
+def _question(src: np.dtype[Any], dst: np.dtype[Any]) -> str:
+    """What decides whether ``dst`` holds a result of ``src``: "" (the dtypes: it does),
+    "bool" (never), "finite" (the finite range), "bits" (the bits above ``dst``'s top),
+    "extremes" (the minimum and maximum)."""
     if "c" in (src.kind, dst.kind) or src.kind == "b":  # cast refuses complex -> real itself
-        return "", "clip"
+        return ""
     if dst.kind == "b":
-        return "that a bool (a mask) cannot hold", "clip"
+        return "bool"
     if dst.kind == "f":  # float64 beyond float32's 3.4e38 saturates (documented)
         if src.kind != "f" or dst.itemsize >= 4 or float_max(src) <= float_max(dst):
-            return "", "clip"
-        y, ops = _on_ops(x, fw)
-        low, high = ops.finite_range(y)
-        return ("", "clip") if max(-low, high) <= float_max(dst) else (
-            f"with values beyond {dst}'s range", "clip")
+            return ""
+        return "finite"
     lo, hi = int_range(dst)
-    out = f"with values outside {dst}'s range"
-    if src.kind != "f":
-        slo, shi = int_range(src)
-        fits = slo >= lo and shi <= hi or _int_fits(x, fw, src, lo, hi)
-        return ("", "clip") if fits else (out, "clip")
-    low, high = _extremes(x, fw)
-    if low != low or high != high:
-        return "with NaN", "clip"
-    if (low >= 0 if lo == 0 else low >= -1) and high <= 1:
-        return "", "unit"  # scikit-image's float scale of an integer image
-    if max(-low, high) < 2:
-        return "with values of magnitude below 2 that rounding would collapse", "clip"
-    return ("", "clip") if low >= lo - 0.5 and high < hi + 0.5 else (out, "clip")
+    if src.kind == "f":
+        return "extremes"
+    slo, shi = int_range(src)
+    if slo >= lo and shi <= hi:
+        return ""
+    return "bits" if src.kind == "u" and src.itemsize > 1 else "extremes"  # torch: no min/max
 
 
-def _on_ops(x: Any, fw: str) -> tuple[Any, Ops]:
-    """``x`` and the policy's arithmetic for it (pyclesperanto's arrays: on the host)."""
-    adapter = load_adapter(fw)
-    if adapter.namespace() is not None:
-        return x, ops_for(fw, adapter)
-    return np.asarray(adapter.to_numpy(x)), ops_for("numpy", load_adapter("numpy"))
+Preserved = tuple[str, Scaling, Bounds | None]
 
 
-def _extremes(x: Any, fw: str) -> tuple[float, float]:
-    """The smallest and the largest value (NaN if there is one; ``(0, 0)`` when empty)."""
-    y, ops = _on_ops(x, fw)
-    if not ops._size(y):
-        return 0.0, 0.0
-    return float(ops.xp.amin(y)), float(ops.xp.amax(y))
-
-
-def _int_fits(x: Any, fw: str, src: np.dtype[Any], lo: int, hi: int) -> bool:
-    """Whether integer ``x`` lies in ``[lo, hi]`` (``hi + 1`` a power of two)."""
-    if src.kind == "u" and src.itemsize > 1:  # torch has no min/max for uint16..64
-        y, ops = _on_ops(x, fw)
+def _preserved(x: Any, fw: str, adapter: Adapter, src: np.dtype[Any], dst: np.dtype[Any]
+               ) -> Preserved:
+    """``("", scaling, bounds)`` when ``dst`` holds the result, else ``(why not, ...)``."""
+    question = _question(src, dst)
+    if not question:
+        return "", "clip", None
+    if question == "bool":
+        return "that a bool (a mask) cannot hold", "clip", None
+    y, ops = _on_ops(x, fw, adapter)
+    if question == "finite":
+        low, high = ops.finite_range(y)
+        if max(-low, high) <= float_max(dst):
+            return "", "clip", (low, high)
+        return f"with values beyond {dst}'s range", "clip", None
+    lo, hi = int_range(dst)
+    if question == "bits":
         over = y & ops.const(int_range(src)[1] & ~hi, src, y)
-        return not bool(ops.xp.any(over != 0))
-    low, high = _extremes(x, fw)
-    return low >= lo and high <= hi
+        return ("", "clip", None) if not bool(ops.xp.any(over != 0)) else _outside(dst)
+    low, high = ops.extremes(y)
+    if src.kind != "f":
+        return ("", "clip", (low, high)) if low >= lo and high <= hi else _outside(dst)
+    if low != low or high != high:
+        return "with NaN", "clip", None
+    if (low >= 0 if lo == 0 else low >= -1) and high <= 1:
+        return "", "unit", (low, high)  # scikit-image's float scale of an integer image
+    if max(-low, high) < 2:
+        return "with values of magnitude below 2 that rounding would collapse", "clip", None
+    if low >= lo - 0.5 and high < hi + 0.5:
+        return "", "clip", (low, high)
+    return _outside(dst)
+
+
+def _outside(dst: np.dtype[Any]) -> Preserved:
+    """The answer for values outside ``dst``'s range."""
+    return f"with values outside {dst}'s range", "clip", None
+
+
+def _on_ops(x: Any, fw: str, adapter: Adapter) -> tuple[Any, Ops]:
+    """``x`` and the policy's arithmetic for it (pyclesperanto's arrays: on the host)."""
+    ops = ops_for(fw, adapter)
+    if ops is not None:
+        return x, ops
+    return np.asarray(adapter.to_numpy(x)), host_ops()
 
 
 def _outside_memtype() -> int:
