@@ -159,6 +159,51 @@ def test_run_matches_the_prediction_exactly(plate_dir: Path, tmp_path: Path,
     assert "plan vs actual" in report.summary() and "differs" not in report.summary()
 
 
+@mt.jax
+def jax_scale(stack: Any) -> Any:
+    return stack * 2.0
+
+
+def _zero_copy_events(plan: Plan) -> dict[str, int]:
+    return {p.name: sum(c.events for c in p.conversions if c.zero_copy) for p in plan.phases}
+
+
+@pytest.mark.requires("torch", "jax")
+def test_plan_predicts_which_conversions_share_memory(plate_dir: Path, tmp_path: Path) -> None:
+    # torch's and XLA's results are 64-byte aligned (a torch result enters JAX zero-copy), and
+    # the planner's samples of those types are too; a NumPy result is wherever malloc put it
+    # (16-byte aligned, sometimes 64 by chance): predicted as a copy, the worst case
+    steps = [FunctionStep(torch_only, **NATIVE), FunctionStep(jax_scale, **NATIVE),
+             FunctionStep(numpy_only, **NATIVE), FunctionStep(jax_scale, name="again", **NATIVE)]
+    report = Pipeline(steps).run(plate_dir, tmp_path / "out")
+    report.raise_for_failures()
+    assert report.plan is not None
+    predicted = _zero_copy_events(report.plan)
+    groups = len(report.done)
+    counted = {s.name: s.zero_copy for s in report.steps}
+    assert predicted["jax_scale"] > 0  # torch -> jax shares memory, every time
+    assert predicted["jax_scale"] * groups == counted["jax_scale"]
+    assert predicted["again"] == 0  # numpy -> jax: a copy unless malloc aligned it by chance
+    assert predicted["numpy_only"] * groups == counted["numpy_only"]  # jax -> numpy: a view
+
+
+@pytest.mark.requires("torch", "jax", "scipy")
+@pytest.mark.parametrize("opencl", [False, True], ids=["no-opencl", "opencl"])
+def test_demo_projects_where_the_data_is(opencl: bool) -> None:
+    from memtype.pipeline.demo import demo_pipeline
+    from tests.frameworks import usable
+
+    if opencl and not usable("pyclesperanto"):
+        pytest.skip("no OpenCL device")
+    plan = demo_pipeline(use_opencl=opencl).plan(np.zeros((8, 64, 64), np.uint16))
+    assert plan.choices == {"max_project": "jax"}  # where subtract_background left the data
+    costs = plan.phases[3].explanation
+    assert costs.startswith("chain cost with jax") and "<- chosen" in costs
+    if opencl:  # projecting on the device would move the whole stack there, not one plane
+        device = float(costs.rsplit("pyclesperanto ", 1)[1])
+        assert device > 3 * plan.cost
+
+
 def test_run_computes_with_the_chosen_implementation(plate_dir: Path, tmp_path: Path) -> None:
     steps = [FunctionStep(torch_only), _scale_step(), FunctionStep(torch_only, name="again")]
     report = Pipeline(steps).run(plate_dir, tmp_path / "out")

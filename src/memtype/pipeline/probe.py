@@ -115,12 +115,28 @@ class Prober:
         return None
 
 
+def _host_zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """Host zeros laid out as that framework's own results are, which decides whether a host
+    array enters JAX or TensorFlow without a copy: 64-byte aligned for torch's, XLA's and
+    TensorFlow's allocators; for the host-native type (a NumPy step's result, a loaded stack)
+    16 bytes past a 64-byte boundary, NumPy's usual and worst case (malloc aligns 16; a
+    64-byte aligned result, which happens by chance, then shares where a copy was planned)."""
+    from memtype.frameworks import _hooks as hooks
+    from memtype.frameworks._host import ALIGN
+
+    host_native = hooks.rules(load_adapter(memory_type)).host_native
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.zeros(nbytes + 2 * ALIGN, np.uint8)
+    start = (-raw.__array_interface__["data"][0]) % ALIGN + (16 if host_native else 0)
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
 def _zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any], gpu_id: int | None) -> Any:
     """A zero sample; a device without room for it raises MemoryBudgetError."""
     from memtype.gpu.oom import is_oom_error
 
     try:
-        return convert(np.zeros(shape, dtype), memory_type, gpu_id=gpu_id)
+        return convert(_host_zeros(memory_type, shape, dtype), memory_type, gpu_id=gpu_id)
     except Exception as exc:  # an out-of-memory error becomes a memtype error; others go on
         if not is_oom_error(exc):
             raise

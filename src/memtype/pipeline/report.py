@@ -262,8 +262,8 @@ class RunReport:
             mark = "" if (pe, pb) == (ae, ab) else "  differs"
             lines.append(f"{name[:21]:<22}{pe:>7}{pb / _MIB:>10.1f}{ae:>9}{ab / _MIB:>10.1f}"
                          f"{mark}")
-        if self.plan.choices:
-            lines.append("chosen: " + ", ".join(f"{k}={v}" for k, v in self.plan.choices.items()))
+        # why each step with several implementations runs where it does (its chain costs)
+        lines.extend(f"{p.name}: {p.explanation}" for p in self.plan.phases if p.explanation)
         return lines
 
     def _retried_lines(self) -> list[str]:
