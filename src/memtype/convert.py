@@ -13,6 +13,7 @@ Paths, in order of preference:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtype._failures import conversion_failure, unsupported_reason
-from memtype.detect import detect_framework
+from memtype.detect import detect_framework, shares_memory
 from memtype.errors import (
     DeviceError,
     MemoryConversionError,
@@ -66,18 +67,29 @@ class ConversionEvent:
 
 _hooks: list[Callable[[ConversionEvent], None]] = []
 _captured: ContextVar[list[ConversionEvent] | None] = ContextVar("memtype_captured", default=None)
-_captures = [0]  # captures open in any thread: the fast path checks it without a ContextVar
+_lock = threading.Lock()
+_captures = 0  # captures open in any thread
+_watched = False  # hooks or captures: the fast path's one check (a ContextVar read is slower)
+
+
+def _watch(hooks_delta: Callable[[], None] | None = None, captures: int = 0) -> None:
+    """Change the hooks or the count of open captures, and the fast path's flag with them."""
+    global _captures, _watched
+    with _lock:
+        if hooks_delta is not None:
+            hooks_delta()
+        _captures += captures
+        _watched = bool(_hooks) or _captures > 0
 
 
 def add_conversion_hook(hook: Callable[[ConversionEvent], None]) -> None:
     """Call ``hook`` after every conversion between two different types or devices."""
-    _hooks.append(hook)
+    _watch(lambda: _hooks.append(hook))
 
 
 def remove_conversion_hook(hook: Callable[[ConversionEvent], None]) -> None:
     """Stop calling ``hook``; a hook that is not registered is ignored."""
-    if hook in _hooks:
-        _hooks.remove(hook)
+    _watch(lambda: _hooks.remove(hook) if hook in _hooks else None)
 
 
 @contextmanager
@@ -99,11 +111,11 @@ def capture_conversions() -> Iterator[list[ConversionEvent]]:
     """
     events: list[ConversionEvent] = []
     token = _captured.set(events)
-    _captures[0] += 1
+    _watch(captures=1)
     try:
         yield events
     finally:
-        _captures[0] -= 1
+        _watch(captures=-1)
         _captured.reset(token)
 
 
@@ -344,11 +356,10 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
     if route is None:
         route = _build_route(x, to)
     try:
-        observed = _hooks or _captures[0]
-        if gpu_id is None and route.host is not None and not observed:
+        if gpu_id is None and route.host is not None and not _watched:
             if route.on_host is None or route.on_host(x):
                 return route.host(x)
-        if observed:
+        if _watched:
             return _observed(x, route, gpu_id, allow_cpu_roundtrip)
         return _plan(x, route, gpu_id, allow_cpu_roundtrip)
     except Exception as exc:  # explained (and chained) when a framework refused the input
@@ -381,20 +392,3 @@ def convert_memory(data: Any, source_type: MemoryTypeLike, target_type: MemoryTy
         )
     return convert(data, target_type, gpu_id=gpu_id, allow_cpu_roundtrip=allow_cpu_roundtrip)
 
-
-def _pointer(x: Any) -> int | None:
-    return load_adapter(detect_framework(x).name).data_ptr(x)
-
-
-def shares_memory(a: Any, b: Any) -> bool:
-    """Whether two arrays (of any frameworks) start at the same device address.
-
-    Useful to check that a conversion was zero-copy. Arrays whose framework does not expose
-    an address (pyclesperanto) never share.
-    """
-    pa, pb = _pointer(a), _pointer(b)
-    if pa is None or pb is None:
-        return False
-    da = load_adapter(detect_framework(a).name).device_of(a)
-    db = load_adapter(detect_framework(b).name).device_of(b)
-    return pa == pb and da == db

@@ -17,7 +17,7 @@ from memtype.frameworks import (
 )
 from memtype.types import MemoryType
 
-__all__ = ["detect_memory_type", "detect_framework", "framework_of", "KNOWN_TYPES",
+__all__ = ["detect_memory_type", "detect_framework", "framework_of", "shares_memory", "KNOWN_TYPES",
            "array_nbytes"]
 
 # type(x) -> framework row, the one cache of "which framework owns x"; cleared when the table
@@ -107,3 +107,21 @@ def array_nbytes(x: Any) -> int | None:
         return None
     adapter = load_adapter(fw.name)
     return math.prod(adapter.shape_of(x)) * int(adapter.dtype_of(x).itemsize)
+
+
+def _pointer(x: Any) -> int | None:
+    return load_adapter(detect_framework(x).name).data_ptr(x)
+
+
+def shares_memory(a: Any, b: Any) -> bool:
+    """Whether two arrays (of any frameworks) start at the same device address.
+
+    Useful to check that a conversion was zero-copy. Arrays whose framework does not expose
+    an address (pyclesperanto) never share.
+    """
+    pa, pb = _pointer(a), _pointer(b)
+    if pa is None or pb is None:
+        return False
+    da = load_adapter(detect_framework(a).name).device_of(a)
+    db = load_adapter(detect_framework(b).name).device_of(b)
+    return pa == pb and da == db
