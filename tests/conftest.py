@@ -33,8 +33,9 @@ settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-from memtype.frameworks import Framework, register_framework, unregister_framework  # noqa: E402
+from memtype.frameworks import Framework  # noqa: E402
 from tests.frameworks import builtin_names, has_gpu, unusable_reason  # noqa: E402
+from tests.helpers import registered  # noqa: E402
 
 TOY = Framework(
     name="toy", module="tests.toyarrays", array_types=("tests.toyarrays:ToyArray",),
@@ -116,31 +117,19 @@ def memory_type(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def toy() -> Iterator[Framework]:
     """The toy framework registered as a seventh row for one test (one row + one module)."""
-    import sys
-
     import tests.toyarrays  # noqa: F401  (a framework not loaded cannot own an array)
 
-    register_framework(TOY)
-    yield TOY
-    unregister_framework("toy")
-    decorators = sys.modules.get("memtype.decorators")
-    if decorators is not None:
-        decorators.__dict__.pop("toy", None)  # the decorator made for the row
+    with registered(TOY) as row:
+        yield row
 
 
 @pytest.fixture
 def toydev() -> Iterator[Framework]:
     """The toy *device* framework (tests.toydevice: 2 "toyaccel" devices with allocators,
     streams and statistics) registered for one test, its allocators fresh."""
-    import sys
-
     from tests import toydevice as tdv
 
     tdv.reset()
-    register_framework(TOYDEV)
-    yield TOYDEV
-    unregister_framework("toydev")
-    decorators = sys.modules.get("memtype.decorators")
-    if decorators is not None:
-        decorators.__dict__.pop("toydev", None)  # the decorator made for the row
+    with registered(TOYDEV) as row:
+        yield row
     tdv.reset()

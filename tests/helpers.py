@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 import memtype as mt
-from memtype.frameworks import load_adapter
+from memtype.frameworks import Framework, load_adapter, register_framework, unregister_framework
 
 
 def host(x: Any) -> np.ndarray:
@@ -28,3 +31,17 @@ def aligned(values: np.ndarray) -> np.ndarray:
     from memtype.frameworks._host import aligned_copy
 
     return aligned_copy(values)
+
+
+@contextmanager
+def registered(row: Framework) -> Iterator[Framework]:
+    """``row`` registered for the block; afterwards unregistered, with the decorator
+    ``memtype.decorators`` made for it (a run-time row's ``@mt.<name>``) dropped."""
+    register_framework(row)
+    try:
+        yield row
+    finally:
+        unregister_framework(row.name)
+        decorators = sys.modules.get("memtype.decorators")
+        if decorators is not None:
+            decorators.__dict__.pop(row.name, None)

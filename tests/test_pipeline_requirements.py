@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.frameworks import Framework, register_framework, unregister_framework
+from memtype.frameworks import Framework
 from memtype.pipeline import FunctionStep, Pipeline
+from tests.helpers import registered
 from tests.pipeline_support import ROOT, SMALL, load_field, stacks, write_plate
 
 GHOST_MODULE = "memtype_tests_ghost_framework"  # a module that exists nowhere
@@ -32,12 +33,8 @@ def plate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def ghost() -> Iterator[Framework]:
-    register_framework(GHOST)
-    yield GHOST
-    unregister_framework("ghost")
-    decorators = sys.modules.get("memtype.decorators")
-    if decorators is not None:
-        decorators.__dict__.pop("ghost", None)
+    with registered(GHOST) as row:
+        yield row
 
 
 def _double(stack: Any) -> Any:
