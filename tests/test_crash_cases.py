@@ -82,6 +82,21 @@ def test_pyclesperanto_after_tensorflow_is_refused_not_crashed() -> None:
 
 
 @pytest.mark.requires("tensorflow")
+def test_an_absent_framework_is_not_an_import_order_error() -> None:
+    # pyclesperanto may not follow tensorflow; when it is not there at all, say that instead
+    out = _ok("""
+        import sys
+        sys.modules["pyclesperanto"] = None  # as if not installed
+        import numpy as np, tensorflow, memtype as mt
+        try:
+            mt.convert(np.ones(3, np.float32), "pyclesperanto")
+        except ImportError as exc:
+            print(type(exc).__name__)
+    """)
+    assert out.strip().splitlines()[-1] == "FrameworkNotInstalledError"
+
+
+@pytest.mark.requires("tensorflow")
 def test_memtype_imports_pyclesperanto_before_tensorflow() -> None:
     if not usable("pyclesperanto"):
         pytest.skip("no OpenCL device")

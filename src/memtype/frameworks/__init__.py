@@ -259,10 +259,19 @@ def _forget(name: str) -> None:
         callback()
 
 
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be found (a blocked or unfindable one: the import explains)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules[module] is None (blocked)
+        return False
+
+
 def _check_import_order(framework: Framework) -> None:
-    """Refuse an import that is known to crash the interpreter in the current state."""
+    """Refuse an import that is known to crash the interpreter in the current state (a
+    framework that is not installed is not refused: its import error says so instead)."""
     late = [m for m in framework.crashes_after if sys.modules.get(m) is not None]
-    if late:
+    if late and _installed(framework.module):
         raise ImportOrderError(
             f"{framework.module!r} cannot be imported after {', '.join(late)!s}: that order "
             f"crashes the interpreter (seen with the pocl OpenCL runtime). Import "
