@@ -42,10 +42,13 @@ class CorruptFile(StoreFormatError):
 
 
 def _decode_errors() -> tuple[type[BaseException], ...]:
-    """DECODE_ERRORS plus pillow's own error classes when pillow is loaded."""
+    """DECODE_ERRORS plus the loaded decoders' own error classes: pillow's decompression
+    bomb, and tifffile's TiffFileError (a ValueError in recent tifffile, a plain Exception in
+    releases of 2024, which the zarr extra's lower bound allows)."""
     image = sys.modules.get("PIL.Image")
-    bomb = getattr(image, "DecompressionBombError", None)
-    return DECODE_ERRORS + ((bomb,) if isinstance(bomb, type) else ())
+    own = (getattr(image, "DecompressionBombError", None),
+           getattr(sys.modules.get("tifffile"), "TiffFileError", None))
+    return DECODE_ERRORS + tuple(e for e in own if isinstance(e, type))
 
 
 def decode(read: Any, fh: BinaryIO, what: str, where: str, options: dict[str, Any]) -> Any:
