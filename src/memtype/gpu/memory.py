@@ -25,6 +25,7 @@ from memtype.frameworks import (
     CPU,
     Adapter,
     Device,
+    DeviceProperties,
     get_framework,
     gpu_adapters,
     gpu_index,
@@ -142,10 +143,15 @@ def _described(device: Device, name: str, adapter: Adapter,
                held: dict[str, Mapping[str, int]]) -> DeviceMemory:
     """A device the GPU manager does not list, as its framework describes it (sizes 0 when
     the adapter has no ``device_properties``)."""
-    describe = hooks.device_properties(adapter)
-    props = None if describe is None else describe(device.index)
+    props = _properties(adapter, device.index)
     total, free = (0, 0) if props is None else (props.total_bytes, props.free_bytes)
     return DeviceMemory(str(device), total, free, MappingProxyType(held), name)
+
+
+def _properties(adapter: Adapter, index: int) -> DeviceProperties | None:
+    """The adapter's ``device_properties(index)``; None when it has none."""
+    describe = hooks.device_properties(adapter)
+    return None if describe is None else describe(index)
 
 
 def _check_gpu_id(gpu_id: object) -> None:
@@ -330,8 +336,7 @@ def device_pressure(device: Device) -> float | None:
     for fw, adapter in gpu_adapters(every_kind=True):
         if fw.gpu_kind != device.kind:
             continue
-        describe = hooks.device_properties(adapter)
-        props = None if describe is None else describe(device.index)
+        props = _properties(adapter, device.index)
         if props is not None and props.total_bytes > 0:
             return 1.0 - props.free_bytes / props.total_bytes
     return None
