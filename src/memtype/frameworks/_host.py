@@ -74,12 +74,14 @@ def negative_strides(a: np.ndarray[Any, Any]) -> bool:
     return bool(a.strides) and min(a.strides) < 0
 
 
-def aligned_copy(a: np.ndarray[Any, Any], align: int = ALIGN) -> np.ndarray[Any, Any]:
-    """A C-contiguous, native-byte-order, writable copy of ``a`` starting on an aligned boundary."""
+def aligned_copy(a: np.ndarray[Any, Any], align: int = ALIGN,
+                 past: int = 0) -> np.ndarray[Any, Any]:
+    """A C-contiguous, native-byte-order, writable copy of ``a`` starting on an aligned
+    boundary (``past`` bytes after one: a deliberately misaligned copy)."""
     dtype = a.dtype.newbyteorder("=") if not a.dtype.isnative else a.dtype
     nbytes = max(a.size * dtype.itemsize, 1)
-    raw = np.empty(nbytes + align, dtype=np.uint8)
-    offset = (-raw.__array_interface__["data"][0]) % align
+    raw = np.empty(nbytes + align + past, dtype=np.uint8)
+    offset = (-raw.__array_interface__["data"][0]) % align + past
     out = raw[offset:offset + a.size * dtype.itemsize].view(dtype).reshape(a.shape)
     np.copyto(out, a, casting="unsafe" if dtype != a.dtype else "no")
     return out

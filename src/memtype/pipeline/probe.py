@@ -122,13 +122,10 @@ def _host_zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> np.ndar
     16 bytes past a 64-byte boundary, NumPy's usual and worst case (malloc aligns 16; a
     64-byte aligned result, which happens by chance, then shares where a copy was planned)."""
     from memtype.frameworks import _hooks as hooks
-    from memtype.frameworks._host import ALIGN
+    from memtype.frameworks._host import aligned_copy
 
     host_native = hooks.rules(load_adapter(memory_type)).host_native
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.zeros(nbytes + 2 * ALIGN, np.uint8)
-    start = (-raw.__array_interface__["data"][0]) % ALIGN + (16 if host_native else 0)
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    return aligned_copy(np.zeros(shape, dtype), past=16 if host_native else 0)
 
 
 def _zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any], gpu_id: int | None) -> Any:
