@@ -102,3 +102,48 @@ def test_pipeline_with_an_mlx_step(tmp_path: Path) -> None:
     for (well, site, channel), stack in stacks(SMALL).items():
         field = load_field(report.outputs["images"], well, site)
         np.testing.assert_array_equal(field[channel - 1], stack.astype(np.float32) * 0.5)
+
+
+_PRIVATE = {  # adapter functions whose result must not follow later writes to their input
+    "copy": lambda ad, x: ad.copy(x),
+    "astype": lambda ad, x: ad.astype(x, np.dtype("float64")),
+    "rint": lambda ad, x: ad.rint(x),
+    "stack": lambda ad, x: ad.stack([x]),
+}
+
+
+@pytest.mark.parametrize("make", list(_PRIVATE.values()), ids=list(_PRIVATE))
+@pytest.mark.parametrize("lazy", [False, True], ids=["evaluated", "lazy"])
+def test_an_mlx_private_result_is_computed_before_the_caller_writes(make: Any,
+                                                                    lazy: bool) -> None:
+    adapter = mt.frameworks.load_adapter("mlx")
+    x = mx.array(np.arange(6, dtype=np.float32))
+    if lazy:
+        x = x + 0  # an unevaluated MLX array
+    out = make(adapter, x)
+    mt.convert(x, "numpy")[...] = -1.0  # the caller writes through memtype's zero-copy view
+    assert host(out).ravel().tolist() == list(range(6))
+
+
+@pytest.mark.parametrize("store", [MemoryStore, lambda: TieredStore(1 << 20)],
+                         ids=["memory", "tiered"])
+def test_a_stored_mlx_array_ignores_writes_through_the_callers_numpy_view(store: Any) -> None:
+    s = store()
+    x = mx.array(np.arange(6, dtype=np.float32))
+    s.save(x, "x")
+    mt.convert(x, "numpy")[0] = -1.0
+    assert host(s.load("x")).tolist() == list(range(6))
+
+
+def test_mlx_copy_inputs_gives_the_function_a_copy_made_before_the_call_returns() -> None:
+    seen: list[Any] = []
+
+    @mt.mlx(copy_inputs=True, contract="any")
+    def keep(x: Any) -> Any:
+        seen.append(x)
+        return x
+
+    x = mx.array(np.arange(6, dtype=np.float32))
+    keep(x)
+    mt.convert(x, "numpy")[0] = -1.0
+    assert host(seen[0]).tolist() == list(range(6))

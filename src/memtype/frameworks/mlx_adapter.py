@@ -92,11 +92,19 @@ def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
     if not a.dtype.isnative or negative_strides(a):  # MLX refuses both
         a = native_copy(a)
     if a.dtype == _BF16:  # mx.array raises std::bad_cast on ml_dtypes.bfloat16
-        return mx.array(a.view(np.uint16)).view(mx.bfloat16)
+        return _private(mx.array(a.view(np.uint16)).view(mx.bfloat16))
     target = _dtypes().get(a.dtype)
     if target is None:
         return _refuse(a.dtype)
-    return mx.array(a, dtype=target)
+    return _private(mx.array(a, dtype=target))
+
+
+def _private(x: Any) -> Any:
+    """``x`` evaluated: MLX computes lazily, so an unevaluated copy, cast or stack would read
+    its source's buffer only when first used, after the caller's later writes (through
+    NumPy's zero-copy view of an MLX array) had reached it."""
+    mx.eval(x)
+    return x
 
 
 def _refuse(dtype: np.dtype[Any]) -> Any:
@@ -140,11 +148,14 @@ def to_device(x: Any, device: Device) -> Any:
 
 
 def copy(x: Any) -> Any:
-    return mx.array(x)  # a new buffer (writes to either do not reach the other)
+    return _private(mx.array(x))  # a new buffer, filled now (mx.array(x) alone is lazy)
 
 
 def stack(arrays: Sequence[Any]) -> Any:
-    return mx.stack(list(arrays))
+    out = mx.stack(list(arrays))
+    if len(arrays) == 1:  # MLX's stack of one array is a view of it; NumPy's is a copy
+        out = mx.array(out)
+    return _private(out)
 
 
 @functools.cache
@@ -188,11 +199,11 @@ def runtime_started() -> bool:
 
 def astype(x: Any, dtype: np.dtype[Any]) -> Any:
     target = _dtypes().get(np.dtype(dtype))
-    return x.astype(target) if target is not None else _refuse(np.dtype(dtype))
+    return _private(x.astype(target)) if target is not None else _refuse(np.dtype(dtype))
 
 
 def rint(x: Any) -> Any:
-    return mx.round(x)  # half to even, as np.rint
+    return _private(mx.round(x))  # half to even, as np.rint
 
 
 def holds_dtype(dtype: np.dtype[Any]) -> bool:
