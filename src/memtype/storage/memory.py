@@ -7,7 +7,8 @@
 
 Saving copies the value (arrays of any framework stay in their framework and on their
 device; a masked array keeps its mask; a ``tf.Variable`` is stored as its current value;
-plain Python objects are deep-copied), so the caller's later writes never change what was
+plain Python objects are deep-copied), so nothing the caller does later -- writing in place,
+freeing a JAX array with ``x.delete()`` or donating it to ``jax.jit`` -- changes what was
 stored; ``copy=False`` stores a reference instead. A stored NumPy copy is marked
 read-only and ``load`` returns it as is (zero-copy); ``load(path, copy=True)`` returns a
 private, writable copy. Arrays of frameworks without a read-only flag (torch, cupy...) must
@@ -39,9 +40,10 @@ def copy_value(value: Any) -> Any:
     """A private copy of ``value``: arrays stay in their framework and on their device.
 
     NumPy copies are returned read-only (the store owns them); a masked array keeps its
-    mask (copied, read-only too). Arrays of immutable frameworks (jax, tensorflow) are
-    returned as they are, or as the adapter's ``readonly_view`` where it has one (a
-    ``tf.Variable``'s current value, which its later ``assign`` calls do not change).
+    mask (copied, read-only too). Arrays of every other framework are copied by their
+    adapter's ``copy``, immutable ones included: a JAX array can still be freed by its owner
+    (``x.delete()``, a donated ``jax.jit`` argument), a ``tf.Variable`` reassigned, and an
+    MLX copy is evaluated before it is kept.
 
     Raises
     ------
@@ -59,14 +61,9 @@ def copy_value(value: Any) -> Any:
     name = _framework_of(value)
     if name is None:
         return _deep_copy(value)
-    from memtype.frameworks import _hooks as hooks
-    from memtype.frameworks import get_framework, load_adapter
+    from memtype.frameworks import load_adapter
 
-    adapter = load_adapter(name)
-    if get_framework(name).immutable:
-        view = hooks.readonly_view(adapter)
-        return value if view is None else view(value)
-    return adapter.copy(value)
+    return load_adapter(name).copy(value)
 
 
 def _frozen_masked(out: np.ma.MaskedArray[Any, Any]) -> np.ma.MaskedArray[Any, Any]:
