@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype._arguments import arrays_in
+from memtype.decorators.inputs import arrays_in
 from memtype.errors import ArgumentTypeError
 from tests.helpers import host
 

@@ -24,7 +24,6 @@ from memtype.frameworks import iter_frameworks
 ROOT = Path(memtype.__file__).parent
 # every framework but the one memtype depends on (NumPy), from the table: a new row is checked
 FRAMEWORK_MODULES = sorted(fw.module for fw in iter_frameworks() if fw.module != "numpy")
-MAX_LINES = 400
 
 
 def _module_name(path: Path) -> str:
@@ -353,13 +352,6 @@ def _outside_frameworks() -> Iterator[tuple[str, ast.Module]]:
     for name, tree in TREES.items():
         if not name.startswith("memtype.frameworks"):
             yield str(MODULES[name].relative_to(ROOT)), tree
-
-
-def test_no_module_is_over_the_size_limit() -> None:
-    sizes = {name: len(path.read_text(encoding="utf-8").splitlines())
-             for name, path in MODULES.items()}
-    too_long = {n: s for n, s in sizes.items() if s > MAX_LINES}
-    assert too_long == {}, "split it (STYLE: small modules)"
 
 
 def test_no_device_kind_literal_outside_frameworks() -> None:

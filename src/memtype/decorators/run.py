@@ -1,9 +1,11 @@
-"""Slice by slice: run a function on each 2D slice of a 3D image and restack, on its device.
+"""Stage 2 of a decorated call: the function run on the call's device and stream, whole or
+slice by slice.
 
-Slices are the framework's own views (``image[z]``), results are stacked by the result
-framework's adapter, so a GPU image never visits host memory (pyclesperanto's stack is the
-exception: it has no on-device stack). Tuple results: the first elements (the images) are
-stacked, every other element is collected into a list with one entry per slice.
+Slice by slice: the first array (a top-level 3D argument) is split with the framework's own
+indexing (``image[z]``), each slice's result must be 2D, and the images are stacked by the
+result framework's adapter, so a GPU image never visits host memory (pyclesperanto's stack
+is the exception: it has no on-device stack). Tuple results: the first elements (the images)
+are stacked, every other element is collected into a list with one entry per slice.
 """
 
 from __future__ import annotations
@@ -11,13 +13,33 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memtype._arguments import Inputs
+from memtype.decorators.inputs import Inputs, arrays_in
 from memtype.detect import framework_of
 from memtype.errors import ContractError, ShapeError
 from memtype.frameworks import load_adapter
+from memtype.gpu.streams import thread_stream
 from memtype.stack import stack_slices
 
-__all__ = ["run_by_slice", "can_slice"]
+__all__ = ["run", "run_by_slice", "can_slice"]
+
+
+def run(func: Callable[..., Any], inputs: Inputs, framework: str, by_slice: bool,
+        name: str) -> Any:
+    """``func`` (or its slices) on the call's device, in ``framework``'s stream there (any
+    accelerator kind: the adapter's ``stream``, with the hand-off where it has stream
+    functions); on the host, a plain call."""
+    if not inputs.device.is_gpu:
+        if by_slice:
+            return run_by_slice(func, inputs, name)
+        return func(*inputs.args, **inputs.kwargs)
+    with thread_stream(framework, inputs.device.index) as handoff:
+        handoff.adopt(inputs.arrays)
+        if by_slice:
+            result = run_by_slice(func, inputs, name)
+        else:
+            result = func(*inputs.args, **inputs.kwargs)
+        handoff.release(arrays_in(result))
+    return result
 
 
 def can_slice(inputs: Inputs) -> bool:

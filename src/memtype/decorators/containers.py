@@ -1,4 +1,5 @@
-"""The containers a decorated call looks into for arrays, rebuilt as the same type.
+"""The containers a decorated call looks into for arrays (arguments and results), rebuilt as
+the same type.
 
 Walked, recursively: ``list`` and ``tuple``; namedtuples (rebuilt with ``_make``); ``dict``
 and its subclasses (the values; keys are left alone; a subclass is rebuilt as a shallow

@@ -1,14 +1,15 @@
-"""What a decorated function returns: the contract, the dtype policy, the output type."""
+"""Stage 3 of a decorated call: its result through the contract, the dtype policy and the
+conversion to the output type."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Literal
 
-from memtype._arguments import Inputs
-from memtype._calls import CallOptions
 from memtype._casting import Bounds, cast_in
 from memtype.convert import convert
+from memtype.decorators.inputs import Inputs
+from memtype.decorators.options import CallOptions
 from memtype.detect import KNOWN_TYPES as _known
 from memtype.detect import framework_of
 from memtype.dtypes import OutputDtype, cast, holds_dtype, nearest_held_dtype, preserve_input
@@ -17,7 +18,7 @@ from memtype.errors import CallOptionError, ContractError
 from memtype.frameworks import Framework, load_adapter
 from memtype.types import DtypeConversion
 
-__all__ = ["Contract", "contract_ndims", "Results"]
+__all__ = ["Contract", "contract_ndims", "Outputs"]
 
 Contract = int | tuple[int, ...] | Literal["any"] | Callable[[Any], bool] | None
 """``None``: a 3D image; an int or ints: allowed dimensions; ``"any"``: unchecked;
@@ -41,30 +42,49 @@ def contract_ndims(contract: Contract) -> tuple[int, ...] | None:
     )
 
 
-class Results:
-    """The result half of a decorated function (mixed into ``MemoryTypeFunction``)."""
+class Outputs:
+    """How one decorated function's results are finished (fixed at decoration).
 
-    _name: str
-    _contract: Contract
-    _ndims: tuple[int, ...] | None
-    _out: Framework
-    _out_adapter: Any
-    _allow_roundtrip: bool
-    keeps_result: bool
+    ``keeps_result``: a :meth:`~memtype.decorators.MemoryTypeFunction.computing` variant's
+    results stay in the framework they were computed in (the dtype policy applied there).
+    The output framework's adapter is loaded at the first call (:meth:`load`).
+    """
 
-    def _returning(self, fw: Framework) -> Results:
-        """A computing variant's function declared to return ``fw``."""
-        raise NotImplementedError
-    def _finish(self, result: Any, inputs: Inputs, opts: CallOptions) -> Any:
+    def __init__(self, name: str, out: Framework, contract: Contract,
+                 allow_roundtrip: bool, keeps_result: bool = False) -> None:
+        self._name = name
+        self._out = out
+        self._contract = contract
+        self._ndims = contract_ndims(contract)
+        self._allow_roundtrip = allow_roundtrip
+        self.keeps_result = keeps_result
+        self._out_adapter: Any = None
+        self._in_framework: dict[str, Outputs] = {}
+
+    def load(self) -> None:
+        """Load the output framework (first call)."""
+        self._out_adapter = load_adapter(self._out.name)
+
+    def _returning(self, fw: Framework) -> Outputs:
+        """A kept result in ``fw`` (not the declared type): finished as if ``fw`` were the
+        output type (made once per framework)."""
+        made = self._in_framework.get(fw.name)
+        if made is None:
+            made = Outputs(self._name, fw, self._contract, self._allow_roundtrip)
+            made.load()
+            self._in_framework[fw.name] = made
+        return made
+
+    def finish(self, result: Any, inputs: Inputs, opts: CallOptions) -> Any:
         """Contract, dtype policy and output type; tuple results: the first element."""
         if type(result) is tuple:
             if not result:
                 raise ContractError(
                     f"{self._name} returned an empty tuple; expected the image first.")
-            return (self._output(result[0], inputs, opts), *result[1:])
-        return self._output(result, inputs, opts)
+            return (self.output(result[0], inputs, opts), *result[1:])
+        return self.output(result, inputs, opts)
 
-    def _output(self, image: Any, inputs: Inputs, opts: CallOptions) -> Any:
+    def output(self, image: Any, inputs: Inputs, opts: CallOptions) -> Any:
         """One image through the contract, the dtype policy and the output conversion."""
         fw = _known.get(type(image)) or framework_of(image)
         if fw is self._out and self._ndims is not None:  # the common case, kept short
@@ -74,7 +94,7 @@ class Results:
                 return image
         else:
             if self.keeps_result and fw is not None:  # a computing variant: kept in fw
-                return self._returning(fw)._output(image, inputs, opts)
+                return self._returning(fw).output(image, inputs, opts)
             self._check(image, fw)
         if fw is None:
             return image
