@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from memtype.errors import ShapeError
+import memtype as mt
+from memtype.errors import InputCollisionError, ShapeError
 from memtype.pipeline.patterns import (
     DEFAULT_PATTERN,
     FilenamePattern,
@@ -84,7 +86,7 @@ def test_match_files_sorts_naturally_and_skips_strangers() -> None:
     records = match_files(names, FilenamePattern())
     assert [r.path for r in records] == ["A2_s1_w1_z001.tif", "A2_s1_w1_z002.tif",
                                          "A10_s1_w1_z001.tif", "A10_s1_w1_z002.tif"]
-    assert records[0].get("well") == "A2" and records[0].fields["z"] == 1
+    assert records[0].get("well") == "A02" and records[0].fields["z"] == 1
 
 
 def test_group_by_well_then_stack_by_z() -> None:
@@ -163,3 +165,83 @@ def test_synthetic_plate_refuses_bad_shapes() -> None:
         SyntheticPlate(channels=3)
     with pytest.raises(ValueError):
         SyntheticPlate(size=8)
+
+
+@pytest.mark.parametrize("names", [
+    ["A01_s1_w1_z001.tif", "A1_s1_w1_z001.tif"],
+    ["A01_s1_w1_z001.tif", "a001_s1_w1_z001.tif"],
+    ["A1_s1_w1_z001.tif", "a001_s1_w1_z001.tif"],
+    ["TimePoint_1/A01_s1_w1_z001.tif", "TimePoint_2/A01_s1_w1_z001.tif"],
+], ids=["A01-A1", "A01-a001", "A1-a001", "same-name-two-folders"])
+def test_two_files_of_one_field_are_an_error_naming_both(names: list[str]) -> None:
+    with pytest.raises(InputCollisionError) as info:
+        match_files(names, FilenamePattern())
+    assert all(repr(n) in str(info.value) for n in names)
+    assert isinstance(info.value, ValueError)
+
+
+def test_names_of_one_well_are_merged_into_that_well() -> None:
+    records = match_files(["A01_s1_w1_z001.tif", "A1_s2_w1_z001.tif", "a001_s3_w1_z001.tif"],
+                          FilenamePattern())
+    groups = group_records(records, ["well"])
+    assert list(groups) == [(("well", "A01"),)]
+    assert [r.get("site") for r in groups[(("well", "A01"),)]] == [1, 2, 3]
+
+
+@mt.numpy
+def _keep(stack: np.ndarray) -> np.ndarray:
+    return stack
+
+
+def test_a_run_over_two_names_of_one_image_fails_before_anything_runs(tmp_path: Path) -> None:
+    from memtype.pipeline import FunctionStep, Pipeline
+    from memtype.storage import DiskStore
+
+    store = DiskStore(tmp_path / "in")
+    for name in ("A01_s1_w1_z001.tif", "A1_s1_w1_z001.tif", "a001_s1_w1_z001.tif"):
+        store.save(np.ones((4, 4), np.uint16), name)
+    pipeline = Pipeline([FunctionStep(_keep)])
+    with pytest.raises(InputCollisionError, match="A01_s1_w1_z001.tif"):
+        pipeline.run(tmp_path / "in", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_colliding_stack_slices_name_both_files() -> None:
+    key = (("well", "A01"), ("z", 1))
+    with pytest.raises(ShapeError, match="'a.tif' and 'b.tif'"):
+        stack_keys([key, key], ["z"], ["a.tif", "b.tif"])
+
+
+@pytest.mark.parametrize(("well", "expected"), [
+    ("A01", "A01"), ("A1", "A01"), ("a001", "A01"), ("p24", "P24"), ("AA3", "AA03"),
+    ("B123", "B123"), ("plate", "plate"),
+])
+def test_canonical_well(well: str, expected: str) -> None:
+    from memtype.pipeline.patterns import canonical_well
+
+    assert canonical_well(well) == expected
+
+
+@pytest.mark.parametrize(("template", "path", "expected"), [
+    ("{well}/{site}/{channel}_z{z}.tif", "plate/B03/2/1_z4.tif",
+     {"well": "B03", "site": 2, "channel": 1, "z": 4}),
+    ("TimePoint_{t}/ZStep_{z}/{well}_s{site}_w{channel}.tif",
+     "TimePoint_2/ZStep_3/A01_s1_w2.tif", {"t": 2, "z": 3, "well": "A01", "site": 1,
+                                           "channel": 2}),
+    ("{well}_s{site}_w{channel}_z{z}.tif", "deep/er/A01_s1_w1_z1.TIF",
+     {"well": "A01", "site": 1, "channel": 1, "z": 1}),
+    ("{well}_s{site}_w{channel}_z{z}.tif", "A01_s1_w1_z1.Tif",
+     {"well": "A01", "site": 1, "channel": 1, "z": 1}),
+], ids=["well-site-folders", "timepoint-zstep-folders", "upper-extension", "mixed-extension"])
+def test_patterns_with_folders_and_any_extension_case(template: str, path: str,
+                                                      expected: dict[str, object]) -> None:
+    assert FilenamePattern(template).match(path) == expected
+
+
+@pytest.mark.parametrize(("template", "path"), [
+    ("{well}/{site}/{channel}_z{z}.tif", "B03/1_z4.tif"),
+    ("TimePoint_{t}/{well}_s{site}_w{channel}.tif", "ZStep_1/A01_s1_w1.tif"),
+    ("{well}_s{site}_w{channel}_z{z}.tif", "A01_S1_w1_z1.tif"),
+], ids=["too-few-levels", "wrong-folder", "literal-case-is-kept"])
+def test_patterns_with_folders_reject_other_paths(template: str, path: str) -> None:
+    assert FilenamePattern(template).match(path) is None

@@ -39,6 +39,7 @@ __all__ = [
     "CommandError",
     "SideOutputError",
     "InputWriteError",
+    "InputCollisionError",
 ]
 
 
@@ -149,6 +150,10 @@ class MemoryBudgetError(MemtypeError, MemoryError):
 
 class NoImagesError(MemtypeError, FileNotFoundError):
     """No input file matches a pipeline's file-name pattern."""
+
+
+class InputCollisionError(MemtypeError, ValueError):
+    """Two input images that land on one plate field (the same well, site, channel, z and t)."""
 
 
 class DtypePolicyError(MemtypeError, ValueError):

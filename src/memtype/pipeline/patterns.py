@@ -6,6 +6,15 @@ A pattern is a filename with ``{field}`` placeholders: ``{well}_s{site}_w{channe
 ``{name:s}`` matches any text without a path separator. A format spec such as ``03d`` pads the
 number when a filename is built with :meth:`FilenamePattern.format` and is accepted with any
 number of digits when matching.
+
+A pattern may name directory levels too: ``TimePoint_{t}/ZStep_{z}/{well}_s{site}_w{channel}.tif``
+or ``{well}/{site}/{channel}_z{z}.tif`` match the last as many path components as the pattern has
+(a pattern without ``/`` matches the file name alone, in any folder). The extension (the text
+after the last ``.`` of the pattern) matches in any case: ``.tif`` matches ``.TIF``.
+
+Well names are read as a row and a column: ``A01``, ``A1``, ``a001`` are all well ``A01``
+(:func:`canonical_well`); :func:`match_files` records them so, and two files that land on one
+set of field values are an :class:`~memtype.errors.InputCollisionError` naming both.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from memtype.errors import FieldError, InvalidArgumentError, ShapeError
+from memtype.errors import FieldError, InputCollisionError, InvalidArgumentError, ShapeError
 from memtype.storage.base import natural_key
 
 __all__ = [
@@ -30,6 +39,8 @@ __all__ = [
     "key_label",
     "key_order",
     "split_well",
+    "canonical_well",
+    "check_unique",
     "field_sort_key",
 ]
 
@@ -84,6 +95,15 @@ def _parse_template(template: str) -> tuple[list[str], list[_Field]]:
     return literals, fields
 
 
+def _literal_regex(literal: str, last: bool) -> str:
+    """A literal part of a template as a regex; the extension of the ``last`` part (after
+    its last ``.``) in any case."""
+    dot = literal.rfind(".")
+    if not last or dot < 0 or "/" in literal[dot:]:
+        return re.escape(literal)
+    return re.escape(literal[:dot]) + "(?i:" + re.escape(literal[dot:]) + ")"
+
+
 @dataclass(frozen=True)
 class FilenamePattern:
     """A filename template with named fields.
@@ -121,7 +141,7 @@ class FilenamePattern:
             )
         parts: list[str] = []
         for i, literal in enumerate(literals):
-            parts.append(re.escape(literal))
+            parts.append(_literal_regex(literal, last=i == len(literals) - 1))
             if i < len(fields):
                 parts.append(f"(?P<{fields[i].name}>{fields[i].regex})")
         object.__setattr__(self, "_fields", tuple(fields))
@@ -135,10 +155,18 @@ class FilenamePattern:
         """The field names, in template order."""
         return tuple(f.name for f in self._fields)
 
+    @property
+    def levels(self) -> int:
+        """How many path components the pattern matches (1: the file name alone)."""
+        return self.template.count("/") + 1
+
     def match(self, name: str) -> dict[str, FieldValue] | None:
-        """The field values of a file name (last path component), or None if it does not match."""
-        base = name.replace("\\", "/").rsplit("/", 1)[-1]
-        m = self._regex.match(base)
+        """The field values of a path (its last :attr:`levels` components), or None if it does
+        not match."""
+        parts = name.replace("\\", "/").split("/")
+        if len(parts) < self.levels:
+            return None
+        m = self._regex.match("/".join(parts[-self.levels:]))
         if m is None:
             return None
         return {f.name: (m[f.name] if f.is_text else int(m[f.name])) for f in self._fields}
@@ -187,14 +215,48 @@ def key_order(key: Key) -> tuple[tuple[tuple[int, int | str], ...], ...]:
 
 
 def match_files(paths: Iterable[str], pattern: FilenamePattern) -> list[ImageRecord]:
-    """The records of the paths whose file names match ``pattern``, in natural order."""
+    """The records of the paths whose names match ``pattern``, in natural order, with their
+    well names canonical (``A1`` -> ``A01``).
+
+    Raises
+    ------
+    InputCollisionError
+        Two paths land on the same field values (a ``ValueError``): see :func:`check_unique`.
+    """
     records: list[ImageRecord] = []
     for path in paths:
         values = pattern.match(path)
         if values is not None:
+            if isinstance(values.get("well"), str):
+                values["well"] = canonical_well(str(values["well"]))
             records.append(ImageRecord(path, tuple(values.items())))
     records.sort(key=lambda r: key_order(r.key))
+    check_unique(records)
     return records
+
+
+def check_unique(records: Sequence[ImageRecord]) -> None:
+    """Refuse two records with the same field values, naming both files.
+
+    Two names of one well (``A01_s1_w1_z001.tif``, ``A1_s1_w1_z001.tif``) or one name in two
+    folders the pattern does not tell apart would write one plate field twice: the run
+    would keep one and report both done.
+
+    Raises
+    ------
+    InputCollisionError
+        Two records with one key (a ``ValueError``).
+    """
+    seen: dict[Key, str] = {}
+    for record in records:
+        first = seen.setdefault(record.key, record.path)
+        if first != record.path:
+            raise InputCollisionError(
+                f"Input files {first!r} and {record.path!r} are the same image "
+                f"({key_label(record.key)}; well names are read as row and column, so "
+                "A01 = A1 = a001); each image needs its own field values. Remove one, or "
+                "add the part of the name or folder that tells them apart to the pattern "
+                "(e.g. 'TimePoint_{t}/{well}_s{site}_w{channel}.tif').")
 
 
 def _project(key: Key, names: Sequence[str], keep: bool) -> Key:
@@ -230,26 +292,30 @@ def group_records(records: Sequence[ImageRecord],
     return {k: groups[k] for k in sorted(groups, key=key_order)}
 
 
-def stack_keys(keys: Sequence[Key], variable_components: Sequence[str]) -> dict[Key, list[int]]:
+def stack_keys(keys: Sequence[Key], variable_components: Sequence[str],
+               names: Sequence[str] | None = None) -> dict[Key, list[int]]:
     """Indices of ``keys`` grouped into stacks: equal outside ``variable_components``,
-    sorted inside.
+    sorted inside. ``names`` (the images' files) name the two images that collide.
 
     Raises
     ------
     ValueError
-        A variable component that is not a field, or two images with the same key.
+        Two images with the same key (a ``ShapeError``).
     """
     stacks: dict[Key, list[int]] = {}
     for i, key in enumerate(keys):
         stacks.setdefault(_project(key, variable_components, False), []).append(i)
     for fixed, members in stacks.items():
         members.sort(key=lambda i: key_order(_project(keys[i], variable_components, True)))
-        inner = [_project(keys[i], variable_components, True) for i in members]
-        if len(set(inner)) != len(inner):
-            raise ShapeError(
-                f"Two images of stack {key_label(fixed)} have the same "
-                f"{list(variable_components)} values; each slice of a stack needs its own."
-            )
+        first: dict[Key, int] = {}
+        for i in members:
+            j = first.setdefault(_project(keys[i], variable_components, True), i)
+            if j != i:
+                which = (f" ({names[j]!r} and {names[i]!r})" if names is not None
+                         else f" (images {j} and {i})")
+                raise ShapeError(
+                    f"Two images of stack {key_label(fixed)}{which} have the same "
+                    f"{list(variable_components)} values; each slice of a stack needs its own.")
     return {k: stacks[k] for k in sorted(stacks, key=key_order)}
 
 
@@ -258,6 +324,13 @@ def key_label(key: Key | Mapping[str, FieldValue]) -> str:
     items = key.items() if isinstance(key, Mapping) else key
     text = " ".join(f"{k}={v}" for k, v in items)
     return text or "all"
+
+
+def canonical_well(well: str) -> str:
+    """A well name as row letters (upper case) and a column of at least two digits:
+    ``A1``, ``a001``, ``A01`` -> ``A01``; a name that is not letters and digits stays as is."""
+    m = re.fullmatch(r"([A-Za-z]+)(\d+)", well)
+    return well if m is None else f"{m[1].upper()}{int(m[2]):02d}"
 
 
 def split_well(well: str) -> tuple[str, int]:

@@ -174,7 +174,8 @@ def _load(ctx: RunContext, first: FunctionStep, state: _GroupState,
     task, stats = state.task, state.step_stats("[load]")
     keys = [r.key for r in task.records]
     stacks: list[Stack] = []
-    for fixed, members in stack_keys(keys, first.variable_components).items():
+    names = [r.path for r in task.records]
+    for fixed, members in stack_keys(keys, first.variable_components, names).items():
         images = ctx.input_store.load_batch([task.records[i].path for i in members])
         memory_type = first.calls_for(fixed)[0].input_type
         data = _stack(ctx, state, stats, images, memory_type, gpu_id)
