@@ -5,22 +5,20 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-from memtype.errors import FrameworkNotInstalledError  # noqa: E402
 from memtype.frameworks import load_adapter  # noqa: E402
 
 # Through memtype, so pyclesperanto gets the OpenCL runtime memtype chooses (a pip-installed
-# pocl where no OpenCL platform offers a device). A framework that fails to import is
-# reported by tests.frameworks.unusable_reason, as a skip reason, never at collection.
+# pocl where no OpenCL platform offers a device). An installed framework that fails to
+# import fails here, loudly: a broken install is never a reason to skip.
 for _name in ("torch", "pyclesperanto", "jax", "tensorflow"):  # order is the workaround
     if importlib.util.find_spec(_name) is not None:
-        try:
-            load_adapter(_name)
-        except FrameworkNotInstalledError:
-            continue  # its tests skip with this error as the reason (tests.frameworks)
+        load_adapter(_name)
 
 from collections.abc import Iterator  # noqa: E402
 
@@ -34,7 +32,7 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 from memtype.frameworks import Framework  # noqa: E402
-from tests.frameworks import builtin_names, has_gpu, unusable_reason  # noqa: E402
+from tests.frameworks import has_gpu, type_params, unusable_reason  # noqa: E402
 from tests.helpers import registered  # noqa: E402
 
 TOY = Framework(
@@ -50,67 +48,89 @@ TOYDEV = Framework(
 )
 
 
-def _absent_module(exc: BaseException | None) -> str | None:
-    """The top-level module an error (or its causes) says is not installed, if truly absent.
-    An exception group (hypothesis reports several failures as one) counts when each of its
-    members does."""
-    if isinstance(exc, BaseExceptionGroup):
-        found = [_absent_module(e) for e in exc.exceptions]
-        return found[0] if found and all(found) else None
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, ModuleNotFoundError) and exc.name:
-            top = exc.name.partition(".")[0]
-            if importlib.util.find_spec(top) is None:
-                return top
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
+# What a test may be skipped for. Nothing else skips: a test that fails is a failure, and
+# a case that cannot run here is listed as a skip naming what is absent (tests.frameworks).
+ALL_EXTRAS_ENV = "MEMTYPE_TEST_ALL_EXTRAS"
+# Modules no extra of memtype[all] installs (`make test` cannot have them on a CPU machine).
+NOT_IN_ALL_EXTRAS = frozenset({"cupy", "pynvml"})
+_ALLOWED_SKIP = pytest.StashKey[str]()
+
+
+def _all_extras() -> bool:
+    """``make test`` says every extra is installed: a skip it does not expect fails the run."""
+    return os.environ.get(ALL_EXTRAS_ENV, "") == "1"
+
+
+def _pip_pocl_platform() -> bool:
+    """Where memtype[cle] brings its own OpenCL runtime (pocl-binary-distribution)."""
+    return sys.platform == "linux" and platform.machine() == "x86_64"
+
+
+def _skip_reason(item: pytest.Item) -> tuple[str, bool] | None:
+    """Why ``item`` cannot run here, from its markers, and whether a run with every extra
+    installed may skip it for that; None when it can run."""
+    for mark in item.iter_markers("requires"):
+        absent = [m for m in mark.args if importlib.util.find_spec(m) is None]
+        if absent:
+            return (f"needs {', '.join(absent)}, not installed (an optional extra)",
+                    set(absent) <= NOT_IN_ALL_EXTRAS)
+    if item.get_closest_marker("gpu") is not None and not has_gpu():
+        return "needs a CUDA GPU; none on this machine", True
+    if item.get_closest_marker("no_gpu") is not None and has_gpu():
+        return "checks the behaviour without a GPU; this machine has one", True
+    if item.get_closest_marker("opencl") is not None:
+        why = unusable_reason("pyclesperanto")
+        if why:
+            return f"needs an OpenCL device: {why}", not _pip_pocl_platform()
     return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip, naming what is absent, each test whose ``requires``/``gpu``/``no_gpu``/``opencl``
+    marker is not met here. With every extra installed, a missing module that memtype[all]
+    installs is not skipped: the test runs and fails on its import."""
+    for item in items:
+        found = _skip_reason(item)
+        if found is None:
+            continue
+        reason, allowed = found
+        if allowed or not _all_extras():
+            item.stash[_ALLOWED_SKIP] = reason
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A test that needs an optional package which is not installed here is a skip with that
-    reason (an install with only some extras runs the rest of the suite), never a failure.
-    Only a package absent from this environment counts: anything else still fails."""
+    """With every extra installed (``MEMTYPE_TEST_ALL_EXTRAS=1``, set by ``make test``), a skip
+    that no marker above asked for (``pytest.skip``, ``importorskip``, ``skipif``) fails."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
-    if not report.failed or call.excinfo is None:
+    if not (report.skipped and _all_extras()) or hasattr(report, "wasxfail"):
         return
-    missing = _absent_module(call.excinfo.value)
-    if missing is not None:
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0,
-                           f"Skipped: needs {missing!r}, not installed (an optional extra)")
-
-
-def _skip_missing_requirements(items: list[pytest.Item]) -> None:
-    """``@pytest.mark.requires("torch", ...)``: skip, naming what is absent (subprocess tests
-    cannot raise the ModuleNotFoundError the report hook above turns into a skip)."""
-    for item in items:
-        for mark in item.iter_markers("requires"):
-            absent = [m for m in mark.args if importlib.util.find_spec(m) is None]
-            if absent:
-                item.add_marker(pytest.mark.skip(
-                    reason=f"needs {', '.join(absent)}, not installed (an optional extra)"))
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _skip_missing_requirements(items)
-    if has_gpu():
+    if _ALLOWED_SKIP in item.stash:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU; none on this machine")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    why = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = (f"{item.nodeid} was skipped ({why}), but {ALL_EXTRAS_ENV}=1 says "
+                       "every extra is installed: a skip must come from a requires/gpu/"
+                       "no_gpu/opencl marker naming what is absent")
 
 
-@pytest.fixture(params=builtin_names(), ids=str)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """The same for a whole module skipped while it was collected."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and _all_extras():
+        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = (f"{collector.nodeid} was skipped while collected ({why}), but "
+                           f"{ALL_EXTRAS_ENV}=1 says every extra is installed")
+
+
+@pytest.fixture(params=type_params())
 def memory_type(request: pytest.FixtureRequest) -> str:
-    """Each built-in memory type; skipped, with the reason, where it cannot run here."""
-    reason = unusable_reason(str(request.param))
-    if reason:
-        pytest.skip(reason)
+    """Each built-in memory type, marked with what it needs (tests.frameworks.type_params)."""
     return str(request.param)
 
 

@@ -1,25 +1,31 @@
-"""Which memory types this machine can run, read from the framework table."""
+"""Which memory types this machine can run, read from the framework table, and the test
+parameters made from it: one case per built-in memory type, always listed, each carrying
+the markers that name what it needs (``requires(module)``, ``gpu``, ``opencl``)."""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+from collections.abc import Iterable
 
-from memtype.errors import FrameworkNotInstalledError
-from memtype.frameworks import iter_frameworks, load_adapter
+import pytest
+
+from memtype.frameworks import Framework, iter_frameworks, load_adapter
+
+
+def _row(name: str) -> Framework:
+    return next(f for f in iter_frameworks() if f.name == name)
 
 
 @functools.cache
 def unusable_reason(name: str) -> str:
-    """Why a memory type cannot run here ("" when it is installed, importable and has a
-    device to put arrays on)."""
-    fw = next(f for f in iter_frameworks() if f.name == name)
+    """Why a memory type cannot run here ("" when it is installed and has a device to put
+    arrays on). An installed framework that fails to import raises: that is a failure of
+    the install, never a reason to skip."""
+    fw = _row(name)
     if importlib.util.find_spec(fw.module) is None:
         return f"{name} is not installed ({fw.install_hint})"
-    try:
-        adapter = load_adapter(name)
-    except FrameworkNotInstalledError as exc:
-        return str(exc)
+    adapter = load_adapter(name)
     if "cpu" in fw.device_kinds or adapter.gpu_count() > 0:
         return ""
     explain = getattr(adapter, "no_device_reason", None)
@@ -27,7 +33,7 @@ def unusable_reason(name: str) -> str:
 
 
 def usable(name: str) -> bool:
-    """Installed, importable, and with a device to put arrays on."""
+    """Installed, and with a device to put arrays on (a broken install raises)."""
     return not unusable_reason(name)
 
 
@@ -46,4 +52,30 @@ def builtin_names() -> list[str]:
 
 
 def available_types() -> list[str]:
+    """The built-in memory types usable here. For a test's own logic only (e.g. which
+    sources to compare against); never to choose a test's cases: use :func:`type_params`."""
     return [name for name in builtin_names() if usable(name)]
+
+
+def needs(*names: str) -> list[pytest.MarkDecorator]:
+    """The markers naming what the memory types ``names`` need: the module installed, and a
+    CUDA GPU (``gpu``) or an OpenCL device (``opencl``) where they have no host arrays."""
+    marks: list[pytest.MarkDecorator] = []
+    for name in dict.fromkeys(names):
+        fw = _row(name)
+        marks.append(pytest.mark.requires(fw.module))
+        if fw.gpu_only:
+            marks.append(pytest.mark.opencl if fw.gpu_kind == "opencl" else pytest.mark.gpu)
+    return marks
+
+
+def type_params(names: Iterable[str] | None = None) -> list[object]:
+    """One ``pytest.param`` per memory type (default: every built-in one), id'd by name and
+    marked with what it needs: a case that cannot run here is listed as a skip that names
+    what is absent, never dropped."""
+    return [pytest.param(n, marks=needs(n), id=n) for n in (names or builtin_names())]
+
+
+def pair_params(pairs: Iterable[tuple[str, str]]) -> list[object]:
+    """``type_params`` for (source, target) pairs, id'd ``source-target``."""
+    return [pytest.param(s, t, marks=needs(s, t), id=f"{s}-{t}") for s, t in pairs]

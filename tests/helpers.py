@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -45,3 +48,11 @@ def registered(row: Framework) -> Iterator[Framework]:
         decorators = sys.modules.get("memtype.decorators")
         if decorators is not None:
             decorators.__dict__.pop(row.name, None)
+
+
+def import_if_installed(name: str) -> ModuleType | None:
+    """``name`` imported, or None where it is not installed: for a module-level import in a
+    test file whose tests declare ``@pytest.mark.requires(name)`` (that marker skips them,
+    naming it). An installed module that fails to import raises: a broken install fails."""
+    return None if importlib.util.find_spec(name.partition(".")[0]) is None else \
+        importlib.import_module(name)
