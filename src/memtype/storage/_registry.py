@@ -30,7 +30,7 @@ def get_store_class(name: str) -> type[Store]:
     Raises
     ------
     StoreKeyError
-        No store is registered under ``name``.
+        No store is registered under ``name`` (``None`` or a number included).
     """
     target = BACKENDS.get(name) if isinstance(name, str) else None
     if target is None:

@@ -20,7 +20,9 @@ One rule for all stores
 * a missing path raises ``StoreNotFoundError`` (a ``FileNotFoundError``);
 * a missing parent directory raises ``StoreNotFoundError`` unless ``parents=True``;
 * a file where a directory is expected (or the reverse) raises ``StorePathError``;
-* ``save_batch`` / ``load_batch`` take exactly the keyword arguments of ``save`` / ``load``.
+* ``save_batch`` / ``load_batch`` take exactly the keyword arguments of ``save`` / ``load``;
+* an argument of the wrong type (a path that is not a string, ``None`` for a budget or a
+  registry) raises ``ArgumentTypeError`` (a ``TypeError``) naming the argument.
 """
 
 from __future__ import annotations
@@ -46,12 +48,45 @@ __all__ = [
     "natural_key",
     "natural_sorted",
     "match_name",
+    "check_type",
 ]
 
 PathLike = str | os.PathLike[str]
 StoreDevice = Literal["host", "disk", "device"]
 
 _DIGITS = re.compile(r"(\d+)")
+
+
+def check_type(name: str, value: Any, types: type | tuple[type, ...], expected: str) -> None:
+    """Raise ArgumentTypeError unless ``value`` is one of ``types`` (a bool is no int).
+
+    Parameters
+    ----------
+    name : str
+        The argument as the caller wrote it (``"budget_bytes"``, ``"FileManager registry"``).
+    value : object
+        What the caller passed.
+    types : type or tuple of type
+        The accepted types.
+    expected : str
+        The accepted types in words, for the message.
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``value`` is of another type (also a ``TypeError``).
+    """
+    if isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types)):
+        return
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise ArgumentTypeError(
+        f"{name} must be {expected}; received {type(value).__name__}: {shown}.")
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    """``types`` as a tuple."""
+    return types if isinstance(types, tuple) else (types,)
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -69,7 +104,14 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
         strings with equal keys keep a deterministic order through the original text.
         A string whose parts begin another's sorts first, as with GNU ``sort -V``,
         ``ls -v`` and natsort: ``run1`` before ``run1b``, ``scan`` before ``scan2``.
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``text`` is not a str.
     """
+    if not isinstance(text, str):
+        check_type("natural_key's text", text, str, "a str")
     parts: list[tuple[int, int | str]] = []
     for i, piece in enumerate(_DIGITS.split(text)):
         if i % 2:
@@ -81,7 +123,16 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def natural_sorted(items: Iterable[str]) -> list[str]:
-    """``items`` sorted with :func:`natural_key`."""
+    """``items`` sorted with :func:`natural_key`.
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``items`` is not an iterable of str (a str itself is refused: sort its characters
+        with ``sorted``).
+    """
+    if isinstance(items, str) or not isinstance(items, Iterable):
+        check_type("natural_sorted's items", items, (list, tuple), "an iterable of str")
     return sorted(items, key=natural_key)
 
 
@@ -101,6 +152,8 @@ def _extension_set(extensions: Iterable[str] | str | None) -> frozenset[str] | N
         return None
     if isinstance(extensions, str):
         extensions = (extensions,)
+    if not isinstance(extensions, Iterable) or not all(isinstance(e, str) for e in extensions):
+        check_type("extensions", extensions, (str, tuple), "a str, an iterable of str or None")
     return frozenset(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
 
 
@@ -117,13 +170,13 @@ def normalize_path(path: PathLike, root: str) -> str:
     Raises
     ------
     StorePathError
-        The path leaves the root, is empty of meaning (NUL bytes), or is not a string.
+        The path leaves the root or contains NUL bytes.
+    ArgumentTypeError
+        The path is not a str or an os.PathLike of str.
     """
     text = os.fspath(path) if isinstance(path, os.PathLike) else path
     if not isinstance(text, str):
-        raise StorePathError(
-            f"A store path must be a str or os.PathLike of str; received {type(path).__name__}."
-        )
+        check_type("A store path", path, str, "a str or os.PathLike of str")
     if "\x00" in text:
         raise StorePathError(f"A store path may not contain NUL bytes; received {text!r}.")
     if text.startswith("/"):
@@ -211,7 +264,8 @@ class Store(ABC):
         if not isinstance(text, str) or not text:
             raise StorePathError(f"A store root must be a non-empty path; received {root!r}.")
         self.root: str = posixpath.normpath(os.path.abspath(text))
-        self.read_only = bool(read_only)
+        check_type("read_only", read_only, bool, "a bool")
+        self.read_only = read_only
         self.supports_writes = not self.read_only
         self.supports_deletes = not self.read_only
 
@@ -243,6 +297,8 @@ class Store(ABC):
                  extensions: frozenset[str] | None) -> list[str]:
         """What ``list_files`` returns: the keys whose names pass the filters, in natural
         order, in the form the caller gave ``directory``."""
+        if pattern is not None:
+            check_type("pattern", pattern, str, "a glob pattern (str) or None")
         found = [k for k in keys if match_name(k.rpartition("/")[2], pattern, extensions)]
         return [self._present(directory, k) for k in natural_sorted(found)]
 
@@ -272,12 +328,15 @@ class Store(ABC):
         ShapeError
             ``items`` and ``paths`` have different lengths (nothing is written).
         """
+        check_type("save_batch's items", items, Sequence, "a sequence")
+        check_type("save_batch's paths", paths, Sequence, "a sequence of paths")
         _check_lengths(items, paths)
         for item, path in zip(items, paths, strict=True):
             self.save(item, path, **options)
 
     def load_batch(self, paths: Sequence[PathLike], **options: Any) -> list[Any]:
         """Load every path with the keyword arguments of :meth:`load`, in order."""
+        check_type("load_batch's paths", paths, Sequence, "a sequence of paths")
         return [self.load(path, **options) for path in paths]
 
     # -- the interface ---------------------------------------------------------------

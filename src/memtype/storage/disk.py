@@ -45,7 +45,7 @@ from memtype.storage._beneath import UNKNOWN, Loc, Resolver
 from memtype.storage._disk_ops import as_fd
 from memtype.storage._formats import check_options, format_for
 from memtype.storage._readers import array_header, decode
-from memtype.storage.base import PathLike, Store, StoreStat, natural_key
+from memtype.storage.base import PathLike, Store, StoreStat, check_type, natural_key
 
 __all__ = ["DiskStore"]
 
@@ -75,8 +75,10 @@ class DiskStore(Store):
     def __init__(self, root: PathLike, *, fsync: bool = False, read_only: bool = False,
                  follow_symlinks_outside: bool = False) -> None:
         super().__init__(root, read_only=read_only)
-        self.fsync = bool(fsync)
-        self.follow_symlinks_outside = bool(follow_symlinks_outside)
+        check_type("fsync", fsync, bool, "a bool")
+        check_type("follow_symlinks_outside", follow_symlinks_outside, bool, "a bool")
+        self.fsync = fsync
+        self.follow_symlinks_outside = follow_symlinks_outside
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise StorePathError(f"Store root {self.root!r} is a file; expected a directory.")
         if not read_only:

@@ -24,7 +24,7 @@ from typing import Any
 
 from memtype.errors import ArgumentTypeError, StoreKeyError
 from memtype.storage._registry import get_store_class
-from memtype.storage.base import PathLike, Store, StoreStat
+from memtype.storage.base import PathLike, Store, StoreStat, check_type
 
 __all__ = ["FileManager"]
 
@@ -39,19 +39,22 @@ class FileManager:
 
     Raises
     ------
-    TypeError
-        A value of ``registry`` is not a :class:`Store`.
+    ArgumentTypeError
+        ``registry`` is not a mapping of str to :class:`Store` (also a ``TypeError``).
     """
 
     def __init__(self, registry: Mapping[str, Store]) -> None:
+        check_type("FileManager's registry", registry, Mapping,
+                   "a mapping of backend name (str) to Store")
         stores: dict[str, Store] = {}
         for name, store in registry.items():
+            check_type("A FileManager backend name", name, str, "a str")
             if not isinstance(store, Store):
                 raise ArgumentTypeError(
                     f"FileManager backend {name!r} must be a memtype Store; received "
                     f"{type(store).__name__}."
                 )
-            stores[str(name)] = store
+            stores[name] = store
         self._stores = stores
 
     @classmethod
@@ -59,9 +62,24 @@ class FileManager:
         """Build from ``{name: (registered store name, constructor parameters)}``.
 
         >>> FileManager.from_spec({"disk": ("disk", {"root": "/data"})})   # doctest: +SKIP
+
+        Raises
+        ------
+        ArgumentTypeError
+            ``spec`` or one of its entries has the wrong shape.
+        StoreKeyError
+            A registered store name that does not exist.
         """
-        return cls({name: get_store_class(kind)(**dict(params))
-                    for name, (kind, params) in spec.items()})
+        expected = "a mapping of backend name to (registered store name, parameters)"
+        check_type("FileManager.from_spec's spec", spec, Mapping, expected)
+        stores: dict[str, Store] = {}
+        for name, entry in spec.items():
+            if not (isinstance(entry, tuple) and len(entry) == 2
+                    and isinstance(entry[1], Mapping)):
+                check_type(f"The spec of backend {name!r}", entry, type(None),
+                           "a (registered store name, parameters mapping) pair")
+            stores[name] = get_store_class(entry[0])(**dict(entry[1]))
+        return cls(stores)
 
     def spec(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """``{name: (registered store name, constructor parameters)}`` of every backend."""
@@ -81,7 +99,8 @@ class FileManager:
         Raises
         ------
         StoreKeyError
-            No backend has that name.
+            No backend has that name (``None`` or a number included: a lookup, like a
+            dict's).
         """
         store = self._stores.get(backend) if isinstance(backend, str) else None
         if store is None:

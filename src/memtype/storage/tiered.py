@@ -51,12 +51,12 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import StoreFormatError, StoreUsageError
+from memtype.errors import InvalidArgumentError, StoreFormatError, StoreUsageError
 from memtype.frameworks import Device
 from memtype.storage._spill import Entry as _Entry
 from memtype.storage._spill import TieredStats, reload
 from memtype.storage._tiers import Tiers
-from memtype.storage.base import PathLike, StoreStat
+from memtype.storage.base import PathLike, StoreStat, check_type
 from memtype.storage.memory import TreeStore, array_info, copy_value, writable_copy
 
 __all__ = ["TieredStore", "TieredStats"]
@@ -69,6 +69,33 @@ def _device_of(value: Any, memory_type: str) -> Device:
     from memtype.frameworks import load_adapter
 
     return load_adapter(memory_type).device_of(value)
+
+
+def _framework_names() -> str:
+    """The memory types in the framework table, for messages ("numpy, torch or mlx")."""
+    from memtype.frameworks import known_names
+
+    *rest, last = known_names()
+    return f"{', '.join(rest)} or {last}" if rest else last
+
+
+def _check_arguments(budget_bytes: object, host_budget_bytes: object, spill_dir: object,
+                     pressure: object, pressure_threshold: Any, pin_memory: object) -> None:
+    """ArgumentTypeError or InvalidArgumentError for a constructor argument memtype cannot
+    use (the budgets' signs are checked by the caller)."""
+    check_type("budget_bytes", budget_bytes, int, "an int (bytes)")
+    if host_budget_bytes is not None:
+        check_type("host_budget_bytes", host_budget_bytes, int, "an int (bytes) or None")
+    if spill_dir is not None:
+        check_type("spill_dir", spill_dir, (str, os.PathLike), "a str, os.PathLike or None")
+    if pressure is not None and not callable(pressure):
+        check_type("pressure", pressure, type(None), "a callable pressure(gpu_id) or None")
+    check_type("pressure_threshold", pressure_threshold, (int, float), "a float in [0, 1]")
+    check_type("pin_memory", pin_memory, bool, "a bool")
+    if not 0.0 <= pressure_threshold <= 1.0:
+        raise InvalidArgumentError(
+            f"pressure_threshold must be in [0, 1] (a fraction of the device's memory); "
+            f"received {pressure_threshold!r}.")
 
 
 def _freeze(value: Any) -> Any:
@@ -108,15 +135,17 @@ class TieredStore(TreeStore):
                  pressure_threshold: float = 0.9, pin_memory: bool = True,
                  read_only: bool = False) -> None:
         super().__init__(read_only=read_only)
+        _check_arguments(budget_bytes, host_budget_bytes, spill_dir, pressure,
+                         pressure_threshold, pin_memory)
         if budget_bytes < 0 or (host_budget_bytes is not None and host_budget_bytes < 0):
             raise StoreUsageError(
                 f"Budgets must be >= 0 bytes; received budget_bytes={budget_bytes}, "
                 f"host_budget_bytes={host_budget_bytes}."
             )
-        self.budget_bytes, self.host_budget_bytes = int(budget_bytes), host_budget_bytes
+        self.budget_bytes, self.host_budget_bytes = budget_bytes, host_budget_bytes
         self.spill_dir = os.fspath(spill_dir) if spill_dir is not None else None
         self.pressure, self.pressure_threshold = pressure, float(pressure_threshold)
-        self.pin_memory = bool(pin_memory)
+        self.pin_memory = pin_memory
         self._tiers = Tiers(self.spill_dir)
         self._next_uid = 0
 
@@ -154,7 +183,7 @@ class TieredStore(TreeStore):
         if info is None:
             raise StoreFormatError(
                 f"Cannot save {type(data).__name__} to {key!r}: a TieredStore holds arrays; "
-                "expected an array of numpy, cupy, torch, tensorflow, jax or pyclesperanto."
+                f"expected an array of {_framework_names()}."
             )
         with self._lock:
             self._tree.check_put(key, overwrite, parents)
