@@ -2,6 +2,6 @@
 
 import sys
 
-from memtype.cli import main
+from memtype.cli import run_command
 
-sys.exit(main())
+sys.exit(run_command())

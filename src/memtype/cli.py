@@ -8,12 +8,18 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from types import FrameType
 
 from memtype.errors import CommandError, MemtypeError
 
-__all__ = ["main", "CommandError"]
+__all__ = ["main", "run_command", "CommandError", "INTERRUPTED"]
+
+INTERRUPTED = 130
+"""The exit code after Ctrl-C (128 + SIGINT, as a shell reports it)."""
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -75,26 +81,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_interrupted = threading.Event()
+"""Set by :func:`_interrupt` (the SIGINT handler :func:`run_command` installs)."""
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGINT: remember it, then raise KeyboardInterrupt as Python's own handler does.
+
+    The mark tells :func:`main` that an error which follows was caused by the interrupt:
+    an import that Ctrl-C broke inside C code comes out as an ``ImportError`` (NumPy's
+    ``PyCapsule_Import``), not as ``KeyboardInterrupt``.
+    """
+    _interrupted.set()
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memtype`` command; returns the exit code.
 
     Errors memtype raises on purpose and operating-system errors (a missing or existing
     file, a permission, a symlink loop, a full disk) print one line on stderr and give exit
-    code 2; anything else is a bug and keeps its traceback. Ctrl-C gives exit code 130.
+    code 2; anything else is a bug and keeps its traceback. Ctrl-C at any moment (while the
+    parser and the sub-command's modules are imported too) prints one line and gives exit
+    code 130.
     """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the command's own process only
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Handler = args.func
+    command = "memtype"
+    args: argparse.Namespace | None = None
     try:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the command's own process only
+        args = build_parser().parse_args(argv)
+        command = f"memtype {args.command}"
+        handler: Handler = args.func
         return handler(args)
-    except (MemtypeError, OSError) as exc:
-        print(f"memtype {args.command}: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        hint = getattr(args, "interrupt_hint", "")
-        print(f"memtype {args.command}: interrupted{hint}", file=sys.stderr)
-        return 130
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt) or (_interrupted.is_set()
+                                                  and not isinstance(exc, SystemExit)):
+            hint = getattr(args, "interrupt_hint", "")
+            print(f"{command}: interrupted{hint}", file=sys.stderr)
+            return INTERRUPTED
+        if isinstance(exc, (MemtypeError, OSError)):
+            print(f"{command}: error: {_one_line(exc)}", file=sys.stderr)
+            return 2
+        raise
+
+
+def run_command() -> int:
+    """:func:`main` for a process that ends with it (the ``memtype`` script, ``python -m``).
+
+    Installs a SIGINT handler that marks the interrupt (see :func:`_interrupt`); a Ctrl-C
+    after the command returned (while the interpreter shuts down) is ignored, so that the
+    exit code stays the command's and no traceback follows its last line.
+    """
+    code = INTERRUPTED
+    on_main = threading.current_thread() is threading.main_thread()
+    try:
+        if on_main:
+            signal.signal(signal.SIGINT, _interrupt)
+        code = main()
+    except KeyboardInterrupt:  # between the handler's install and main's own try
+        print("memtype: interrupted", file=sys.stderr)
+    finally:
+        if on_main:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
 
 
 def _one_line(exc: BaseException) -> str:
@@ -103,4 +152,4 @@ def _one_line(exc: BaseException) -> str:
 
 
 if __name__ == "__main__":  # ``python -m memtype.cli``
-    sys.exit(main())
+    sys.exit(run_command())
