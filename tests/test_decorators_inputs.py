@@ -167,6 +167,206 @@ def test_arrays_in_walks_result_containers() -> None:
     assert [id(a) for a in arrays_in({"a": t, "b": Pair(u, "x")})] == [id(t), id(u)]
 
 
+# -- any depth (issue 21 item 9) --------------------------------------------------------
+
+
+def _nested(value: Any, depth: int, wrap: Any = lambda v: [v]) -> Any:
+    for _ in range(depth):
+        value = wrap(value)
+    return value
+
+
+def _innermost(value: Any, depth: int, key: Any = 0) -> Any:
+    for _ in range(depth):
+        value = value[key]
+    return value
+
+
+@pytest.mark.parametrize("depth", [500, 5000], ids=["500-levels", "5000-levels"])
+def test_deeply_nested_list_is_converted(depth: int) -> None:
+    seen: list[Any] = []
+    mt.torch(contract="any")(lambda v: seen.append(v))(_nested(IMAGE.copy(), depth))
+    assert isinstance(_innermost(seen[0], depth), torch.Tensor)
+
+
+def test_deeply_nested_dicts_and_tuples_are_converted() -> None:
+    caller = _nested(IMAGE.copy(), 1000, lambda v: {"k": (v,)})
+    seen: list[Any] = []
+    mt.torch(contract="any")(lambda v: seen.append(v))(caller)
+    inner = seen[0]
+    for _ in range(1000):
+        assert type(inner) is dict
+        inner = inner["k"][0]
+    assert isinstance(inner, torch.Tensor)
+
+
+def test_deeply_nested_container_without_arrays_is_the_same_object() -> None:
+    caller = _nested(1, 3000)
+    seen: list[Any] = []
+    mt.numpy(lambda image, v: seen.append(v) or image)(IMAGE, caller)
+    assert seen[0] is caller
+
+
+def test_arrays_in_walks_a_deeply_nested_result() -> None:
+    t = torch.zeros(1)
+    assert [id(a) for a in arrays_in(_nested(t, 3000))] == [id(t)]
+
+
+def test_deeply_nested_result_is_returned() -> None:
+    out = mt.torch(contract="any")(lambda image: (image, _nested(image, 2000)))(IMAGE)
+    assert isinstance(_innermost(out[1], 2000), torch.Tensor)
+
+
+# -- containers are rebuilt without their own code (issue 21 item 10) ------------------
+
+
+class Scaling(dict[str, Any]):
+    """A dict subclass whose own ``__setitem__`` changes the value (and counts)."""
+
+    calls = 0
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        type(self).calls += 1
+        super().__setitem__(key, value * 2)
+
+
+class Copying(dict[str, Any]):
+    """A dict subclass with its own ``__copy__``."""
+
+    def __copy__(self) -> Copying:
+        raise AssertionError("memtype ran the container's __copy__")
+
+
+class Points(OrderedDict[str, Any]):
+    pass
+
+
+class Factories(defaultdict[str, Any]):
+    pass
+
+
+class Items(list[Any]):
+    pass
+
+
+@pytest.mark.parametrize("make", [
+    lambda a: Scaling(image=a),
+    lambda a: Copying(image=a),
+    lambda a: Points(image=a),
+    lambda a: Factories(list, image=a),
+    lambda a: Items([a]),
+], ids=["own-setitem", "own-copy", "OrderedDict-subclass", "defaultdict-subclass",
+        "list-subclass"])
+def test_subclasses_of_builtin_containers_reach_the_function_as_they_are(make: Any) -> None:
+    caller = make(IMAGE.copy())
+    Scaling.calls = 0
+    seen: list[Any] = []
+    mt.torch(contract="any")(lambda v: seen.append(v))(caller)
+    assert seen[0] is caller and Scaling.calls == 0
+    assert all(isinstance(a, np.ndarray) for a in arrays_in(seen[0]))
+
+
+class Counted(NamedTuple):
+    image: Any
+    label: str
+
+
+class Overriding(Counted):
+    """A namedtuple subclass whose own ``__new__`` and ``_make`` must not run."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any) -> Overriding:
+        raise AssertionError("memtype ran the namedtuple's __new__")
+
+    @classmethod
+    def _make(cls, iterable: Any) -> Overriding:
+        raise AssertionError("memtype ran the namedtuple's _make")
+
+
+class Stateful(Counted):
+    """A namedtuple subclass whose instances hold more than their fields."""
+
+
+def test_namedtuple_is_rebuilt_without_its_own_new_or_make() -> None:
+    caller = tuple.__new__(Overriding, (IMAGE.copy(), "x"))
+    seen: list[Any] = []
+    mt.torch(contract="any")(lambda v: seen.append(v))(caller)
+    assert type(seen[0]) is Overriding and seen[0].label == "x"
+    assert isinstance(seen[0].image, torch.Tensor)
+
+
+def test_namedtuple_with_instance_state_reaches_the_function_as_it_is() -> None:
+    caller = Stateful(IMAGE.copy(), "x")
+    caller.note = "kept"  # type: ignore[attr-defined]
+    seen: list[Any] = []
+    mt.torch(contract="any")(lambda v: seen.append(v))(caller)
+    assert seen[0] is caller and isinstance(seen[0].image, np.ndarray)
+
+
+@dataclasses.dataclass
+class Guarded:
+    image: Any
+    label: str = "x"
+    inits = 0
+
+    def __post_init__(self) -> None:
+        type(self).inits += 1
+        self.__dict__["sealed"] = True
+
+    def __copy__(self) -> Guarded:
+        raise AssertionError("memtype ran the dataclass's __copy__")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("sealed"):
+            raise AssertionError("memtype ran the dataclass's __setattr__")
+        super().__setattr__(name, value)
+
+
+def test_dataclass_is_rebuilt_without_its_own_init_copy_or_setattr() -> None:
+    caller = Guarded(IMAGE.copy())
+    caller.__dict__["extra"] = "kept"  # state that is not a field
+    Guarded.inits = 0
+    seen: list[Any] = []
+    mt.torch(contract="any")(lambda v: seen.append(v))(caller)
+    got = seen[0]
+    assert type(got) is Guarded and got is not caller and Guarded.inits == 0
+    assert isinstance(got.image, torch.Tensor) and isinstance(caller.image, np.ndarray)
+    assert (got.label, got.extra) == ("x", "kept")
+
+
+@pytest.mark.parametrize("slots", [False, True], ids=["attrs", "attrs-slotted"])
+def test_attrs_instance_is_rebuilt_without_its_own_init(slots: bool) -> None:
+    attrs = pytest.importorskip("attrs")
+
+    @attrs.define(slots=slots, frozen=True)
+    class Sample:
+        image: Any
+        label: str
+
+        def __attrs_post_init__(self) -> None:
+            if type(self.image) is not np.ndarray:
+                raise AssertionError("memtype ran the class's __init__")
+
+    seen: list[Any] = []
+    mt.torch(contract="any")(lambda v: seen.append(v))(Sample(IMAGE.copy(), "y"))
+    assert type(seen[0]) is Sample and seen[0].label == "y"
+    assert isinstance(seen[0].image, torch.Tensor)
+
+
+@pytest.mark.parametrize("make", [
+    lambda a: OrderedDict([("b", 1), ("image", a), ("a", 2)]),
+    lambda a: defaultdict(list, {"b": 1, "image": a}),
+], ids=["OrderedDict", "defaultdict"])
+def test_ordereddict_and_defaultdict_keep_order_and_factory(make: Any) -> None:
+    caller = make(IMAGE.copy())
+    seen: list[Any] = []
+    mt.torch(contract="any")(lambda v: seen.append(v))(caller)
+    assert type(seen[0]) is type(caller) and list(seen[0]) == list(caller)
+    assert isinstance(seen[0]["image"], torch.Tensor)
+    assert getattr(seen[0], "default_factory", None) is getattr(caller, "default_factory", None)
+
+
 # -- methods, generators, coroutines (issue 12 item 19) ----------------------------------
 
 

@@ -260,7 +260,7 @@ class _Converter:
         self.guarded: list[Guarded] = []
 
     def value(self, v: Any, where: int | str | None) -> Any:
-        """``v`` with every array in it converted (containers: see :mod:`memtype.decorators.containers`)."""
+        """``v`` with every array in it converted (the containers of :mod:`.containers`)."""
         vfw = framework_of(v)
         if vfw is not None:
             return self.array(v, vfw, where)
