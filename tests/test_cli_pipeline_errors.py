@@ -166,3 +166,23 @@ def test_demo_with_48_wells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "48 groups: 48 done" in capsys.readouterr().out
     wells = {r["well"] for r in read_csv(out / "results" / "counts.csv")}
     assert wells == {f"{r}{c:02d}" for r in "ABCD" for c in range(1, 13)}
+
+
+def _declared_grid(plate_zarr: Path) -> tuple[int, int]:
+    """(rows, columns) an OME-Zarr plate declares in its metadata."""
+    import json
+
+    plate = json.loads((plate_zarr / "zarr.json").read_text())["attributes"]["ome"]["plate"]
+    return len(plate["rows"]), len(plate["columns"])
+
+
+@pytest.mark.requires("torch", "jax", "scipy", "zarr", "tifffile", "PIL")
+@pytest.mark.parametrize(("plate", "grid"), [("96", (8, 12)), ("384", (16, 24))])
+def test_demo_plate_size_reaches_the_plate_metadata(tmp_path: Path, plate: str,
+                                                    grid: tuple[int, int],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo"
+    code = main(["demo", "--out", str(out), "--wells", "1", "--plate", plate, "--sites", "1",
+                 "--z-planes", "2", "--size", "32", "--no-opencl"])
+    assert code == 0, capsys.readouterr()
+    assert _declared_grid(out / "results" / "plate.zarr") == grid

@@ -167,3 +167,40 @@ def test_tables_of_a_good_run_keep_the_well_column(plate_dir: Path, tmp_path: Pa
     assert report.ok
     wells = {r["well"] for r in read_csv(report.outputs["totals"])}
     assert wells == {"A01", "A02"}
+
+
+# -- the plate size given reaches every OME-Zarr output's metadata --------------------------
+def _declared_grid(plate_zarr: Path) -> tuple[int, int]:
+    import json
+
+    plate = json.loads((plate_zarr / "zarr.json").read_text())["attributes"]["ome"]["plate"]
+    return len(plate["rows"]), len(plate["columns"])
+
+
+@pytest.mark.requires("zarr", "tifffile")
+@pytest.mark.parametrize(("plate", "grid"), [(None, (8, 12)), (96, (8, 12)), (384, (16, 24))])
+def test_the_plate_size_reaches_the_final_and_materialized_plates(
+        plate_dir: Path, tmp_path: Path, plate: int | None, grid: tuple[int, int]) -> None:
+    steps = [FunctionStep(np_project, name="first", materialize=True),
+             FunctionStep(np_project, name="second")]
+    report = Pipeline(steps).run(plate_dir, tmp_path / "out", plate=plate)
+    assert report.ok
+    assert _declared_grid(tmp_path / "out" / "plate.zarr") == grid
+    assert _declared_grid(tmp_path / "out" / "first.zarr") == grid
+
+
+@pytest.mark.requires("zarr", "tifffile")
+@pytest.mark.parametrize("plate", [48, 96])
+def test_a_plate_size_without_the_wells_is_refused_before_anything_runs(
+        tmp_path: Path, plate: int) -> None:
+    from memtype.errors import InvalidArgumentError
+    from memtype.pipeline.synthetic import SyntheticPlate
+
+    src = write_plate(tmp_path / "in", SyntheticPlate(wells=97, sites=1, channels=1,
+                                                      z_planes=1, size=32, cells=(1, 1)))
+    with pytest.raises(InvalidArgumentError, match=str(plate)) as info:
+        Pipeline([np_project]).run(src, tmp_path / "out", plate=plate)
+    assert isinstance(info.value, ValueError)
+    if plate == 96:
+        assert "A13" in str(info.value)  # a 384-well layout: A13..A24 are off a 96-well plate
+    assert not (tmp_path / "out").exists()

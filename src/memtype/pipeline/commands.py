@@ -68,6 +68,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="address of a dask scheduler (implies --executor dask)")
     run.add_argument("--pattern", default=None,
                      help="file-name pattern, e.g. '{well}_s{site}_c{channel}_z{z}.tif'")
+    run.add_argument("--plate", type=int, choices=PLATE_SIZES, default=None,
+                     help="the plate the OME-Zarr output declares: 96 (8 x 12) or 384 "
+                          "(16 x 24) wells (default: the smallest that has every well)")
     run.add_argument("--plan", action="store_true",
                      help="print the plan (implementations, conversions, peak memory) and exit "
                           "without running")
@@ -178,7 +181,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                               scheduler=args.scheduler, resume=args.resume,
                               overwrite=args.overwrite, pattern=args.pattern,
                               progress=args.progress,
-                              overwrite_foreign=args.overwrite_foreign)
+                              overwrite_foreign=args.overwrite_foreign, plate=args.plate)
     except ValueError as exc:  # configuration: pattern fields, task_by, output format
         raise CommandError(str(exc)) from None
     print(report.summary())

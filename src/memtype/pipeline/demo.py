@@ -308,7 +308,8 @@ def run_demo(out: str | os.PathLike[str], plate: SyntheticPlate | None = None, *
     write_synthetic_plate(images, plate)
     results = root.path_of("results")
     report = demo_pipeline(use_opencl).run(images, results, executor=executor,
-                                           workers=workers, progress=progress)
+                                           workers=workers, progress=progress,
+                                           plate=plate.layout.size)
     plate_path = report.outputs.get("images", os.path.join(results, "plate.zarr"))
     montage = os.path.join(results, "montage.png")
     if report.ok:

@@ -19,7 +19,7 @@ from memtype.pipeline.patterns import (
 )
 from memtype.pipeline.plan import Plan
 from memtype.pipeline.planner import make_plan
-from memtype.pipeline.plates import layout_of
+from memtype.pipeline.plates import PlateLayout, layout_of
 from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.requirements import check_frameworks
@@ -145,7 +145,8 @@ class Pipeline:
             progress: bool | Progress | None = None,
             intermediate_budget: int | None = None,
             overwrite_foreign: bool = False,
-            budgets: Mapping[str, int] | None = None) -> RunReport:
+            budgets: Mapping[str, int] | None = None,
+            plate: int | None = None) -> RunReport:
         """Run every step on every group and write the results.
 
         Parameters
@@ -179,6 +180,10 @@ class Pipeline:
             :meth:`plan`). A group that runs out of memory in a step runs again with the
             next-best plan avoiding that device (that framework, on the host), the host last;
             ``report.fallbacks`` lists them.
+        plate : {96, 384}, optional
+            The standard plate whose rows and columns the OME-Zarr output declares (default:
+            the smallest that has every well; wells beyond 384's grid keep just the rows and
+            columns in use).
 
         Returns
         -------
@@ -195,7 +200,8 @@ class Pipeline:
             memtype did not write it, without ``overwrite_foreign``.
         ValueError
             The output is (or contains) the input directory; a pattern without the
-            ``task_by`` fields; a plate output the grouping cannot fill.
+            ``task_by`` fields; a plate output the grouping cannot fill; a ``plate`` size
+            that is not 96 or 384, or that lacks some of the wells.
         FrameworkNotInstalledError
             A step can run only in frameworks that cannot be imported (raised before any
             group runs; a step with several implementations just loses those).
@@ -204,7 +210,7 @@ class Pipeline:
         store = input_store(source)
         compiled = FilenamePattern(pattern) if pattern else self.pattern
         tasks = self._tasks(store, compiled, output_inside_input(store, os.fspath(output)))
-        out = self._output_spec(os.fspath(output), compiled, tasks)
+        out = self._output_spec(os.fspath(output), compiled, tasks, plate)
         check_frameworks(self.steps)  # before the output is touched or any group runs
         out.prepare(resume=resume, overwrite=overwrite,
                     overwrite_foreign=overwrite_foreign)
@@ -296,7 +302,7 @@ class Pipeline:
         return plan, None, Replanner(self.steps, plan, shapes, dtype, gpu_id, budgets)
 
     def _output_spec(self, output: str, pattern: FilenamePattern,
-                     tasks: Sequence[GroupTask]) -> OutputSpec:
+                     tasks: Sequence[GroupTask], plate: int | None = None) -> OutputSpec:
         """Where and how this run writes; for a plate, its rows and columns.
 
         Raises
@@ -313,7 +319,8 @@ class Pipeline:
                 f"task_by={self.task_by} splits plate images along {split}; each OME-Zarr "
                 "field is written whole by one group, so group by well (and site) only, "
                 "or use output_format='tiff'.")
-        rows, columns = _plate_grid({str(r.get("well")) for t in tasks for r in t.records})
+        wells = {str(r.get("well")) for t in tasks for r in t.records}
+        rows, columns = _plate_grid(wells, plate)
         return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels)
 
     def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
@@ -330,9 +337,27 @@ class Pipeline:
         return results
 
 
-def _plate_grid(wells: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The rows and columns an OME-Zarr plate declares for these wells: those of the smallest
-    standard plate (96, 384) that has them all, else just the rows and columns in use."""
+def _plate_grid(wells: set[str], plate: int | None = None
+                ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The rows and columns an OME-Zarr plate declares for these wells: those of ``plate``
+    (96 or 384 wells), else of the smallest standard plate that has them all, else just the
+    rows and columns in use.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``plate`` is not a standard size, or lacks some of the wells (a ``ValueError``).
+    """
+    if plate is not None:
+        given = PlateLayout(plate)
+        outside = sorted(w for w in wells if not given.holds(*split_well(w)))
+        if outside:
+            more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
+            raise InvalidArgumentError(
+                f"plate={plate}: a {plate}-well plate has rows {given.rows[0]}-"
+                f"{given.rows[-1]} and columns 1-{given.columns[-1]}; received wells outside "
+                f"it: {', '.join(outside[:5])}{more}.")
+        return given.rows, tuple(str(c) for c in given.columns)
     layout = layout_of(wells)
     if layout is not None:
         return layout.rows, tuple(str(c) for c in layout.columns)
