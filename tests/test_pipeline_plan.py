@@ -309,3 +309,158 @@ def test_a_step_that_fails_on_the_sample_is_noted() -> None:
 
     plan = Pipeline([FunctionStep(needs_big)]).plan(np.zeros((2, 128, 128), np.float32))
     assert "was not tried on a sample (ValueError: too small)" in plan.table()
+
+
+# -- 5. data no framework converts (issue 21 item 2) ---------------------------------------
+_HOST_ONLY = {"object": np.dtype(object), "str": np.dtype("<U5"), "bytes": np.dtype("S5"),
+              "void": np.dtype("V8"), "structured": np.dtype([("a", "f4"), ("b", "i4")]),
+              "structured-object": np.dtype([("a", "f4"), ("b", "O")]),
+              "datetime64": np.dtype("M8[s]"), "timedelta64": np.dtype("m8[s]")}
+
+
+def _as(dtype: np.dtype[Any]) -> Any:
+    @mt.numpy
+    def as_dtype(stack: Any) -> Any:
+        return np.zeros(stack.shape, dtype)
+
+    return as_dtype
+
+
+@pytest.mark.parametrize("dtype", list(_HOST_ONLY.values()), ids=list(_HOST_ONLY))
+def test_plan_of_a_step_returning_host_only_data(plate_dir: Path, dtype: np.dtype[Any]) -> None:
+    plan = Pipeline([FunctionStep(_as(dtype), **NATIVE), FunctionStep(numpy_only, **NATIVE)]
+                    ).plan(plate_dir)
+    assert plan.predicted() == {"[load]": (0, 0), "as_dtype": (0, 0), "numpy_only": (0, 0),
+                                "[write]": (0, 0)}
+
+
+@pytest.mark.parametrize("dtype", list(_HOST_ONLY.values()), ids=list(_HOST_ONLY))
+def test_plan_of_host_only_images(dtype: np.dtype[Any]) -> None:
+    plan = Pipeline([FunctionStep(numpy_only, **NATIVE)]).plan(np.zeros((2, 4, 4), dtype))
+    assert plan.dtype == dtype.name and plan.cost == 0
+
+
+@pytest.mark.requires("torch")
+@pytest.mark.parametrize("dtype", list(_HOST_ONLY.values()), ids=list(_HOST_ONLY))
+def test_plan_refuses_host_only_data_into_torch(plate_dir: Path, dtype: np.dtype[Any]) -> None:
+    pipeline = Pipeline([FunctionStep(_as(dtype), **NATIVE), FunctionStep(torch_only, **NATIVE)])
+    with pytest.raises(mt.InvalidArgumentError, match="No plan.*numpy -> torch is not possible"):
+        pipeline.plan(plate_dir)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(object), np.dtype("<U5")], ids=["object", "str"])
+def test_run_of_host_only_data_fails_each_group_cleanly(plate_dir: Path, tmp_path: Path,
+                                                        dtype: np.dtype[Any]) -> None:
+    report = Pipeline([FunctionStep(_as(dtype), **NATIVE)]).run(plate_dir, tmp_path / "out")
+    assert report.plan is not None and len(report.failed) == 2 and not report.done
+    for group in report.failed:
+        assert group.error is not None and "StoreFormatError" in group.error
+
+
+@pytest.mark.requires("torch")
+def test_run_of_object_data_into_torch_fails_each_group_cleanly(plate_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    steps = [FunctionStep(_as(np.dtype(object)), **NATIVE), FunctionStep(torch_only, **NATIVE)]
+    report = Pipeline(steps).run(plate_dir, tmp_path / "out")
+    assert report.plan is None and report.plan_note is not None
+    assert "No plan" in report.plan_note and len(report.failed) == 2
+    for group in report.failed:
+        assert group.error is not None and "MemoryConversionError" in group.error
+
+
+def _object_plate() -> Any:
+    from memtype.storage import MemoryStore
+
+    store = MemoryStore()
+    for well in ("A01", "A02"):
+        for z in (1, 2):
+            plane = np.empty((4, 4), object)
+            plane[...] = "x"
+            store.save(plane, f"{well}_s1_w1_z{z:03d}.npy")
+    return store
+
+
+OBJECT_PATTERN = "{well}_s{site}_w{channel}_z{z}.npy"
+
+
+def test_plan_of_object_input_planes() -> None:
+    plan = Pipeline([FunctionStep(numpy_only)], pattern=OBJECT_PATTERN).plan(_object_plate())
+    assert plan.dtype == "object" and plan.stack_shapes == [(2, 4, 4)] and plan.cost == 0
+
+
+def test_run_of_object_input_planes_fails_each_group_cleanly(tmp_path: Path) -> None:
+    @mt.numpy
+    def keep(stack: Any) -> Any:
+        return stack
+
+    report = Pipeline([FunctionStep(keep)], pattern=OBJECT_PATTERN).run(_object_plate(),
+                                                                         tmp_path / "out")
+    assert report.plan is not None and len(report.failed) == 2
+    for group in report.failed:
+        assert group.error is not None and "StoreFormatError" in group.error
+
+
+_OBJECT_PIPELINE = ("import numpy as np\n"
+                    "import memtype as mt\n"
+                    "from memtype.pipeline import FunctionStep, Pipeline\n"
+                    "@mt.numpy\n"
+                    "def to_object(stack):\n"
+                    "    return stack.astype(object)\n"
+                    "@mt.{into}\n"
+                    "def into(stack):\n"
+                    "    return stack\n"
+                    "pipeline = Pipeline([FunctionStep(to_object), FunctionStep(into)])\n")
+
+
+def test_cli_run_plan_of_object_data(plate_dir: Path, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from memtype.cli import main
+
+    file = tmp_path / "object_pipe.py"
+    file.write_text(_OBJECT_PIPELINE.format(into="numpy"))
+    out = tmp_path / "out"
+    assert main(["run", str(file), "--input", str(plate_dir), "--output", str(out),
+                 "--plan"]) == 0
+    assert "(3, 64, 64) uint16" in capsys.readouterr().out and not out.exists()
+
+
+@pytest.mark.requires("torch")
+def test_cli_run_plan_refuses_object_data_into_torch(plate_dir: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from memtype.cli import main
+
+    file = tmp_path / "object_torch_pipe.py"
+    file.write_text(_OBJECT_PIPELINE.format(into="torch"))
+    out = tmp_path / "out"
+    assert main(["run", str(file), "--input", str(plate_dir), "--output", str(out),
+                 "--plan"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "numpy -> torch is not possible" in err[0]
+    assert main(["run", str(file), "--input", str(plate_dir), "--output", str(out)]) == 1
+    assert "MemoryConversionError" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("shape", [(0, 8, 8), (2, 0, 8), (2, 8, 0)],
+                         ids=["no-planes", "no-rows", "no-columns"])
+def test_plan_of_empty_stacks_tries_every_step(shape: tuple[int, ...]) -> None:
+    plan = Pipeline([FunctionStep(numpy_only), FunctionStep(numpy_only, name="again")]).plan(
+        np.zeros(shape, np.float32))
+    assert not plan.notes and plan.stack_shapes == [shape]
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(object), np.dtype("<U5"), np.dtype("M8[s]")],
+                         ids=["object", "str", "datetime64"])
+@pytest.mark.parametrize("input_dtype", [np.uint16, np.float32, np.bool_],
+                         ids=["uint16", "float32", "bool"])
+def test_default_dtype_policy_leaves_a_non_numeric_result(dtype: np.dtype[Any],
+                                                           input_dtype: Any) -> None:
+    out = _as(dtype)(np.zeros((2, 4, 4), input_dtype))  # PRESERVE_INPUT: no range to keep
+    assert out.dtype == dtype
+
+
+def test_run_of_host_only_data_under_the_default_dtype_policy(plate_dir: Path,
+                                                              tmp_path: Path) -> None:
+    report = Pipeline([FunctionStep(_as(np.dtype(object)))]).run(plate_dir, tmp_path / "out")
+    assert len(report.failed) == 2
+    for group in report.failed:
+        assert group.error is not None and "StoreFormatError" in group.error

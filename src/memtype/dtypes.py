@@ -131,6 +131,7 @@ def output_dtype(result: Any, conversion: DtypeConversion, input_dtype: np.dtype
     scikit-image's ``img_as_float`` scale, scaled back (``"unit"``: ``x * 255`` for uint8);
     anything else (a non-bool result from a bool input, values out of range or of magnitude
     below 2, NaN) is left as made, with a :class:`DtypePolicyWarning` naming the options.
+    A result that is not numeric (strings, objects, dates) has no range to keep: left as made.
 
     Parameters
     ----------
@@ -177,6 +178,8 @@ def preserve_input(result: Any, fw: str, adapter: Adapter, target: np.dtype[Any]
     src = adapter.dtype_of(result)
     if src == target:
         return OutputDtype(target, "clip"), None
+    if src.kind not in "biufc":  # strings, objects, dates: no numeric range to keep
+        return OutputDtype(None, "clip"), None
     why, how, bounds = _preserved(result, fw, adapter, src, target)
     if not why:
         return OutputDtype(target, how), bounds

@@ -108,5 +108,10 @@ def _trial(step: FunctionStep, shape: Shape, dtype: np.dtype[Any],
     out = tuple(adapter.shape_of(image))
     if len(out) != 3:
         raise ShapeError(f"it returned shape {out}")
-    scaled = (out[0], out[1] * y // small[1], out[2] * x // small[2])
+    scaled = (out[0], _scale(out[1], y, small[1]), _scale(out[2], x, small[2]))
     return scaled, np.dtype(adapter.dtype_of(image))
+
+
+def _scale(size: int, real: int, sample: int) -> int:
+    """A sample's output size scaled back to the real input's (as it is for an empty axis)."""
+    return size * real // sample if sample else size

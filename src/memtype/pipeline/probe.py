@@ -120,12 +120,17 @@ def _host_zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> np.ndar
     array enters JAX or TensorFlow without a copy: 64-byte aligned for torch's, XLA's and
     TensorFlow's allocators; for the host-native type (a NumPy step's result, a loaded stack)
     16 bytes past a 64-byte boundary, NumPy's usual and worst case (malloc aligns 16; a
-    64-byte aligned result, which happens by chance, then shares where a copy was planned)."""
+    64-byte aligned result, which happens by chance, then shares where a copy was planned).
+    An object (or object-holding structured) dtype is NumPy's own allocation: no framework
+    but the host holds references, and converting the sample says so (MemoryConversionError)."""
     from memtype.frameworks import _hooks as hooks
     from memtype.frameworks._host import aligned_copy
 
+    zeros = np.zeros(shape, dtype)
+    if dtype.hasobject:  # references cannot be placed at an address; only the host holds them
+        return zeros
     host_native = hooks.rules(load_adapter(memory_type)).host_native
-    return aligned_copy(np.zeros(shape, dtype), past=16 if host_native else 0)
+    return aligned_copy(zeros, past=16 if host_native else 0)
 
 
 def _zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any], gpu_id: int | None) -> Any:
