@@ -49,7 +49,7 @@ else:
     torch.cuda.set_per_process_memory_fraction(cap / total, 0)  # torch may hold 4 GiB
     depth, per_slice = 16, cap // 8  # whole stack: 8 GiB of temporary; one slice: 512 MiB
 
-    @mt.torch
+    @mt.torch(slice_separable=True)
     def smooth(image):
         planes = image.shape[0] if image.ndim == 3 else 1
         temp = torch.ones((planes, per_slice // 4), dtype=torch.float32, device=image.device)

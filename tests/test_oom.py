@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 import weakref
 from typing import Any
 
@@ -15,13 +16,15 @@ import numpy as np
 import pytest
 
 import memtype as mt
+from memtype.errors import MemoryBudgetError
 from memtype.gpu.oom import OOMRecoveryWarning, is_oom_error
 from tests.helpers import host
 
 IMAGE = np.arange(3 * 4 * 4, dtype=np.float32).reshape(3, 4, 4)
 
 # A decorated NumPy function whose whole-stack temporary (512 MB) does not fit under the
-# address-space limit, but whose per-slice temporary (32 MB) does.
+# address-space limit, but whose per-slice temporary (32 MB) does: declared slice-separable,
+# recovery completes it slice by slice; by default it retries the same call and fails.
 RLIMIT_SCRIPT = textwrap.dedent('''
     import json, resource, warnings
     import numpy as np
@@ -50,7 +53,16 @@ RLIMIT_SCRIPT = textwrap.dedent('''
         report["without_recovery"] = type(exc).__name__
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = mt.numpy(weighted)(image)
+        try:
+            mt.numpy(weighted)(image)
+            report["default"] = "succeeded"
+        except MemoryError as exc:
+            report["default"] = type(exc).__name__
+            report["note"] = " ".join(getattr(exc, "__notes__", []))
+        report["default_warnings"] = len(caught)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = mt.numpy(slice_separable=True)(weighted)(image)
     report["dtype"] = str(out.dtype)
     report["equal"] = bool(np.array_equal(out, expected))
     report["warnings"] = [str(w.message) for w in caught]
@@ -58,13 +70,15 @@ RLIMIT_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def test_real_host_oom_recovers_slice_by_slice() -> None:
+def test_real_host_oom_recovers_slice_by_slice_only_when_declared_separable() -> None:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     run = subprocess.run([sys.executable, "-c", RLIMIT_SCRIPT], capture_output=True, text=True,
                          env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["without_recovery"].endswith("MemoryError")  # the whole stack does not fit
+    assert report["default"].endswith("MemoryError") and report["default_warnings"] == 0
+    assert "slice_separable=True" in report["note"]
     assert report["dtype"] == "float32" and report["equal"]
     assert len(report["warnings"]) == 1
     assert "weighted ran out of memory" in report["warnings"][0]
@@ -148,8 +162,9 @@ def test_oom_once_is_retried_after_freeing_the_failed_frame() -> None:
     assert calls[1] is True
 
 
-def test_oom_on_the_whole_stack_runs_slice_by_slice(memory_type: str) -> None:
-    @getattr(mt, memory_type)
+def test_oom_on_the_whole_stack_of_a_separable_function_runs_slice_by_slice(
+        memory_type: str) -> None:
+    @getattr(mt, memory_type)(slice_separable=True)
     def f(image: Any) -> Any:
         if len(mt.frameworks.load_adapter(memory_type).shape_of(image)) == 3:
             raise MemoryError("whole stack does not fit")
@@ -173,7 +188,7 @@ def test_oom_recovery_off_raises() -> None:
 def test_every_stage_out_of_memory_raises_the_last_error() -> None:
     calls = []
 
-    @mt.numpy
+    @mt.numpy(slice_separable=True)
     def f(image: np.ndarray) -> np.ndarray:
         calls.append(image.ndim)
         raise MemoryError(f"attempt {len(calls)}")
@@ -181,6 +196,72 @@ def test_every_stage_out_of_memory_raises_the_last_error() -> None:
     with pytest.warns(OOMRecoveryWarning), pytest.raises(MemoryError, match="attempt 3"):
         f(IMAGE)
     assert calls == [3, 3, 2]  # first try, retry, then the first slice
+
+
+# -- defaults never change a result (issue 22 section 3) --------------------------------
+
+
+def test_default_recovery_retries_the_same_computation_and_never_slices() -> None:
+    calls = []
+
+    @mt.numpy
+    def f(image: np.ndarray) -> np.ndarray:
+        calls.append(image.ndim)
+        raise MemoryError(f"attempt {len(calls)}")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OOMRecoveryWarning)  # no stage that warns
+        with pytest.raises(MemoryError, match="attempt 2") as info:
+            f(IMAGE)
+    assert calls == [3, 3]  # first try, then the same call once more
+    assert "slice_separable=True" in " ".join(info.value.__notes__)
+
+
+def test_default_recovery_never_returns_a_per_slice_result() -> None:
+    @mt.numpy
+    def normalised(image: np.ndarray) -> np.ndarray:  # needs the whole volume
+        if image.ndim == 3 and image.shape[0] > 1:
+            raise MemoryError("whole stack does not fit")
+        return image / image.sum()  # per slice: a different result
+
+    with pytest.raises(MemoryError, match="whole stack"):
+        normalised(IMAGE)
+
+
+def test_computing_variant_keeps_slice_separable() -> None:
+    @mt.torch(output_type="numpy", slice_separable=True)
+    def f(image: Any) -> Any:
+        if image.ndim == 3:
+            raise MemoryError("whole stack does not fit")
+        return image * 3
+
+    with pytest.warns(OOMRecoveryWarning, match="slice by slice"):
+        out = f.computing()(IMAGE)
+    np.testing.assert_array_equal(host(out), IMAGE * 3)
+
+
+def test_slice_separable_must_be_a_bool() -> None:
+    with pytest.raises(mt.errors.CallOptionError, match="slice_separable must be a bool"):
+        mt.numpy(slice_separable="yes")
+
+
+@pytest.mark.parametrize("oom_recovery", [True, False], ids=["recovery-on", "recovery-off"])
+def test_budget_refusal_is_raised_at_once_not_retried(oom_recovery: bool) -> None:
+    calls = []
+
+    @mt.numpy(slice_separable=True, oom_recovery=oom_recovery)
+    def f(image: np.ndarray) -> np.ndarray:
+        calls.append(image.ndim)
+        raise MemoryBudgetError("would exceed the budget of cpu:0")
+
+    with pytest.raises(MemoryBudgetError, match="would exceed the budget"):
+        f(IMAGE)
+    assert calls == [3]
+
+
+def test_budget_refusal_is_not_an_oom_error() -> None:
+    assert not is_oom_error(MemoryBudgetError("would exceed the budget"))
+    assert is_oom_error(MemoryError("host out of memory"))
 
 
 def test_slice_by_slice_call_is_not_sliced_again() -> None:
@@ -216,12 +297,12 @@ def test_cleanup_runs_between_attempts() -> None:
 
 
 @pytest.mark.gpu
-def test_gpu_oom_on_the_whole_stack_runs_slice_by_slice() -> None:
+def test_gpu_oom_on_the_whole_stack_of_a_separable_function_runs_slice_by_slice() -> None:
     torch = pytest.importorskip("torch")
     total = torch.cuda.get_device_properties(0).total_memory
     per_element = int(total * 2 / 16 / 4)  # whole stack: 2x the GPU; one slice: 1/8
 
-    @mt.torch
+    @mt.torch(slice_separable=True)
     def f(image: Any) -> Any:
         temp = torch.ones(image.shape[0] if image.ndim == 3 else 1, per_element,
                           device=image.device)
@@ -278,7 +359,7 @@ def test_retry_after_a_write_to_the_callers_tensor_is_refused() -> None:
 
     calls, f = _doubles_then_oom_once()
     caller = torch.ones(2, 3, 4)
-    with pytest.raises(mt.InputWriteError, match="copy_inputs=True") as info:
+    with pytest.raises(mt.errors.InputWriteError, match="copy_inputs=True") as info:
         mt.torch(f)(caller)
     assert isinstance(info.value.__cause__, torch.OutOfMemoryError)
     assert calls == [1]  # never retried on the modified values
@@ -333,7 +414,7 @@ def test_write_in_a_later_stage_is_refused_too() -> None:
             image.add_(1)  # the plain retry writes, then fails: no slice-by-slice stage
         raise torch.OutOfMemoryError(f"attempt {len(calls)}")
 
-    with pytest.raises(mt.InputWriteError, match="ran out of memory"):
+    with pytest.raises(mt.errors.InputWriteError, match="ran out of memory"):
         f(torch.ones(2, 3, 4))
     assert calls == [3, 3]
 

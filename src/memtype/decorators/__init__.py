@@ -35,7 +35,7 @@ from typing import Any
 from memtype.decorators.function import MemoryTypeFunction
 from memtype.decorators.function import _computing_of as _computing_of  # in older pickles
 from memtype.decorators.function import _rebuild as _rebuild  # in older pickles
-from memtype.decorators.options import OomFallback, decoration_defaults
+from memtype.decorators.options import OomFallback, decoration_defaults, flag
 from memtype.decorators.outputs import Contract, contract_ndims
 from memtype.dtypes import Scaling
 from memtype.errors import ArgumentTypeError, UnknownMemoryTypeError
@@ -55,6 +55,7 @@ def _named_framework(parameter: str, value: MemoryTypeLike) -> Framework:
 
 def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
                  contract: Contract = None, *, oom_recovery: bool = True,
+                 slice_separable: bool = False,
                  copy_inputs: bool = False, allow_cpu_roundtrip: bool = False,
                  dtype_conversion: DtypeConversion | str = DtypeConversion.PRESERVE_INPUT,
                  scaling: Scaling = "clip", slice_by_slice: bool = False,
@@ -71,8 +72,15 @@ def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
         What the result (a tuple's first element) must be: ``None`` a 3D ``[Z, Y, X]``
         array; ints the allowed dimensions; ``"any"`` anything; a callable a predicate.
     oom_recovery : bool
-        On out-of-memory: free every loaded framework's cache and retry, then retry
-        slice by slice (then on the CPU with ``oom_fallback="cpu"``).
+        On out-of-memory: free every loaded framework's cache and retry the same call;
+        then, for a ``slice_separable`` function, run it slice by slice; then, with
+        ``oom_fallback="cpu"``, on the host. A budget refusal (``MemoryBudgetError``) is
+        not out-of-memory and is raised at once.
+    slice_separable : bool
+        Declares that the function's result on a 3D ``[Z, Y, X]`` image equals its results
+        on the 2D slices, stacked (a 2D filter, a per-slice threshold; not a 3D filter, a
+        projection or a z-normalisation). Only then may out-of-memory recovery run it slice
+        by slice; a different computation is never chosen for a function silently.
     copy_inputs : bool
         ``False`` (the default): an input that is its caller's mutable array (NumPy, torch,
         CuPy, pyclesperanto; of the function's type or reaching it zero-copy) is passed as
@@ -115,10 +123,11 @@ def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
     defaults = decoration_defaults(
         dtype_conversion=dtype_conversion, scaling=scaling, slice_by_slice=slice_by_slice,
         gpu_id=gpu_id, oom_fallback=oom_fallback, oom_recovery=oom_recovery)
+    separable = flag("slice_separable", slice_separable)
 
     def decorate(func: Callable[..., Any]) -> MemoryTypeFunction:
         return MemoryTypeFunction(func, in_fw, out_fw, contract, copy_inputs,
-                                  allow_cpu_roundtrip, defaults)
+                                  allow_cpu_roundtrip, defaults, separable)
 
     return decorate
 
@@ -151,7 +160,8 @@ def _type_decorator(name: str) -> Callable[..., Any]:
     decorator.__module__ = __name__
     decorator.__doc__ = (
         f"Declare a {name} function: ``@{name}`` or ``@{name}(input_type=..., "
-        f"output_type=..., contract=None, copy_inputs=False, slice_by_slice=..., ...)``.\n\n"
+        f"output_type=..., contract=None, copy_inputs=False, slice_separable=False, "
+        "slice_by_slice=..., ...)``.\n\n"
         f"Both types default to ``{name!r}``; see :func:`memory_types` for the parameters "
         "(the call-time options given here become the function's defaults)."
     )

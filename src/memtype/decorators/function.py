@@ -55,7 +55,7 @@ class MemoryTypeFunction:
     def __init__(self, func: Callable[..., Any], input_type: Framework, output_type: Framework,
                  contract: Contract = None, copy_inputs: bool = False,
                  allow_cpu_roundtrip: bool = False,
-                 defaults: CallOptions = DEFAULT_OPTIONS) -> None:
+                 defaults: CallOptions = DEFAULT_OPTIONS, slice_separable: bool = False) -> None:
         func, self._binding = unbound(func)
         functools.update_wrapper(self, func)
         self.__qualname__ = str(getattr(func, "__qualname__", func)).removesuffix(_THROUGH)
@@ -64,7 +64,9 @@ class MemoryTypeFunction:
         self.__signature__ = signature_with_options(func, defaults)
         self._func = func
         self._in, self._out = input_type, output_type
-        self._settings = (contract, copy_inputs, allow_cpu_roundtrip, defaults, self._binding)
+        self._settings = (contract, copy_inputs, allow_cpu_roundtrip, defaults, self._binding,
+                          slice_separable)
+        self._separable = slice_separable
         self._outputs = Outputs(self.__qualname__, output_type, contract, allow_cpu_roundtrip)
         self._defaults = defaults
         self._forward = declared_names(func)
@@ -111,9 +113,9 @@ class MemoryTypeFunction:
 
     def _variant(self, output_type: Framework) -> MemoryTypeFunction:
         """The same function and settings, declared to return ``output_type``."""
-        contract, copy_inputs, roundtrip, defaults, binding = self._settings
+        contract, copy_inputs, roundtrip, defaults, binding, separable = self._settings
         return MemoryTypeFunction(rebound(self._func, binding), self._in, output_type,
-                                  contract, copy_inputs, roundtrip, defaults)
+                                  contract, copy_inputs, roundtrip, defaults, separable)
 
     # -- the call -----------------------------------------------------------------------
 
@@ -139,9 +141,14 @@ class MemoryTypeFunction:
                 return self._outputs.finish(result, inputs, opts)
             return self._outputs.output(result, inputs, opts)
         check_unwritten(inputs, error, self._name)  # 4. recovery
-        stages = Recovery(self._func, policy, self._name, args, kwargs, opts).stages(inputs)
+        recovery = Recovery(self._func, policy, self._name, args, kwargs, opts, self._separable)
+        stages = recovery.stages(inputs)
         del inputs  # each stage converts the caller's arguments again
-        used, result = recover(error, stages, self._name)
+        try:
+            used, result = recover(error, stages, self._name)
+        except Exception as exc:  # re-raised, with a note on the way out
+            recovery.explain(exc)
+            raise
         return self._outputs.finish(result, used, opts)
 
     def _load(self) -> Policy:
@@ -184,11 +191,11 @@ _THROUGH = ".__wrapped__"
 
 def _rebuild(func: Callable[..., Any], input_type: str, output_type: str, contract: Contract,
              copy_inputs: bool, allow_cpu_roundtrip: bool, defaults: CallOptions,
-             binding: str) -> MemoryTypeFunction:
+             binding: str, slice_separable: bool = False) -> MemoryTypeFunction:
     """Unpickle a decorated function that is not reachable by its name."""
     return MemoryTypeFunction(rebound(func, binding), get_framework(input_type),
                               get_framework(output_type), contract, copy_inputs,
-                              allow_cpu_roundtrip, defaults)
+                              allow_cpu_roundtrip, defaults, slice_separable)
 
 
 def _computing_of(declared: MemoryTypeFunction) -> MemoryTypeFunction:

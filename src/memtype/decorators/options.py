@@ -21,7 +21,7 @@ from memtype.types import DtypeConversion
 
 __all__ = ["CallOptions", "DEFAULT_OPTIONS", "OPTION_NAMES", "read_options",
            "decoration_defaults", "signature_with_options", "declared_names", "unbound",
-           "rebound"]
+           "rebound", "flag"]
 
 OomFallback = Literal["cpu"] | None
 
@@ -77,7 +77,7 @@ def _gpu_id(value: object) -> int | None:
     return gpu_index(value)
 
 
-def _flag(name: str, value: object) -> bool:
+def flag(name: str, value: object) -> bool:
     """A bool option (NumPy's bool accepted)."""
     if not isinstance(value, (bool, np.bool_)):
         raise CallOptionError(f"{name} must be a bool; received {value!r}.")
@@ -92,10 +92,10 @@ def _checked(found: dict[str, Any], base: CallOptions) -> CallOptions:
     return CallOptions(
         _dtype_conversion(found.get("dtype_conversion", base.dtype_conversion)),
         check_scaling(found.get("scaling", base.scaling)),
-        _flag("slice_by_slice", found.get("slice_by_slice", base.slice_by_slice)),
+        flag("slice_by_slice", found.get("slice_by_slice", base.slice_by_slice)),
         _gpu_id(found.get("gpu_id", base.gpu_id)),
         fallback,
-        _flag("oom_recovery", found.get("oom_recovery", base.oom_recovery)),
+        flag("oom_recovery", found.get("oom_recovery", base.oom_recovery)),
     )
 
 

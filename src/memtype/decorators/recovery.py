@@ -1,5 +1,11 @@
-"""Stage 4 of a decorated call: out-of-memory recovery, the attempts after a failed first one
-(retry, slice by slice, on the CPU), each converting the caller's arguments afresh."""
+"""Stage 4 of a decorated call: out-of-memory recovery, the attempts after a failed first one,
+each converting the caller's arguments afresh.
+
+Defaults never change a result: the first stage retries the same computation (after the
+caches are freed). Slice by slice only for a function declared ``slice_separable=True`` at
+decoration (its result on a 3D image equals its per-slice results stacked); on the CPU only
+with ``oom_fallback="cpu"``.
+"""
 
 from __future__ import annotations
 
@@ -27,16 +33,18 @@ class Recovery:
     """The recovery of one call: the function, its conversion policy and the caller's
     arguments (stages run by :func:`memtype.gpu.oom.recover`)."""
 
-    __slots__ = ("func", "policy", "name", "args", "kwargs", "opts")
+    __slots__ = ("func", "policy", "name", "args", "kwargs", "opts", "separable")
 
     def __init__(self, func: Callable[..., Any], policy: Policy, name: str,
-                 args: tuple[Any, ...], kwargs: dict[str, Any], opts: CallOptions) -> None:
+                 args: tuple[Any, ...], kwargs: dict[str, Any], opts: CallOptions,
+                 separable: bool = False) -> None:
         self.func = func
         self.policy = policy
         self.name = name
         self.args = args
         self.kwargs = kwargs
         self.opts = opts
+        self.separable = separable
 
     def attempt(self, by_slice: bool, host: bool = False) -> tuple[Inputs, Any]:
         """One recovery attempt on the caller's arguments, converted afresh.
@@ -69,12 +77,28 @@ class Recovery:
         return self.attempt(self.opts.slice_by_slice, host=True)
 
     def stages(self, failed: Inputs) -> list[Stage]:
-        """Retry, slice by slice, then (if asked for) on the CPU (``failed``: the first try)."""
+        """Retry; slice by slice (a slice-separable function); on the CPU (if asked for).
+
+        ``failed``: the inputs of the first attempt."""
         opts = self.opts
         stages: list[Stage] = [("retry", lambda: self.attempt(opts.slice_by_slice))]
-        if not opts.slice_by_slice and can_slice(failed):
+        if self.separable and not opts.slice_by_slice and can_slice(failed):
             stages.append(("slice by slice", lambda: self.attempt(True)))
         if opts.oom_fallback == "cpu" and failed.device.is_gpu:
             stages.append(("on the CPU", self.on_cpu))
         return stages
 
+    def explain(self, error: BaseException) -> None:
+        """Note on a call's last out-of-memory error what else could have been tried."""
+        if not is_oom_error(error):
+            return
+        tried = "freed the framework caches and retried the same call"
+        hints = []
+        if not self.separable and not self.opts.slice_by_slice:
+            hints.append("declare the function slice_separable=True (if its result on a 3D "
+                         "image equals its 2D slices' results stacked) to let recovery run it "
+                         "slice by slice, or call it with slice_by_slice=True")
+        if self.opts.oom_fallback is None and self.policy.framework.gpu_kind is not None:
+            hints.append('pass oom_fallback="cpu" to run it on the host after that')
+        if hints:
+            error.add_note(f"memtype {tried}; {'; '.join(hints)}.")

@@ -1,9 +1,11 @@
 """Out-of-memory recognition (exact exception types) and the recovery loop.
 
 Recovery, in order: leave the ``except`` block and clear the failed frames (so the tensors
-they held are freed), free the caches of every loaded framework, retry; then retry slice
-by slice; then, only when asked for, run on the CPU. A failure that is not an
-out-of-memory error is re-raised at once, untouched.
+they held are freed), free the caches of every loaded framework, retry the same call; then
+the further stages the caller gives (the decorators: slice by slice for a function declared
+slice-separable, on the CPU when asked for). A failure that is not an out-of-memory error is
+re-raised at once, untouched; so is a budget refusal (:class:`MemoryBudgetError`): memtype's
+own limit said no, and freeing caches does not change its answer.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from memtype.errors import MemoryBudgetError
 from memtype.frameworks import _hooks as hooks
 from memtype.frameworks import load_adapter, loaded_frameworks
 from memtype.gpu.caches import cleanup_all_gpu_frameworks
@@ -26,7 +29,8 @@ _log = logging.getLogger("memtype.gpu")
 
 
 class OOMRecoveryWarning(RuntimeWarning):
-    """A call ran out of memory and was completed slice by slice or on the CPU."""
+    """A call ran out of memory and was completed slice by slice (a function declared
+    slice-separable) or on the CPU (``oom_fallback="cpu"``)."""
 
 
 def is_oom_error(exc: BaseException) -> bool:
@@ -35,7 +39,9 @@ def is_oom_error(exc: BaseException) -> bool:
     Decided by exact exception types from the adapters of loaded frameworks (torch and
     CuPy ``OutOfMemoryError``, TensorFlow ``ResourceExhaustedError``, JAX
     ``RESOURCE_EXHAUSTED``, pyclesperanto allocation failures) and ``MemoryError``; never
-    by a substring of an arbitrary message.
+    by a substring of an arbitrary message. A budget refusal
+    (:class:`~memtype.errors.MemoryBudgetError`, a ``MemoryError`` too) is not one: no
+    memory ran out, memtype's own limit refused, and a retry would be refused again.
 
     Examples
     --------
@@ -43,9 +49,12 @@ def is_oom_error(exc: BaseException) -> bool:
     True
     >>> is_oom_error(ValueError("index out of memory range"))
     False
+    >>> from memtype.errors import MemoryBudgetError
+    >>> is_oom_error(MemoryBudgetError("would exceed the budget"))
+    False
     """
     if isinstance(exc, MemoryError):
-        return True
+        return not isinstance(exc, MemoryBudgetError)  # before the adapters' types too
     for fw in loaded_frameworks():
         adapter = load_adapter(fw.name)
         if isinstance(exc, adapter.oom_errors()) and hooks.is_oom(adapter, exc):
@@ -94,7 +103,7 @@ def recover(error: BaseException, stages: Sequence[tuple[str, Callable[[], T]]],
     error : BaseException
         The out-of-memory error of the first attempt.
     stages : sequence of (str, callable)
-        The retries in order, e.g. ``[("retry", call), ("slice by slice", by_slice)]``.
+        The attempts in order, e.g. ``[("retry", call), ("slice by slice", by_slice)]``.
         Every stage but a plain ``"retry"`` warns with :class:`OOMRecoveryWarning`.
     name : str
         The function's name, for the warning.
