@@ -90,6 +90,51 @@ class StoreContract:
         assert isinstance(info.value, StoreNotFoundError)
         assert isinstance(info.value, MemtypeError)
 
+    # -- one message per situation (issue 21 item 17) ------------------------------------------
+    # What each store says for a missing file, a missing file-or-directory and a missing
+    # directory; the zarr store speaks of fields, rows and the plate.
+    missing_file = "No file at"
+    missing_path = "No file or directory at"
+    missing_dir = "No directory at"
+
+    @pytest.mark.parametrize("call", ["copy", "move", "delete", "stat"])
+    def test_a_missing_source_says_no_file_or_directory(self, filled: Store, call: str) -> None:
+        path = self.file(99)
+        args = (path, self.file(98)) if call in ("copy", "move") else (path,)
+        with pytest.raises(StoreNotFoundError) as info:
+            getattr(filled, call)(*args)
+        assert f"{self.missing_path} {path!r}" in str(info.value)
+        assert "parents" not in str(info.value)
+
+    def test_a_missing_file_says_no_file(self, filled: Store) -> None:
+        path = self.file(99)
+        with pytest.raises(StoreNotFoundError) as info:
+            filled.load(path)
+        assert f"{self.missing_file} {path!r}" in str(info.value)
+
+    @pytest.mark.parametrize("call", ["load", "list_files", "list_dir"])
+    def test_a_read_in_a_missing_directory_never_suggests_parents(self, filled: Store,
+                                                                  call: str) -> None:
+        """Read calls take no ``parents``: their message must not suggest it."""
+        path = self.file(1, 7) if call == "load" else self.group(7)
+        with pytest.raises(StoreNotFoundError) as info:
+            getattr(filled, call)(path)
+        assert "parents" not in str(info.value)
+        said = self.missing_file if call == "load" else self.missing_dir
+        assert said in str(info.value)
+
+    @pytest.mark.parametrize("call", ["save", "copy", "move"])
+    def test_a_write_in_a_missing_directory_says_how_to_create_it(self, filled: Store,
+                                                                  call: str) -> None:
+        target = self.file(1, 7)
+        with pytest.raises(StoreNotFoundError) as info:
+            if call == "save":
+                filled.save(self.sample(1), target)
+            else:
+                getattr(filled, call)(self.file(1), target)
+        assert f"{self.missing_dir} {self.group(7)!r}" in str(info.value)
+        assert "pass parents=True" in str(info.value)
+
     def test_existing_path_without_overwrite_keeps_original(self, filled: Store) -> None:
         with pytest.raises(FileExistsError) as info:
             filled.save(self.sample(50), self.file(1))
@@ -316,6 +361,10 @@ class TestZarrStore(StoreContract):
 
     def group(self, k: int) -> str:
         return f"A/{k}"
+
+    missing_file = "No field at"
+    missing_path = "Nothing at"
+    missing_dir = "No well at"
 
 
 class TestZarrStoreUncompressedImageChunks(TestZarrStore):

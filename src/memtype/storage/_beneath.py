@@ -315,10 +315,8 @@ class Resolver:
             "store created with follow_symlinks_outside=True.")
 
     def _missing(self, key: str) -> StoreNotFoundError:
-        """The error for a missing directory on the way."""
-        return StoreNotFoundError(
-            f"No directory at {key or '/'!r} in {self.root!r}; create it with "
-            "ensure_directory or pass parents=True.")
+        """The error for a missing directory on the way (a store's write adds how to make it)."""
+        return StoreNotFoundError(f"No directory at {key or '/'!r} in {self.root!r}.")
 
     def _not_dir(self, key: str) -> StorePathError:
         """The error for a file where a directory is expected."""

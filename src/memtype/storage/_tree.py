@@ -15,6 +15,8 @@ from memtype.errors import StoreExistsError, StoreNotFoundError, StorePathError
 
 V = TypeVar("V")
 
+_CREATE_HINT = "; create it with ensure_directory or pass parents=True"
+
 
 def _split(key: str) -> tuple[str, str]:
     """(parent key, name) of a non-root key."""
@@ -54,13 +56,18 @@ class KeyTree(Generic[V]):
         self.require_dir(key)
         return self.dirs[key]
 
-    def require_dir(self, key: str) -> None:
-        """Raise unless ``key`` is a directory."""
+    def require_dir(self, key: str, hint: str = "") -> None:
+        """Raise unless ``key`` is a directory (``hint``: how a write can create it)."""
         if key in self.dirs:
             return
         if key in self.files:
             raise StorePathError(f"{key!r} is a file; expected a directory.")
-        raise StoreNotFoundError(f"No directory at {key!r} in the store.")
+        raise StoreNotFoundError(f"No directory at {key!r} in the store{hint}.")
+
+    def require_exists(self, key: str) -> None:
+        """Raise StoreNotFoundError unless ``key`` is a file or a directory."""
+        if key not in self.files and key not in self.dirs:
+            raise StoreNotFoundError(f"No file or directory at {key!r} in the store.")
 
     def walk_files(self, key: str, recursive: bool) -> Iterator[str]:
         """File keys under directory ``key`` (directly, or at any depth; no recursion)."""
@@ -98,7 +105,7 @@ class KeyTree(Generic[V]):
             missing.append(current)
             current, _ = _split(current)
             if not parents and current not in self.dirs:
-                self.require_dir(current)
+                self.require_dir(current, _CREATE_HINT)
         for child in reversed(missing):
             parent, name = _split(child)
             self.dirs[child] = set()
@@ -120,7 +127,7 @@ class KeyTree(Generic[V]):
         if parents:
             self._check_ancestors(parent)
         else:
-            self.require_dir(parent)
+            self.require_dir(parent, _CREATE_HINT)
 
     def _check_ancestors(self, key: str) -> None:
         """Raise if any existing ancestor of ``key`` (or ``key``) is a file."""
@@ -147,7 +154,7 @@ class KeyTree(Generic[V]):
             value = self.files.pop(key)
             self._unlink(key)
             return value
-        self.require_dir(key)
+        self.require_exists(key)
         if key == "":
             raise StorePathError("The store root cannot be deleted; use delete_all('').")
         if self.dirs[key]:
@@ -182,8 +189,7 @@ class KeyTree(Generic[V]):
                  copy_value: Callable[[V], V] | None,
                  on_replaced: Callable[[str, V], None]) -> None:
         """Move (``copy_value`` None) or copy a file or directory from ``src`` to ``dst``."""
-        if src not in self.files:
-            self.require_dir(src)
+        self.require_exists(src)
         if src == "" or dst == "" or dst == src or dst.startswith(src + "/"):
             raise StorePathError(
                 f"Cannot move or copy {src or '/'!r} to {dst or '/'!r}: a directory cannot be "

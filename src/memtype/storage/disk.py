@@ -26,11 +26,12 @@ created with ``follow_symlinks_outside=True``. ``delete`` and ``move`` act on a 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from memtype.errors import (
@@ -133,7 +134,7 @@ class DiskStore(Store):
         check_options(fmt, options, fmt.save_options, "Saving")
         payload = fmt.prepare(data, key, options)
         sync = self.fsync if fsync is None else bool(fsync)
-        with self._paths.locate(key, follow_last=False, create=parents) as loc:
+        with self._locate(key, follow_last=False, parents=parents) as loc:
             st = _disk_ops.lstat(loc)
             if st is not None and stat.S_ISDIR(st.st_mode):
                 raise StorePathError(f"{key!r} is a directory; expected a file path.")
@@ -183,13 +184,34 @@ class DiskStore(Store):
 
     def _open_walked(self, key: str) -> int:
         """:meth:`_open_file`'s descriptor through the walk (and its precise errors)."""
-        with self._paths.locate(key, follow_last=True) as loc:
+        with self._locate(key, follow_last=True, missing="No file") as loc:
             if not loc.name:
                 raise StorePathError(f"{key!r} is a directory; expected a file.")
             try:
                 return os.open(loc.name, _READ_FLAGS | self._paths.nofollow, dir_fd=loc.dir_fd)
             except FileNotFoundError:
                 raise StoreNotFoundError(f"No file at {key!r} in {self.root!r}.") from None
+
+    @contextlib.contextmanager
+    def _locate(self, key: str, *, follow_last: bool, parents: bool | None = None,
+                missing: str | None = None) -> Iterator[Loc]:
+        """The resolver's ``locate`` with the store's words for a directory missing on the
+        way: a read names what it looked for (``missing`` + " at key"); a write without
+        ``parents`` says how to create the directory."""
+        with contextlib.ExitStack() as stack:
+            try:
+                loc = stack.enter_context(
+                    self._paths.locate(key, follow_last=follow_last, create=bool(parents)))
+            except StoreNotFoundError as exc:
+                if missing is not None:
+                    raise StoreNotFoundError(
+                        f"{missing} at {key!r} in {self.root!r}.") from exc
+                if parents is False:
+                    raise StoreNotFoundError(
+                        f"{str(exc).rstrip('.')}; create it with ensure_directory or pass "
+                        "parents=True.") from exc
+                raise
+            yield loc
 
     def _file_key(self, path: PathLike) -> str:
         """The key of a path that must name a file (not the root)."""
@@ -239,7 +261,7 @@ class DiskStore(Store):
 
     def stat(self, path: PathLike) -> StoreStat:
         key = self.key(path)
-        with self._paths.locate(key, follow_last=True) as loc:
+        with self._locate(key, follow_last=True, missing="No file or directory") as loc:
             st = _disk_ops.lstat(loc, self.follow_symlinks_outside)
         if st is None:
             raise StoreNotFoundError(f"No file or directory at {key!r} in {self.root!r}.")
@@ -262,7 +284,7 @@ class DiskStore(Store):
     def delete(self, path: PathLike) -> None:
         self._require_writable("delete", path)
         key = self._file_key(path)
-        with self._paths.locate(key, follow_last=False) as loc:
+        with self._locate(key, follow_last=False, missing="No file or directory") as loc:
             st = _disk_ops.existing(loc, self.root)
             if not stat.S_ISDIR(st.st_mode):
                 os.unlink(loc.name, dir_fd=loc.dir_fd)
@@ -284,7 +306,7 @@ class DiskStore(Store):
                 for entry in _fdops.scan(fd):
                     _disk_ops.remove(Loc(as_fd(fd), entry.name, entry.name, entry.path))
             return
-        with self._paths.locate(key, follow_last=False) as loc:
+        with self._locate(key, follow_last=False, missing="No file or directory") as loc:
             _disk_ops.existing(loc, self.root)
             _disk_ops.remove(loc)
 
@@ -292,8 +314,8 @@ class DiskStore(Store):
              parents: bool = False) -> None:
         self._require_writable("move", src)
         skey, dkey = self._transfer_keys(src, dst)
-        with self._paths.locate(skey, follow_last=False) as s, \
-                self._paths.locate(dkey, follow_last=False, create=parents) as d:
+        with self._locate(skey, follow_last=False, missing="No file or directory") as s, \
+                self._locate(dkey, follow_last=False, parents=parents) as d:
             _disk_ops.move(s, d, overwrite, self.root)
 
     def copy(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
@@ -304,13 +326,13 @@ class DiskStore(Store):
             self._copy_dir(skey, dkey, overwrite, parents)
             return
         with self._open_file(skey) as source, \
-                self._paths.locate(dkey, follow_last=False, create=parents) as d:
+                self._locate(dkey, follow_last=False, parents=parents) as d:
             _disk_ops.copy_file(source, d, overwrite, self.fsync)
 
     def _copy_dir(self, skey: str, dkey: str, overwrite: bool, parents: bool) -> None:
         """Copy a directory tree (links copied as links) into place through a temporary."""
         with self._paths.directory(skey) as sfd, \
-                self._paths.locate(dkey, follow_last=False, create=parents) as d:
+                self._locate(dkey, follow_last=False, parents=parents) as d:
             _disk_ops.copy_dir(sfd, d, overwrite)
 
     def _transfer_keys(self, src: PathLike, dst: PathLike) -> tuple[str, str]:

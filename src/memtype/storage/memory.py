@@ -198,8 +198,7 @@ class TreeStore(Store):
         self._require_writable("delete", path)
         key = self.key(path)
         with self._lock:
-            if not self._tree.exists(key):
-                self._tree.require_dir(key)
+            self._tree.require_exists(key)
             self._tree.remove_tree(key, self._released)
 
     def move(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
@@ -279,6 +278,7 @@ class MemoryStore(TreeStore):
     def stat(self, path: PathLike) -> StoreStat:
         key = self.key(path)
         with self._lock:
+            self._tree.require_exists(key)
             if self._tree.is_dir(key):
                 return StoreStat(key, True, 0)
             item = self._tree.get(key)

@@ -282,6 +282,7 @@ class TieredStore(TreeStore):
     def stat(self, path: PathLike) -> StoreStat:
         key = self.key(path)
         with self._lock:
+            self._tree.require_exists(key)
             if self._tree.is_dir(key):
                 return StoreStat(key, True, 0)
             e = self._tree.get(key)
