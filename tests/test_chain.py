@@ -107,14 +107,14 @@ def test_nested_chains_flatten_and_variants_run_their_first() -> None:
 
 
 def test_undecorated_function_is_refused() -> None:
-    with pytest.raises(mt.ArgumentTypeError, match="no memory type"):
+    with pytest.raises(mt.errors.ArgumentTypeError, match="no memory type"):
         mt.chain(t_inc, lambda x: x)
     with pytest.raises(TypeError):
         mt.chain(np.sum)
 
 
 def test_empty_chain_is_refused() -> None:
-    with pytest.raises(mt.InvalidArgumentError, match="at least one"):
+    with pytest.raises(mt.errors.InvalidArgumentError, match="at least one"):
         mt.chain()
 
 

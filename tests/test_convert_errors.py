@@ -36,19 +36,19 @@ def test_cpu_only_type_ignores_gpu_id() -> None:
     assert mt.convert(a, "numpy", gpu_id=3) is a
 
 
-@pytest.mark.skipif(has_gpu(), reason="checks the no-GPU behaviour")
+@pytest.mark.no_gpu
 @pytest.mark.parametrize("target", GPU_TYPES)
+@pytest.mark.requires("cupy")
 def test_gpu_request_without_gpu(target: str) -> None:
     if target == "cupy":
-        pytest.importorskip("cupy")
     with pytest.raises(mt.DeviceError) as info:
         mt.convert(np.zeros(3, np.float32), target, gpu_id=0)
     assert "no cuda device is available" in str(info.value)
 
 
-@pytest.mark.skipif(has_gpu(), reason="checks the no-GPU behaviour")
+@pytest.mark.no_gpu
+@pytest.mark.requires("cupy")
 def test_cupy_without_gpu_is_a_device_error() -> None:
-    pytest.importorskip("cupy")
     with pytest.raises(mt.DeviceError):
         mt.convert(np.zeros(3, np.float32), "cupy")
 
@@ -84,7 +84,7 @@ def test_errors_are_builtins() -> None:
     assert issubclass(mt.UnknownMemoryTypeError, ValueError)
     assert issubclass(mt.MemoryConversionError, ValueError)
     assert issubclass(mt.DeviceError, ValueError)
-    assert issubclass(mt.FrameworkNotInstalledError, ImportError)
+    assert issubclass(mt.errors.FrameworkNotInstalledError, ImportError)
     for cls in (mt.UnsupportedArrayError, mt.MemoryConversionError, mt.DeviceError):
         assert issubclass(cls, mt.MemtypeError)
 
@@ -96,10 +96,10 @@ def test_missing_framework_gives_install_hint() -> None:
                                  "memtype_no_such_module.adapter", ("cpu",), False, False,
                                  "pip install ghost-arrays"))
     try:
-        with pytest.raises(mt.FrameworkNotInstalledError) as info:
+        with pytest.raises(mt.errors.FrameworkNotInstalledError) as info:
             load_adapter("ghost")
         assert "pip install ghost-arrays" in str(info.value)
-        with pytest.raises(mt.FrameworkNotInstalledError):
+        with pytest.raises(mt.errors.FrameworkNotInstalledError):
             mt.convert(np.zeros(2), "ghost")
     finally:
         unregister_framework("ghost")

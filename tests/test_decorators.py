@@ -148,8 +148,8 @@ def test_runs_in_a_process_pool() -> None:
     np.testing.assert_array_equal(added, IMAGE + 1)
 
 
+@pytest.mark.requires("cloudpickle")
 def test_function_in_main_pickles_for_other_processes() -> None:
-    pytest.importorskip("cloudpickle")
     script = (
         "import pickle, subprocess, sys, cloudpickle, numpy as np, memtype as mt\n"
         "@mt.numpy\n"
@@ -365,7 +365,7 @@ def test_write_to_immutable_callers_data_is_an_error(source: str) -> None:
         return image[0].mul_(0)[None]  # through a view: torch's count is shared
 
     np.testing.assert_array_equal(host(f(caller)), IMAGE * 2)
-    with pytest.raises(mt.InputWriteError, match=f"{source} array.*copy_inputs=True"):
+    with pytest.raises(mt.errors.InputWriteError, match=f"{source} array.*copy_inputs=True"):
         writes(caller)
 
 

@@ -12,8 +12,11 @@ import pytest
 import memtype as mt
 from memtype.decorators import MemoryTypeFunction
 from tests.decorated_functions import Filters, add_one, scaled
+from tests.helpers import import_if_installed
 
-torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.requires("torch")
+
+torch = import_if_installed("torch")
 
 
 @mt.torch(output_type="numpy")
@@ -64,7 +67,7 @@ def test_dtype_policy_still_applies_in_the_kept_framework() -> None:
 
 
 def test_contract_is_still_checked() -> None:
-    with pytest.raises(mt.ContractError, match="t_half must return a 3D"):
+    with pytest.raises(mt.errors.ContractError, match="t_half must return a 3D"):
         t_half.computing()(np.ones((2, 2), np.float32))
     out = n_flat.computing()(np.ones((3, 2, 2), np.uint8))
     assert type(out) is np.ndarray and out.dtype == np.uint8 and out.tolist() == [[3, 3]] * 2

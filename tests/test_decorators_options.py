@@ -3,6 +3,7 @@ gpu_id, oom_fallback; and many threads calling at once."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,6 @@ import memtype as mt
 from memtype.dtypes import DtypePolicyWarning, cast, holds_dtype
 from memtype.errors import CallOptionError, ContractError, DeviceError, DtypePolicyError
 from memtype.frameworks import load_adapter
-from tests.frameworks import has_gpu
 from tests.helpers import dtype_of, host
 
 DC = mt.DtypeConversion
@@ -191,7 +191,7 @@ def test_slice_by_slice_image_by_keyword() -> None:
 
 
 def test_slice_by_slice_needs_a_3d_image() -> None:
-    with pytest.raises(mt.ShapeError, match=r"3D \[Z, Y, X\] image.*received shape \(2, 2\)"):
+    with pytest.raises(mt.errors.ShapeError, match=r"3D \[Z, Y, X\] image.*received shape \(2, 2\)"):
         mt.numpy(lambda image: image)(np.zeros((2, 2)), slice_by_slice=True)
 
 
@@ -209,13 +209,13 @@ def test_gpu_id_is_ignored_by_host_only_types() -> None:
                                   affine(U8.astype(np.float32)))
 
 
-@pytest.mark.skipif(has_gpu(), reason="checks the no-GPU error")
+@pytest.mark.no_gpu
 def test_gpu_id_without_a_gpu_fails_loudly() -> None:
     with pytest.raises(DeviceError, match="no cuda device is available"):
         mt.torch(affine)(U8, gpu_id=0)
 
 
-@pytest.mark.skipif(has_gpu(), reason="checks the no-GPU error")
+@pytest.mark.no_gpu
 def test_oom_fallback_cpu_needs_no_gpu_on_the_host() -> None:
     out = mt.torch(affine)(U8.astype(np.float32), oom_fallback="cpu")
     np.testing.assert_array_equal(host(out), affine(U8.astype(np.float32)))
@@ -255,8 +255,9 @@ def test_eight_threads_on_gpu_streams(framework: str) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_gpu_call_runs_on_the_requested_device() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     devices = []
 
     @mt.torch

@@ -161,7 +161,7 @@ def test_plate_fields_get_pyramids_and_channel_names(plate_dir: Path, tmp_path: 
 
 
 def test_pyramid_levels_must_be_a_positive_int() -> None:
-    with pytest.raises(mt.InvalidArgumentError, match="pyramid_levels"):
+    with pytest.raises(mt.errors.InvalidArgumentError, match="pyramid_levels"):
         Pipeline([np_project], pyramid_levels=0)
 
 
@@ -307,7 +307,7 @@ def test_overwrite_refuses_a_directory_memtype_did_not_write(plate_dir: Path,
     for mode in ({"overwrite": True}, {"resume": True}):
         with pytest.raises(FileExistsError, match="memtype did not write") as info:
             _run(plate_dir, out, [np_project], **mode)
-        assert isinstance(info.value, mt.StoreExistsError)
+        assert isinstance(info.value, mt.errors.StoreExistsError)
         assert (out / "chapter1.tex").read_text() == "precious"
         assert sorted(os.listdir(out)) == ["chapter1.tex"]
     report = _run(plate_dir, out, [np_project], overwrite_foreign=True)

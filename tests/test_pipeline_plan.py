@@ -13,7 +13,7 @@ import pytest
 import memtype as mt
 from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from memtype.pipeline import FunctionStep, Pipeline
-from memtype.pipeline.plan import Plan
+from memtype.pipeline.planning import Plan
 from memtype.pipeline.variants import Variants
 from tests.pipeline_support import write_plate
 
@@ -77,7 +77,7 @@ def test_mt_variants_is_usable_as_a_function() -> None:
 
 
 def test_variants_refuse_a_mismatched_decorated_function() -> None:
-    with pytest.raises(mt.InvalidArgumentError, match="takes torch"):
+    with pytest.raises(mt.errors.InvalidArgumentError, match="takes torch"):
         mt.variants(numpy=torch_only)
 
 
@@ -87,7 +87,7 @@ def test_group_by_dict_still_routes() -> None:
 
 
 def test_unknown_implementation_is_refused() -> None:
-    with pytest.raises(mt.InvalidArgumentError, match="offers"):
+    with pytest.raises(mt.errors.InvalidArgumentError, match="offers"):
         _scale_step().with_implementation("pyclesperanto")
 
 
@@ -137,7 +137,7 @@ def test_plan_of_a_device_step_predicts_host_crossings() -> None:
 
 
 def test_plan_refuses_a_2d_array() -> None:
-    with pytest.raises(mt.ShapeError, match="3D"):
+    with pytest.raises(mt.errors.ShapeError, match="3D"):
         Pipeline([FunctionStep(numpy_only)]).plan(np.zeros((4, 4)))
 
 
@@ -344,7 +344,8 @@ def test_plan_of_host_only_images(dtype: np.dtype[Any]) -> None:
 @pytest.mark.parametrize("dtype", list(_HOST_ONLY.values()), ids=list(_HOST_ONLY))
 def test_plan_refuses_host_only_data_into_torch(plate_dir: Path, dtype: np.dtype[Any]) -> None:
     pipeline = Pipeline([FunctionStep(_as(dtype), **NATIVE), FunctionStep(torch_only, **NATIVE)])
-    with pytest.raises(mt.InvalidArgumentError, match="No plan.*numpy -> torch is not possible"):
+    refusal = "No plan.*numpy -> torch is not possible"
+    with pytest.raises(mt.errors.InvalidArgumentError, match=refusal):
         pipeline.plan(plate_dir)
 
 

@@ -41,7 +41,7 @@ def _double(stack: Any) -> Any:
     return stack * 2
 
 
-def _check_refusal(exc: pytest.ExceptionInfo[mt.FrameworkNotInstalledError], step: str) -> None:
+def _check_refusal(exc: pytest.ExceptionInfo[mt.errors.FrameworkNotInstalledError], step: str) -> None:
     message = str(exc.value)
     assert isinstance(exc.value, ImportError)
     assert f"step {step!r}" in message and "ghost" in message
@@ -54,7 +54,7 @@ def test_run_refuses_a_step_whose_framework_is_missing_before_any_group(
         ghost: Framework, plate_dir: Path, tmp_path: Path) -> None:
     step = FunctionStep(mt.memory_types("ghost", "ghost")(_double), name="haunt")
     pipeline = Pipeline([FunctionStep(mt.numpy(_double)), step])
-    with pytest.raises(mt.FrameworkNotInstalledError) as exc:
+    with pytest.raises(mt.errors.FrameworkNotInstalledError) as exc:
         pipeline.run(plate_dir, tmp_path / "out")
     _check_refusal(exc, "haunt")
     assert not (tmp_path / "out").exists()  # nothing ran, nothing was written
@@ -62,14 +62,14 @@ def test_run_refuses_a_step_whose_framework_is_missing_before_any_group(
 
 def test_plan_refuses_a_step_whose_framework_is_missing(ghost: Framework) -> None:
     pipeline = Pipeline([FunctionStep(mt.memory_types("ghost", "ghost")(_double), name="h")])
-    with pytest.raises(mt.FrameworkNotInstalledError) as exc:
+    with pytest.raises(mt.errors.FrameworkNotInstalledError) as exc:
         pipeline.plan(np.zeros((2, 8, 8), np.float32))
     _check_refusal(exc, "h")
 
 
 def test_an_output_type_whose_framework_is_missing_is_refused(ghost: Framework) -> None:
     pipeline = Pipeline([FunctionStep(mt.memory_types("numpy", "ghost")(_double), name="o")])
-    with pytest.raises(mt.FrameworkNotInstalledError) as exc:
+    with pytest.raises(mt.errors.FrameworkNotInstalledError) as exc:
         pipeline.plan(np.zeros((2, 8, 8), np.float32))
     _check_refusal(exc, "o")
 
@@ -79,7 +79,7 @@ def test_a_routed_step_with_a_missing_framework_is_refused(ghost: Framework,
                                                            tmp_path: Path) -> None:
     routes = {1: mt.numpy(_double), 2: mt.memory_types("ghost", "ghost")(_double)}
     pipeline = Pipeline([FunctionStep(routes, name="per_channel", group_by="channel")])
-    with pytest.raises(mt.FrameworkNotInstalledError) as exc:
+    with pytest.raises(mt.errors.FrameworkNotInstalledError) as exc:
         pipeline.run(plate_dir, tmp_path / "out")
     _check_refusal(exc, "per_channel")
 
@@ -101,7 +101,7 @@ def test_a_variants_step_loses_the_missing_implementation(ghost: Framework, plat
 
 def test_a_variants_step_with_every_implementation_missing_is_refused(ghost: Framework) -> None:
     pipeline = Pipeline([FunctionStep(mt.variants(ghost=_double), name="v")])
-    with pytest.raises(mt.FrameworkNotInstalledError, match="no implementation it can run") \
+    with pytest.raises(mt.errors.FrameworkNotInstalledError, match="no implementation it can run") \
             as exc:
         pipeline.plan(np.zeros((2, 8, 8), np.float32))
     _check_refusal(exc, "v")
@@ -123,7 +123,7 @@ for attempt in (lambda: pipeline.plan(np.zeros((2, 8, 8), np.float32)),
                 lambda: pipeline.run(sys.argv[1], sys.argv[2])):
     try:
         attempt()
-    except mt.FrameworkNotInstalledError as exc:
+    except mt.errors.FrameworkNotInstalledError as exc:
         print(type(exc.__cause__).__name__, exc.__cause__.name, "|", exc)
 # a blocked module is not a loaded framework (detection and cleanup skip it)
 from memtype.frameworks import loaded_frameworks

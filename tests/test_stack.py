@@ -41,7 +41,7 @@ def test_stack_unstack_round_trip_uint16() -> None:
 
 
 def test_empty_list() -> None:
-    with pytest.raises(mt.ShapeError, match="empty"):
+    with pytest.raises(mt.errors.ShapeError, match="empty"):
         mt.stack_slices([], "numpy")
 
 
@@ -55,12 +55,12 @@ def test_mixed_shapes_names_index_and_shapes() -> None:
     import torch
 
     slices = [np.zeros((2, 2)), torch.zeros(2, 3)]
-    with pytest.raises(mt.ShapeError, match=r"slice 1 has shape \(2, 3\)"):
+    with pytest.raises(mt.errors.ShapeError, match=r"slice 1 has shape \(2, 3\)"):
         mt.stack_slices(slices, "torch")
 
 
 def test_unstack_needs_3d() -> None:
-    with pytest.raises(mt.ShapeError, match=r"received shape \(4, 4\)"):
+    with pytest.raises(mt.errors.ShapeError, match=r"received shape \(4, 4\)"):
         mt.unstack_slices(np.zeros((4, 4)), "numpy")
 
 
@@ -91,7 +91,7 @@ def test_mixed_dtypes_stack_in_their_promotion(source: str, target: str) -> None
 @pytest.mark.parametrize("target", available_types())
 def test_mixed_dtypes_that_would_change_values_raise(target: str) -> None:
     slices = [np.full((2, 2), 2**60 + 1, np.int64), np.full((2, 2), 3, np.uint64)]
-    with pytest.raises(mt.DtypePolicyError, match=r"int64.*uint64.*float64"):
+    with pytest.raises(mt.errors.DtypePolicyError, match=r"int64.*uint64.*float64"):
         mt.stack_slices(slices, target)
 
 
@@ -120,7 +120,7 @@ def test_pyclesperanto_stacks_large_int32_exactly() -> None:
 @pytest.mark.parametrize("slices", [None, 3, "ab", b"ab", {1, 2}, {"a": np.zeros((2, 2))}],
                          ids=["none", "int", "str", "bytes", "set", "dict"])
 def test_stack_of_a_non_sequence(slices: object) -> None:
-    with pytest.raises(mt.ArgumentTypeError, match="needs a sequence of 2D arrays"):
+    with pytest.raises(mt.errors.ArgumentTypeError, match="needs a sequence of 2D arrays"):
         mt.stack_slices(slices, "numpy")  # type: ignore[arg-type]
 
 

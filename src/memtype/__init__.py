@@ -7,12 +7,19 @@ imported the first time a conversion needs it.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 from memtype.convert import capture_conversions, convert, convert_memory, shares_memory
 from memtype.detect import detect_memory_type
-from memtype.errors import *  # noqa: F403  (every memtype error, each also a builtin)
-from memtype.errors import __all__ as _error_names
+from memtype import errors
+from memtype.errors import (
+    DeviceError,
+    MemoryConversionError,
+    MemtypeError,
+    UnknownMemoryTypeError,
+    UnsupportedArrayError,
+)
 from memtype.frameworks import builtin_frameworks
 from memtype.stack import stack_slices, unstack_slices
 from memtype.types import DtypeConversion, MemoryType
@@ -32,6 +39,11 @@ _LAZY: dict[str, str] = {
     "dtypes": "memtype.dtypes",
 }
 
+# the errors the top level keeps: the base class, the OpenHCS surface's
+# MemoryConversionError, and those the README names; every class is in memtype.errors
+_TOP_ERRORS = ("MemtypeError", "MemoryConversionError", "UnsupportedArrayError",
+               "UnknownMemoryTypeError", "DeviceError")
+
 __all__ = [
     "MemoryType",
     "DtypeConversion",
@@ -42,13 +54,16 @@ __all__ = [
     "capture_conversions",
     "stack_slices",
     "unstack_slices",
-    *_error_names,
+    "errors",
+    *_TOP_ERRORS,
     *_LAZY,
 ]
 
 
 def __getattr__(name: str) -> Any:
     target = _LAZY.get(name)
+    if target is None and name in errors.__all__:
+        return _moved_error(name)
     if target is None:
         from memtype.frameworks import is_registered
 
@@ -61,6 +76,15 @@ def __getattr__(name: str) -> Any:
     value = module if target.endswith("." + name) else getattr(module, name)
     globals()[name] = value
     return value
+
+
+def _moved_error(name: str) -> Any:
+    """An error class that left the top level: still importable, with a DeprecationWarning."""
+    warnings.warn(
+        f"memtype.{name} is deprecated: error classes live in memtype.errors "
+        f"(from memtype.errors import {name}); the top level keeps only "
+        f"{', '.join(_TOP_ERRORS)}.", DeprecationWarning, stacklevel=3)
+    return getattr(errors, name)
 
 
 def __dir__() -> list[str]:

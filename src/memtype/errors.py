@@ -39,6 +39,9 @@ __all__ = [
     "CommandError",
     "SideOutputError",
     "InputWriteError",
+    "StoreIndexError",
+    "StoreAccessError",
+    "StoreIOError",
     "InputCollisionError",
 ]
 
