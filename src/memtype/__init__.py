@@ -10,9 +10,9 @@ import importlib
 import warnings
 from typing import Any
 
+from memtype import errors
 from memtype.convert import capture_conversions, convert, convert_memory, shares_memory
 from memtype.detect import detect_memory_type
-from memtype import errors
 from memtype.errors import (
     DeviceError,
     MemoryConversionError,
@@ -55,7 +55,11 @@ __all__ = [
     "stack_slices",
     "unstack_slices",
     "errors",
-    *_TOP_ERRORS,
+    "MemtypeError",
+    "MemoryConversionError",
+    "UnsupportedArrayError",
+    "UnknownMemoryTypeError",
+    "DeviceError",
     *_LAZY,
 ]
 
