@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from memtype.errors import StoreExistsError, StoreNotFoundError
+from memtype.errors import StoreExistsError, StoreNotFoundError, StorePathError
 from memtype.storage._oserrors import translate
 
 TEMP_SUFFIX = ".memtype-tmp"
@@ -191,12 +191,16 @@ _fallback_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def file_lock(path: str, *, shared: bool = False) -> Iterator[None]:
+def file_lock(path: str, *, shared: bool = False, dir_fd: int | None = None,
+              where: str | None = None) -> Iterator[None]:
     """Hold a lock on ``path`` across threads and processes: exclusive (created if missing),
     or ``shared`` (many holders; skipped when the lock file does not exist yet).
 
-    Uses ``fcntl.flock`` (each call opens its own descriptor, so threads exclude each other
-    too). Without fcntl (Windows) only threads of this process are excluded.
+    ``path`` is relative to the open directory ``dir_fd`` when given; ``where`` names it in
+    messages. The lock file is never opened through a symbolic link (one in its place is a
+    ``StorePathError``: a lock is memtype's own regular file). Uses ``fcntl.flock`` (each
+    call opens its own descriptor, so threads exclude each other too). Without fcntl
+    (Windows) only threads of this process are excluded.
     """
     try:
         import fcntl
@@ -204,14 +208,24 @@ def file_lock(path: str, *, shared: bool = False) -> Iterator[None]:
         with _fallback_lock:
             yield
         return
-    if shared:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:  # never locked by a writer: nothing to coordinate with
-            yield
-            return
-    else:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, file_mode())
+    flags = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        if shared:
+            fd = os.open(path, os.O_RDONLY | flags, dir_fd=dir_fd)
+        else:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, file_mode(), dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not shared:
+            raise
+        yield  # never locked by a writer: nothing to coordinate with
+        return
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise StorePathError(
+            f"The lock file {where or path!r} is a symbolic link; expected a regular file "
+            "(memtype creates its lock files itself and never follows a link to one)."
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield

@@ -18,17 +18,14 @@ OME reader never meets an empty or missing well.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import re
-import shutil
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, BinaryIO
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from memtype.errors import StoreExistsError, StoreFormatError, StorePathError
-from memtype.storage._atomic import atomic_write, file_lock, temp_name
+from memtype.errors import StoreExistsError, StoreFormatError
+from memtype.storage._atomic import temp_name
 from memtype.storage._formats import as_numpy
+from memtype.storage._plate_paths import PlatePaths, group_at, remove_at, rename_at
 from memtype.storage._pyramid import datasets
 from memtype.storage._readers import CorruptFile
 from memtype.storage.base import natural_key, natural_sorted
@@ -36,8 +33,6 @@ from memtype.storage.base import natural_key, natural_sorted
 NGFF_VERSION = "0.5"
 AXIS_TYPES = {"t": "time", "c": "channel", "z": "space", "y": "space", "x": "space"}
 DEFAULT_AXES = {2: "yx", 3: "zyx", 4: "czyx", 5: "tczyx"}
-LOCK_DIR = ".memtype-locks"
-_NAME = re.compile(r"[A-Za-z0-9]+")
 
 
 CODECS = ("blosc-lz4", "blosc-zstd", "zstd", "none")
@@ -82,15 +77,6 @@ def as_image(data: Any, key: str) -> Any:
             f"float or complex data; received {a.dtype}."
         )
     return a
-
-
-def check_name(name: str, what: str, key: str) -> None:
-    """StorePathError unless ``name`` is alphanumeric (as OME-Zarr requires)."""
-    if not _NAME.fullmatch(name):
-        raise StorePathError(
-            f"Invalid {what} name {name!r} in {key!r}: OME-Zarr plate paths are "
-            "'row/column/field' with alphanumeric names (e.g. 'B/3/0')."
-        )
 
 
 def group_doc(ome: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -156,41 +142,6 @@ def image_doc(axes: str, scale: Sequence[float] | None, unit: str | None,
     return group_doc({"multiscales": [multiscale], **({"omero": omero} if omero else {})})
 
 
-def read_json(path: str) -> dict[str, Any]:
-    """A JSON object from disk; StoreFormatError if the file is not one (tampered, torn)."""
-    with open(path, "rb") as fh:
-        raw = fh.read()
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, depth
-        raise StoreFormatError(
-            f"Metadata {path!r} is not valid JSON (corrupt or tampered): {exc}.") from exc
-    if not isinstance(doc, dict):
-        raise StoreFormatError(
-            f"Metadata {path!r} holds a JSON {type(doc).__name__}; expected an object.")
-    return doc
-
-
-def write_json(path: str, doc: dict[str, Any], *, overwrite: bool, fsync: bool,
-               indent: int | None = 2) -> bool:
-    """Write a JSON document atomically; False when it exists and ``overwrite`` is false.
-
-    ``indent=None`` writes it compact, with the C encoder (the plate document, rewritten as
-    each well gets its first image, grows with the plate: indented, it took 10 ms at 384
-    wells)."""
-    payload = json.dumps(doc, indent=indent).encode("utf-8")
-
-    def write(fh: BinaryIO) -> None:
-        """Write the serialised document."""
-        fh.write(payload)
-
-    try:
-        atomic_write(path, write, overwrite=overwrite, fsync=fsync)
-    except StoreExistsError:
-        return False
-    return True
-
-
 def ome_attrs(doc: dict[str, Any]) -> dict[str, Any]:
     """The ``ome`` attributes of a group document ({} when absent)."""
     attributes = doc.get("attributes", {})
@@ -212,35 +163,18 @@ def array_header(doc: dict[str, Any]) -> tuple[tuple[int, ...], str]:
     return tuple(shape), dtype
 
 
-def lock_path(root: str, name: str, create: bool = True) -> str:
-    """Path of the lock file ``name`` of the plate at ``root`` (its directory created)."""
-    directory = os.path.join(root, LOCK_DIR)
-    if create:
-        os.makedirs(directory, exist_ok=True)
-    return os.path.join(directory, name + ".lock")
+def well_lock_name(well: str) -> str:
+    """The name of one well's lock (``"A/1"``: ``well.A.1``)."""
+    return "well." + well.replace("/", ".")
 
 
-@contextlib.contextmanager
-def well_lock(root: str, well: str) -> Iterator[None]:
-    """Hold the lock of one well (``"A/1"``); take it before the plate lock, never after."""
-    with file_lock(lock_path(root, "well." + well.replace("/", "."))):
-        yield
-
-
-@contextlib.contextmanager
-def well_read_lock(root: str, well: str) -> Iterator[None]:
-    """Hold one well's lock shared: no field of it is replaced or removed meanwhile."""
-    with file_lock(lock_path(root, "well." + well.replace("/", "."), create=False), shared=True):
-        yield
-
-
-def well_images(root: str, well: str) -> list[str]:
+def well_images(paths: PlatePaths, well: str) -> list[str]:
     """The image paths a well's metadata lists."""
-    doc = read_json(os.path.join(root, well, "zarr.json"))
+    doc = paths.read_json(f"{well}/zarr.json")
     return [i["path"] for i in ome_attrs(doc).get("well", {}).get("images", [])]
 
 
-def edit_well_images(root: str, well: str, add: str | None, remove: str | None,
+def edit_well_images(paths: PlatePaths, well: str, add: str | None, remove: str | None,
                      fsync: bool) -> tuple[bool, bool]:
     """Add and/or remove an image path in a well's list (the caller holds the well lock).
 
@@ -249,39 +183,38 @@ def edit_well_images(root: str, well: str, add: str | None, remove: str | None,
     (was_empty, now_empty) : tuple of bool
         Whether the well listed no image before and after the update.
     """
-    images = well_images(root, well)
+    images = well_images(paths, well)
     before = list(images)
     if add is not None and add not in images:
         images.append(add)
     if remove is not None and remove in images:
         images.remove(remove)
     if images != before:
-        set_well_images(root, well, images, fsync)
+        set_well_images(paths, well, images, fsync)
     return not before, not images
 
 
-def set_well_images(root: str, well: str, images: Iterable[str], fsync: bool) -> None:
+def set_well_images(paths: PlatePaths, well: str, images: Iterable[str], fsync: bool) -> None:
     """Replace a well's image list (the caller holds the well lock)."""
-    write_json(os.path.join(root, well, "zarr.json"), well_doc(natural_sorted(images)),
-               overwrite=True, fsync=fsync)
+    paths.write_json(f"{well}/zarr.json", well_doc(natural_sorted(images)), overwrite=True,
+                     fsync=fsync)
 
 
-def update_plate_wells(root: str, add: Iterable[str], remove: Iterable[str],
+def update_plate_wells(paths: PlatePaths, add: Iterable[str], remove: Iterable[str],
                        fsync: bool) -> None:
     """Add and remove wells (``"A/1"``) in the plate metadata under the plate lock."""
     add, remove = set(add), set(remove)
     if not add and not remove:
         return
-    path = os.path.join(root, "zarr.json")
-    with file_lock(lock_path(root, "plate")):
-        doc = read_json(path)
+    with paths.lock("plate"):
+        doc = paths.read_json("zarr.json")
         plate = ome_attrs(doc)["plate"]
         wells = {w["path"] for w in plate.get("wells", [])}
         new = (wells | add) - remove
         if new == wells:
             return
         doc["attributes"]["ome"]["plate"] = _plate_with_wells(plate, new)
-        write_json(path, doc, overwrite=True, fsync=fsync, indent=None)
+        paths.write_json("zarr.json", doc, overwrite=True, fsync=fsync, indent=None)
 
 
 def _plate_with_wells(plate: dict[str, Any], wells: set[str]) -> dict[str, Any]:
@@ -307,14 +240,15 @@ def _plate_with_wells(plate: dict[str, Any], wells: set[str]) -> dict[str, Any]:
             "columns": [{"name": c} for c in columns], "wells": entries}
 
 
-def write_image(directory: str, levels: Sequence[Any], axes: str, doc: dict[str, Any],
-                chunks: tuple[int, ...], compressors: Any) -> None:
-    """Write a complete field group (its arrays, level 0 first, then its metadata)."""
+def write_image(paths: PlatePaths, key: str, levels: Sequence[Any], axes: str,
+                doc: dict[str, Any], chunks: tuple[int, ...], compressors: Any) -> None:
+    """Write a complete field group at the new ``key`` (its arrays, level 0 first, then its
+    metadata), every file through the plate's :class:`~memtype.storage._beneath_zarr.
+    BeneathStore`."""
     import zarr
-    from zarr.storage import LocalStore
 
-    os.makedirs(directory)
-    store = LocalStore(directory)
+    paths.makedirs(key)
+    store = paths.zarr_store(key)
     for k, a in enumerate(levels):
         arr = zarr.create_array(
             store=store, name=str(k), shape=a.shape, dtype=a.dtype,
@@ -324,45 +258,49 @@ def write_image(directory: str, levels: Sequence[Any], axes: str, doc: dict[str,
             config={"write_empty_chunks": True},
         )
         arr[...] = a
-    write_json(os.path.join(directory, "zarr.json"), doc, overwrite=True, fsync=False)
+    paths.write_json(f"{key}/zarr.json", doc, overwrite=True, fsync=False)
 
 
-def child_groups(directory: str) -> list[str]:
-    """Names of the zarr groups directly in ``directory`` (no temporaries, no lock dir)."""
-    return [n for n in os.listdir(directory)
-            if not n.startswith(".") and os.path.isfile(os.path.join(directory, n, "zarr.json"))]
-
-
-def commit_field(root: str, tmp: str, key: str, overwrite: bool, fsync: bool) -> None:
-    """Rename a finished field directory into place; list it in its well (and the plate)."""
+def commit_field(paths: PlatePaths, tmp: str, key: str, overwrite: bool, fsync: bool) -> None:
+    """Rename a finished field directory (``tmp``, a key in the same well) into place; list
+    it in its well (and the plate). Renames are relative to the well's open descriptor."""
     well, field = key.rsplit("/", 1)
-    full = os.path.join(root, key)
     trash = None
-    with well_lock(root, well):
-        if os.path.isfile(os.path.join(full, "zarr.json")):
-            if not overwrite:
-                raise StoreExistsError(
-                    f"{key!r} already exists; pass overwrite=True to replace it.")
-            trash = temp_name(os.path.join(root, well), field + ".old")
-            os.rename(full, trash)
-        elif os.path.lexists(full):
-            shutil.rmtree(full)  # a field directory without metadata: an aborted write
-        os.rename(tmp, full)
-        was_empty, _ = edit_well_images(root, well, field, None, fsync)
-        if was_empty:
-            update_plate_wells(root, [well], [], fsync)
-    if trash is not None:
-        shutil.rmtree(trash)
+    with paths.directory(well) as fd:
+        with paths.lock(well_lock_name(well)):
+            kind = group_at(fd, field)
+            if kind:
+                if not overwrite:
+                    raise StoreExistsError(
+                        f"{key!r} already exists; pass overwrite=True to replace it.")
+                trash = temp_name("", field + ".old")
+                rename_at(fd, field, trash)
+            elif kind is False:  # a field directory without metadata (an aborted write), a link
+                _remove_in(fd, field)
+            rename_at(fd, tmp.rsplit("/", 1)[1], field)
+            was_empty, _ = edit_well_images(paths, well, field, None, fsync)
+            if was_empty:
+                update_plate_wells(paths, [well], [], fsync)
+        if trash is not None:
+            _remove_in(fd, trash)
 
 
-def resync_wells(root: str, wells: list[str], fsync: bool) -> None:
+def _remove_in(fd: int | str, name: str) -> None:
+    """Remove entry ``name`` of an open directory (a path without dir_fd)."""
+    if isinstance(fd, str):
+        remove_at(None, os.path.join(fd, name))
+        return
+    remove_at(fd, name)
+
+
+def resync_wells(paths: PlatePaths, wells: list[str], fsync: bool) -> None:
     """Rewrite these wells' image lists from disk, and their entries in the plate."""
     for well in dict.fromkeys(wells):
-        if not os.path.isfile(os.path.join(root, well, "zarr.json")):
-            update_plate_wells(root, [], [well], fsync)
+        if not paths.exists(well):
+            update_plate_wells(paths, [], [well], fsync)
             continue
-        with well_lock(root, well):
-            fields = child_groups(os.path.join(root, well))
-            set_well_images(root, well, fields, fsync)
+        with paths.lock(well_lock_name(well)):
+            fields = paths.children(well)
+            set_well_images(paths, well, fields, fsync)
             add, drop = ([well], []) if fields else ([], [well])
-            update_plate_wells(root, add, drop, fsync)
+            update_plate_wells(paths, add, drop, fsync)

@@ -1,17 +1,16 @@
 """The group tree of an OME-Zarr plate: creating rows and wells, removing and moving groups
 with the well and plate metadata kept in step (see :mod:`memtype.storage._ome` for the
-documents and their locks)."""
+documents and their locks). Every file operation goes through
+:class:`~memtype.storage._plate_paths.PlatePaths`, below the plate's root."""
 
 from __future__ import annotations
 
 import os
-import posixpath
-import shutil
 from collections.abc import Sequence
 
 from memtype.errors import StoreNotFoundError
 from memtype.storage import _ome
-from memtype.storage._atomic import ignore_temporaries, temp_name
+from memtype.storage._atomic import temp_name
 from memtype.storage._plate_paths import PlatePaths
 
 __all__ = ["ensure_plate", "ensure_groups", "remove", "wells_under", "place_copy"]
@@ -23,8 +22,8 @@ def ensure_plate(paths: PlatePaths, name: str, rows: Sequence[str], columns: Seq
     if paths.exists(""):
         return
     os.makedirs(paths.root, exist_ok=True)
-    doc = _ome.plate_doc(name, rows, columns)
-    _ome.write_json(posixpath.join(paths.root, "zarr.json"), doc, overwrite=False, fsync=fsync)
+    paths.write_json("zarr.json", _ome.plate_doc(name, rows, columns), overwrite=False,
+                     fsync=fsync)
 
 
 def ensure_groups(paths: PlatePaths, parts: list[str], parents: bool, fsync: bool) -> None:
@@ -39,15 +38,8 @@ def ensure_groups(paths: PlatePaths, parts: list[str], parents: bool, fsync: boo
                 f"No {('row', 'well')[depth - 1]} at {key!r} in the plate {paths.root!r}; "
                 "create it with ensure_directory or pass parents=True."
             )
-        _create_group(paths, key, depth, fsync)
-
-
-def _create_group(paths: PlatePaths, key: str, depth: int, fsync: bool) -> None:
-    """Create the row (depth 1) or well (depth 2) group at ``key``."""
-    os.makedirs(paths.full(key), exist_ok=True)
-    doc = _ome.group_doc() if depth == 1 else _ome.well_doc([])
-    _ome.write_json(posixpath.join(paths.full(key), "zarr.json"), doc, overwrite=False,
-                    fsync=fsync)
+        doc = _ome.group_doc() if depth == 1 else _ome.well_doc([])
+        paths.write_json(f"{key}/zarr.json", doc, overwrite=False, fsync=fsync)
 
 
 def remove(paths: PlatePaths, key: str, parts: list[str], fsync: bool) -> None:
@@ -58,17 +50,16 @@ def remove(paths: PlatePaths, key: str, parts: list[str], fsync: bool) -> None:
 
 def _remove_node(paths: PlatePaths, key: str, parts: list[str], fsync: bool) -> None:
     """:func:`remove` without the metadata check."""
-    root = paths.root
     if len(parts) < 3:
-        _ome.update_plate_wells(root, [], wells_under(paths, key, len(parts)), fsync)
-        shutil.rmtree(paths.full(key))
+        _ome.update_plate_wells(paths, [], wells_under(paths, key, len(parts)), fsync)
+        paths.remove(key)
         return
     well, field = key.rsplit("/", 1)
-    with _ome.well_lock(root, well):
-        _, now_empty = _ome.edit_well_images(root, well, None, field, fsync)
+    with paths.lock(_ome.well_lock_name(well)):
+        _, now_empty = _ome.edit_well_images(paths, well, None, field, fsync)
         if now_empty:
-            _ome.update_plate_wells(root, [], [well], fsync)
-        shutil.rmtree(paths.full(key))
+            _ome.update_plate_wells(paths, [], [well], fsync)
+        paths.remove(key)
 
 
 def wells_under(paths: PlatePaths, key: str, depth: int) -> list[str]:
@@ -85,13 +76,19 @@ def wells_under(paths: PlatePaths, key: str, depth: int) -> list[str]:
 def place_copy(paths: PlatePaths, skey: str, sparts: list[str], dkey: str, dparts: list[str],
                move: bool, fsync: bool) -> None:
     """Copy (then, with ``move``, remove) a field, well or row to a free key of its level
-    whose parent groups exist, and resync the metadata of every well concerned."""
+    whose parent groups exist, and resync the metadata of every well concerned. Links inside
+    the copied group are copied as links (never followed)."""
     before = wells_under(paths, skey, len(sparts))
-    tmp = temp_name(posixpath.dirname(paths.full(dkey)), dparts[-1])
-    shutil.copytree(paths.full(skey), tmp, ignore=ignore_temporaries)
-    os.rename(tmp, paths.full(dkey))
+    parent = dkey.rpartition("/")[0]
+    tmp_name = temp_name("", dparts[-1])
+    tmp = f"{parent}/{tmp_name}" if parent else tmp_name
+    try:
+        paths.copy_tree(skey, tmp)
+        paths.rename(tmp, dparts[-1])
+    finally:
+        paths.remove(tmp)  # left only when the copy failed
     if move:
         remove(paths, skey, sparts, fsync)
     wells = (before if move else []) + wells_under(paths, dkey, len(dparts))
     with paths.metadata(dkey):
-        _ome.resync_wells(paths.root, wells, fsync)
+        _ome.resync_wells(paths, wells, fsync)

@@ -26,9 +26,13 @@ Performance and safety
   under file locks, so writers in threads and processes, to different wells or to one
   well, lose nothing. Rows and columns may be declared up front (``rows``,
   ``columns``); wells are listed in the plate once they hold an image.
-* Every group a key names is checked on its resolved path: a symbolic link leading out of
-  the plate raises ``StorePathError`` unless ``follow_symlinks_outside=True``. (zarr reads
-  chunk files by path, so links inside a field are not checked one by one.)
+* Every file the store opens (metadata, chunks, pyramid levels, lock files, copies and
+  removals), and every file zarr opens for it, is resolved below the plate's root with
+  descriptor-relative, no-follow operations (``openat2(RESOLVE_BENEATH)`` where the kernel
+  has it), as the DiskStore's paths are: a symbolic link is followed while it stays inside
+  the plate; one leading out raises ``StorePathError`` unless
+  ``follow_symlinks_outside=True``; a directory swapped for a link while a run writes
+  cannot redirect a read or a write. Copies and moves copy links as links.
 * Tampered or corrupt metadata and chunks raise ``StoreFormatError``; an ``index`` outside
   the image raises ``StoreIndexError``.
 """
@@ -37,7 +41,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import shutil
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -52,7 +55,7 @@ from memtype.errors import (
 )
 from memtype.storage import _ome, _plate_groups, _pyramid
 from memtype.storage._atomic import temp_name
-from memtype.storage._plate_paths import PlatePaths
+from memtype.storage._plate_paths import PlatePaths, check_name
 from memtype.storage._readers import decoding
 from memtype.storage.base import PathLike, Store, StoreStat, natural_key
 
@@ -104,9 +107,9 @@ class ZarrStore(Store):
         self.rows = [str(r) for r in rows] if rows is not None else []
         self.columns = [str(c) for c in columns] if columns is not None else []
         for r in self.rows:
-            _ome.check_name(r, "row", r)
+            check_name(r, "row", r)
         for c in self.columns:
-            _ome.check_name(c, "column", c)
+            check_name(c, "column", c)
         self.name = name or os.path.basename(self.root)
         self.codec, self.level, self.chunks, self.fsync = codec, level, chunks, bool(fsync)
         if not read_only:
@@ -191,15 +194,14 @@ class ZarrStore(Store):
         self._ensure_groups(parts[:2], parents)
         if not overwrite and self._paths.exists(key):
             raise StoreExistsError(f"{key!r} already exists; pass overwrite=True to replace it.")
-        tmp = temp_name(self._paths.full("/".join(parts[:2])), parts[2])
+        tmp = f"{parts[0]}/{parts[1]}/{temp_name('', parts[2])}"
         try:
-            _ome.write_image(tmp, _pyramid.pyramid(a, levels, downsample), ax, doc, shape,
-                             compressors)
+            _ome.write_image(self._paths, tmp, _pyramid.pyramid(a, levels, downsample), ax, doc,
+                             shape, compressors)
             with self._paths.metadata(key):
-                _ome.commit_field(self.root, tmp, key, overwrite, self.fsync)
+                _ome.commit_field(self._paths, tmp, key, overwrite, self.fsync)
         finally:
-            if os.path.lexists(tmp):
-                shutil.rmtree(tmp)
+            self._paths.remove(tmp)  # left only when the write failed
 
     def load(self, path: PathLike, *, index: Any = None, resolution: int = 0) -> Any:
         """Read a field, or part of it.
@@ -219,16 +221,14 @@ class ZarrStore(Store):
         numpy.ndarray
         """
         import zarr
-        from zarr.storage import LocalStore
 
         key = self._field(path)
-        with _ome.well_read_lock(self.root, key.rsplit("/", 1)[0]):
+        with self._paths.lock(_ome.well_lock_name(key.rsplit("/", 1)[0]), shared=True):
             if not self._paths.exists(key):
                 raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
             with self._paths.metadata(key):
                 level = self._resolution(key, resolution)
-                self._paths.full(f"{key}/{level}")
-                arr = zarr.open_array(store=LocalStore(self._paths.full(key), read_only=True),
+                arr = zarr.open_array(store=self._paths.zarr_store(key, read_only=True),
                                       path=level, mode="r", zarr_format=3)
             return self._read(arr, index, key)
 
@@ -245,7 +245,7 @@ class ZarrStore(Store):
 
     def _resolution(self, key: str, resolution: object) -> str:
         """The path of pyramid level ``resolution`` of field ``key``; an error if absent."""
-        doc = _ome.ome_attrs(_ome.read_json(posixpath.join(self._paths.full(key), "zarr.json")))
+        doc = _ome.ome_attrs(self._paths.read_json(f"{key}/zarr.json"))
         paths = [d["path"] for d in doc["multiscales"][0]["datasets"]]
         if isinstance(resolution, bool) or not isinstance(resolution, int) \
                 or not 0 <= resolution < len(paths):
@@ -293,16 +293,15 @@ class ZarrStore(Store):
 
     def stat(self, path: PathLike) -> StoreStat:
         key, parts = self._parts(path)
-        full = self._paths.full(key)
         if not self._paths.exists(key):
             raise StoreNotFoundError(f"Nothing at {key or self.root!r} in the plate.")
-        mtime = os.stat(posixpath.join(full, "zarr.json")).st_mtime
+        mtime = self._paths.stat(f"{key}/zarr.json" if key else "zarr.json").st_mtime
         if len(parts) < 3:
             return StoreStat(key, True, 0, mtime)
         import numpy as np
 
         with self._paths.metadata(key):
-            meta = _ome.read_json(posixpath.join(self._paths.full(f"{key}/0"), "zarr.json"))
+            meta = self._paths.read_json(f"{key}/0/zarr.json")
             shape, name = _ome.array_header(meta)
             dtype = np.dtype(name)
         return StoreStat(key, False, int(np.prod(shape)) * dtype.itemsize, mtime, shape,
