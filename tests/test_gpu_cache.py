@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.errors import StoreKeyError
+from memtype.errors import CacheKeyError
 from memtype.gpu.cache import GPUTensorCache, measure_nbytes
 
 
@@ -138,7 +138,7 @@ def test_pop_getitem_and_clear() -> None:
     cache.put("a", value)
     assert cache.pop("a") is value and cache.nbytes == 0
     assert cache.pop("a", None) is None
-    with pytest.raises(StoreKeyError, match="No cached value under 'a'"):
+    with pytest.raises(CacheKeyError, match="No cached value under 'a'"):
         cache.pop("a")
     with pytest.raises(KeyError):
         cache["a"]
@@ -200,3 +200,13 @@ def test_concurrent_use_keeps_the_bounds() -> None:
     assert cache.nbytes == sum(size for _, size in cache._data.values())
     stats = cache.stats()
     assert stats["hits"] + stats["misses"] == sum(gets)
+
+
+def test_a_missing_key_is_the_caches_own_error() -> None:
+    """Issue 22 section 2: the tensor cache raises its own class (it raised StoreKeyError)."""
+    from memtype.errors import StoreKeyError
+
+    with pytest.raises(KeyError) as info:
+        GPUTensorCache().pop("absent")
+    assert type(info.value) is CacheKeyError
+    assert not isinstance(info.value, StoreKeyError)

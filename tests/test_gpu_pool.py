@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import threading
 from typing import Any
@@ -11,12 +12,12 @@ import psutil
 import pytest
 
 import memtype as mt
-from memtype.errors import MemoryBudgetError, MemtypeError, StoreKeyError
+from memtype.errors import AllocationKeyError, MemoryBudgetError, MemtypeError
 from memtype.frameworks import load_adapter
 from memtype.gpu.pool import GPUMemoryManager, GPUMemoryPool, get_gpu_memory_pool
 from tests.frameworks import has_gpu
 
-no_gpu = pytest.mark.skipif(has_gpu(), reason="checks the behaviour without a GPU")
+no_gpu = pytest.mark.no_gpu
 
 
 def _host(x: Any) -> np.ndarray:
@@ -33,13 +34,15 @@ def test_allocate_makes_zeros_of_each_memory_type(memory_type: str) -> None:
     assert manager.stats() == {"tiles": {"arrays": 1, "bytes": 128, "peak_bytes": 128}}
 
 
-@pytest.mark.parametrize("spelling", ["float32", np.float32, np.dtype("float32"),
-                                      "torch.float32", "tensorflow.float32"])
+@pytest.mark.parametrize("spelling", [
+    "float32", np.float32, np.dtype("float32"),
+    pytest.param("torch.float32", marks=pytest.mark.requires("torch")),
+    pytest.param("tensorflow.float32", marks=pytest.mark.requires("tensorflow"))])
 def test_dtype_spellings(spelling: Any) -> None:
     if spelling == "torch.float32":
-        spelling = pytest.importorskip("torch").float32
+        spelling = importlib.import_module("torch").float32
     elif spelling == "tensorflow.float32":
-        spelling = pytest.importorskip("tensorflow").float32
+        spelling = importlib.import_module("tensorflow").float32
     manager = GPUMemoryManager()
     a = manager.allocate(10, spelling, "numpy")
     assert a.dtype == np.float32 and a.shape == (10,)
@@ -82,7 +85,7 @@ def test_reference_counting() -> None:
     assert manager.used_bytes() == 64
     assert manager.release(a) == 0
     assert manager.used_bytes() == 0
-    with pytest.raises(StoreKeyError, match="released already"):
+    with pytest.raises(AllocationKeyError, match="released already"):
         manager.release(a)
     with pytest.raises(KeyError):
         manager.retain(np.zeros(8))
@@ -118,7 +121,7 @@ def test_memory_context_tolerates_manual_release_inside() -> None:
         manager.release(a)
         b = manager.allocate((8,), "uint8", "numpy")
     assert manager.stats() == {}
-    with pytest.raises(StoreKeyError):
+    with pytest.raises(AllocationKeyError):
         manager.release(b)
 
 
@@ -164,7 +167,7 @@ def test_budget_arguments_are_validated(kwargs: dict[str, Any]) -> None:
 
 
 @no_gpu
-@pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="cupy not installed")
+@pytest.mark.requires("cupy")
 def test_gpu_only_type_without_gpu_is_a_device_error() -> None:
     manager = GPUMemoryManager()
     with pytest.raises(mt.DeviceError, match="Cannot allocate a cupy array: .*no cuda device"):
@@ -207,7 +210,7 @@ def test_host_pool_budgets_host_memory() -> None:
     assert pool.available_bytes == 1400
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="cupy not installed")
+@pytest.mark.requires("cupy")
 def test_pool_refuses_arrays_of_another_device() -> None:
     pool = GPUMemoryPool(1 << 20, gpu_id=None)
     with pytest.raises(mt.DeviceError):
@@ -236,8 +239,9 @@ def test_get_gpu_memory_pool_is_one_per_device() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_gpu_pool_caps_torch() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     pool = GPUMemoryPool(256 << 20, gpu_id=0)
     a = pool.allocate((1 << 20,), "float32", "torch")
     assert a.device.type == "cuda" and pool.used_bytes("cuda:0") == 4 << 20
@@ -250,3 +254,13 @@ def test_gpu_pool_caps_torch() -> None:
     torch.empty(512 << 20, dtype=torch.uint8, device="cuda:0")
     with pytest.raises(mt.DeviceError):
         pool.allocate((4,), "float32", "numpy")  # host arrays are not this pool's
+
+
+def test_releasing_an_unknown_array_is_the_pools_own_error() -> None:
+    """Issue 22 section 2: the pool raises its own class (it raised StoreKeyError)."""
+    from memtype.errors import StoreKeyError
+
+    with pytest.raises(KeyError) as info:
+        GPUMemoryManager().release(np.zeros(2))
+    assert type(info.value) is AllocationKeyError
+    assert not isinstance(info.value, StoreKeyError)

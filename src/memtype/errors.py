@@ -19,6 +19,8 @@ __all__ = [
     "ShapeError",
     "ContractError",
     "StoreKeyError",
+    "CacheKeyError",
+    "AllocationKeyError",
     "StoreNotFoundError",
     "StoreExistsError",
     "StoreFormatError",
@@ -113,7 +115,15 @@ class _ReadableKeyError(MemtypeError, KeyError):
 
 
 class StoreKeyError(_ReadableKeyError):
-    """A key is missing from a key-value store (cache, registry)."""
+    """A storage name that is not registered: a store backend, a FileManager backend."""
+
+
+class CacheKeyError(_ReadableKeyError):
+    """A key that is not in a :class:`~memtype.gpu.GPUTensorCache`."""
+
+
+class AllocationKeyError(_ReadableKeyError):
+    """An array a GPU memory manager or pool did not allocate, or released already."""
 
 
 class StoreNotFoundError(MemtypeError, FileNotFoundError):

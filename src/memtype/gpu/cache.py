@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 from memtype.detect import array_nbytes
 from memtype.errors import (
     ArgumentTypeError,
+    CacheKeyError,
     InvalidArgumentError,
-    StoreKeyError,
 )
 
 __all__ = ["GPUTensorCache", "measure_nbytes"]
@@ -114,7 +114,7 @@ class GPUTensorCache:
     def __getitem__(self, key: str) -> Any:
         value = self.get(key, _MISSING)
         if value is _MISSING:
-            raise StoreKeyError(f"No cached value under {key!r}.")
+            raise CacheKeyError(f"No cached value under {key!r}.")
         return value
 
     def put(self, key: str, value: Any) -> bool:
@@ -197,14 +197,14 @@ class GPUTensorCache:
                 del self._computing[key]
 
     def pop(self, key: str, default: Any = _MISSING) -> Any:
-        """Remove and return the value under ``key`` (``default``, or StoreKeyError, if absent)."""
+        """Remove and return the value under ``key`` (``default``, or CacheKeyError, if absent)."""
         with self._lock:
             entry = self._data.pop(key, None)
             if entry is not None:
                 self._bytes -= entry[1]
                 return entry[0]
         if default is _MISSING:
-            raise StoreKeyError(f"No cached value under {key!r}.")
+            raise CacheKeyError(f"No cached value under {key!r}.")
         return default
 
     def __contains__(self, key: object) -> bool:

@@ -19,10 +19,10 @@ import numpy as np
 
 from memtype.convert import convert, target_device
 from memtype.errors import (
+    AllocationKeyError,
     DeviceError,
     InvalidArgumentError,
     MemoryBudgetError,
-    StoreKeyError,
 )
 from memtype.frameworks import (
     CPU,
@@ -192,10 +192,10 @@ class GPUMemoryManager:
             scopes[-1].append(record)
 
     def _record(self, array: Any) -> Allocation:
-        """The live record of ``array`` (lock held), or StoreKeyError."""
+        """The live record of ``array`` (lock held), or AllocationKeyError."""
         record = self._live.get(id(array))
         if record is None or record.array is not array:
-            raise StoreKeyError(
+            raise AllocationKeyError(
                 f"This array ({type(array).__name__}) was not allocated by this manager, or "
                 "has been released already."
             )
@@ -206,7 +206,7 @@ class GPUMemoryManager:
 
         Raises
         ------
-        StoreKeyError
+        AllocationKeyError
             If the array is not (or no longer) tracked by this manager.
         """
         with self._lock:
@@ -219,7 +219,7 @@ class GPUMemoryManager:
 
         Raises
         ------
-        StoreKeyError
+        AllocationKeyError
             If the array is not (or no longer) tracked by this manager.
         """
         with self._lock:
