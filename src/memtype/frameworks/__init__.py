@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ __all__ = [
     "loaded_frameworks",
     "known_names",
     "on_table_change",
+    "ready_module",
 ]
 
 
@@ -177,6 +179,21 @@ FRAMEWORKS: MappingProxyType[str, Framework] = MappingProxyType(_table)
 _adapters: dict[str, ModuleType] = {}
 _resolved_types: dict[str, tuple[type, ...]] = {}
 _on_change: list[Callable[[], None]] = []
+# One loader at a time: a framework is imported once while other threads wait, and no thread
+# sees a half-built adapter. Re-entrant, since loading one framework first loads those in its
+# ``import_before``. Python's per-module import locks cannot deadlock against it: nothing
+# memtype imports under it calls back into memtype's loader.
+_loader_lock = threading.RLock()
+
+
+def ready_module(name: str) -> ModuleType | None:
+    """``sys.modules[name]`` once its import has finished, else None (never imported, blocked
+    with ``None``, or still being imported by some thread: a half-initialised module lacks
+    attributes and must not be looked into). Nothing is imported here."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None  # importlib itself marks a module being executed with spec._initializing
+    return module
 
 
 def on_table_change(callback: Callable[[], None]) -> None:
@@ -296,15 +313,17 @@ def _run_prepare(framework: Framework) -> None:
 def _import_framework_module(framework: Framework) -> ModuleType:
     _check_import_order(framework)
     for first in framework.import_before:  # crash workarounds: see Framework.import_before
-        if first not in sys.modules and importlib.util.find_spec(first) is not None:
+        if ready_module(first) is None and _installed(first):
             row = _row_of_module(first)
             if row is None:
                 importlib.import_module(first)
             else:
                 _import_framework_module(row)
-    loaded = sys.modules.get(framework.module)
-    if loaded is not None:  # None: an import blocked on purpose, which raises below
+    loaded = ready_module(framework.module)
+    if loaded is not None:
         return loaded
+    if sys.modules.get(framework.module) is not None:  # another thread is importing it
+        return importlib.import_module(framework.module)  # waits for that import to finish
     _run_prepare(framework)
     try:
         with warnings.catch_warnings():
@@ -337,10 +356,13 @@ def load_adapter(name: object) -> Adapter:
     framework = get_framework(name)
     adapter = _adapters.get(framework.name)
     if adapter is None:
-        if sys.modules.get(framework.module) is None:
-            _import_framework_module(framework)
-        adapter = importlib.import_module(framework.adapter)
-        _adapters[framework.name] = adapter
+        with _loader_lock:
+            adapter = _adapters.get(framework.name)
+            if adapter is None:
+                if ready_module(framework.module) is None:
+                    _import_framework_module(framework)
+                adapter = importlib.import_module(framework.adapter)
+                _adapters[framework.name] = adapter
     return cast("Adapter", adapter)
 
 
@@ -349,12 +371,16 @@ def array_types(framework: Framework) -> tuple[type, ...]:
     resolved = _resolved_types.get(framework.name)
     if resolved is not None:
         return resolved
-    if sys.modules.get(framework.module) is None:  # not loaded, or blocked
+    if ready_module(framework.module) is None:  # not loaded, blocked, or still importing
         return ()
     classes: list[type] = []
     for spec in framework.array_types:
         module_name, _, attr = spec.partition(":")
-        module: Any = sys.modules.get(module_name) or importlib.import_module(module_name)
+        module: Any = ready_module(module_name)
+        if module is None:
+            if sys.modules.get(module_name) is not None:
+                return ()  # a submodule still being imported: not loaded yet
+            module = importlib.import_module(module_name)
         for part in attr.split("."):
             module = getattr(module, part)
         classes.append(cast(type, module))
@@ -364,8 +390,9 @@ def array_types(framework: Framework) -> tuple[type, ...]:
 
 def is_loaded(framework: Framework) -> bool:
     """Whether the framework's top-level module is imported (a module blocked with
-    ``sys.modules[name] = None`` is not); nothing is imported here."""
-    return sys.modules.get(framework.module) is not None
+    ``sys.modules[name] = None`` is not, nor one another thread is still importing);
+    nothing is imported here."""
+    return ready_module(framework.module) is not None
 
 
 def loaded_frameworks() -> list[Framework]:

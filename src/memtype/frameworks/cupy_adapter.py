@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, ExitStack
@@ -12,6 +11,7 @@ from typing import Any
 import cupy as cp
 import numpy as np
 
+from memtype.frameworks import ready_module
 from memtype.frameworks._host import is_extension, numpy_dlpack_dtype
 from memtype.frameworks._protocol import Device, DeviceProperties
 
@@ -150,7 +150,7 @@ def empty_cache() -> None:
     """
     if not runtime_started():
         return  # nothing allocated; freeing would start (or, without a driver, fail on) CUDA
-    fft = sys.modules.get("cupy.fft")  # never imported: no plans to free
+    fft = ready_module("cupy.fft")  # never imported: no plans to free
     pool = cp.get_default_memory_pool()
     for index in _devices_in_use():
         with cp.cuda.Device(index):  # the pool's methods act on the current device
