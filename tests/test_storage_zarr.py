@@ -355,3 +355,38 @@ def test_stat_refuses_a_tampered_array_header(plate: ZarrStore, field: str, valu
         json.dump(doc, fh)
     with pytest.raises(StoreFormatError, match="not a valid OME-Zarr document"):
         plate.stat("A/1/0")
+
+# -- dtypes: canonical type codes are equal dtypes; what zarr cannot hold is a format error ----
+@pytest.mark.parametrize("dtype", [np.longlong, np.ulonglong], ids=["longlong", "ulonglong"])
+def test_platform_integer_types_are_stored_as_their_type_code(plate: ZarrStore,
+                                                             dtype: Any) -> None:
+    """np.longlong / np.ulonglong (what MLX int64/uint64 exports are) are int64 / uint64."""
+    a = np.arange(-6 if dtype is np.longlong else 0, 6 * 5, dtype=dtype)[:30].reshape(5, 6)
+    plate.save(a, "A/1/0", parents=True, pyramid_levels=2)
+    back = plate.load("A/1/0")
+    np.testing.assert_array_equal(back, a)
+    assert back.dtype == np.dtype(np.dtype(dtype).str)
+    assert plate.stat("A/1/0").dtype == np.dtype(np.dtype(dtype).str).name
+
+
+def test_canonical_dtype_is_a_view_of_the_same_bytes() -> None:
+    from memtype.storage._formats import canonical
+
+    a = np.arange(12, dtype=np.longlong).reshape(3, 4)[:, ::2]
+    view = canonical(a)
+    assert type(view.dtype) is type(np.dtype("int64")) and view.base is not None
+    assert np.shares_memory(view, a)
+    b = np.arange(3, dtype=np.int64)
+    assert canonical(b) is b
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble],
+                         ids=["longdouble", "clongdouble"])
+def test_extended_precision_is_a_format_error(plate: ZarrStore, dtype: Any) -> None:
+    if np.dtype(dtype).itemsize <= (8 if np.dtype(dtype).kind == "f" else 16):
+        # where long double is double (Windows, macOS arm64) it is stored as float64
+        plate.save(np.ones((4, 4), dtype), "A/1/0", parents=True)
+        return
+    with pytest.raises(StoreFormatError, match="cast it to"):
+        plate.save(np.ones((4, 4), dtype), "A/1/0", parents=True)
+    assert not plate.exists("A/1/0")

@@ -37,7 +37,8 @@ from memtype._optional import require
 from memtype.errors import ArgumentTypeError, StoreFormatError, UnsupportedArrayError
 from memtype.storage._readers import read_json, read_npy, read_png, read_text, read_tiff
 
-__all__ = ["FileFormat", "format_for", "supported_extensions", "check_options", "as_numpy"]
+__all__ = ["FileFormat", "format_for", "supported_extensions", "check_options", "as_numpy",
+           "canonical"]
 
 TIFF_CORE = ("uint8", "uint16", "float32")
 TIFF_EXTRA = ("int8", "int16", "int32", "uint32", "float64")
@@ -57,11 +58,12 @@ class FileFormat:
 
 
 def as_numpy(data: Any, path: str, what: str) -> np.ndarray[Any, Any]:
-    """``data`` as a host NumPy array (framework arrays converted), else StoreFormatError."""
+    """``data`` as a host NumPy array (framework arrays converted) with a canonical dtype
+    (see :func:`canonical`), else StoreFormatError."""
     if isinstance(data, np.ndarray):
-        return data
+        return canonical(data)
     if isinstance(data, np.generic):
-        return np.asarray(data)
+        return canonical(np.asarray(data))
     import memtype
 
     try:
@@ -71,7 +73,21 @@ def as_numpy(data: Any, path: str, what: str) -> np.ndarray[Any, Any]:
             f"Cannot save {type(data).__name__} to {path!r}: {what} files hold arrays; "
             "expected an array of a supported framework."
         ) from None
-    return np.asarray(memtype.convert(data, "numpy"))
+    return canonical(np.asarray(memtype.convert(data, "numpy")))
+
+
+def canonical(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``a`` with the canonical NumPy type of its dtype's type code: ``np.longlong`` and
+    ``np.ulonglong`` (what MLX's int64/uint64 exports are) become ``int64``/``uint64``, the
+    same bytes under the dtype writers know. A view (O(1), no copy); ``a`` itself when its
+    dtype is canonical already or not a number."""
+    dtype = a.dtype
+    if dtype.kind not in "biufc":
+        return a
+    code = np.dtype(dtype.str)  # '<i8' for np.longlong: the type code's own dtype
+    if type(code) is type(dtype):
+        return a
+    return a.view(code)
 
 
 def _bad_dtype(path: str, fmt: str, dtype: np.dtype[Any], expected: str) -> StoreFormatError:

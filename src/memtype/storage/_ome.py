@@ -68,15 +68,30 @@ def chunk_shape(chunks: str | Sequence[int], shape: tuple[int, ...], key: str) -
     )
 
 
+ZARR_DTYPES = frozenset({("b", 1), ("i", 1), ("i", 2), ("i", 4), ("i", 8), ("u", 1), ("u", 2),
+                         ("u", 4), ("u", 8), ("f", 2), ("f", 4), ("f", 8), ("c", 8), ("c", 16)})
+"""(kind, itemsize) of the numeric dtypes zarr v3 holds (no extended precision)."""
+
+
 def as_image(data: Any, key: str) -> Any:
-    """``data`` as a host NumPy array of a dtype zarr stores, else StoreFormatError."""
+    """``data`` as a host NumPy array of a dtype zarr stores, else StoreFormatError
+    (``np.longlong`` and the like are stored as their canonical ``int64``...: a view)."""
     a = as_numpy(data, key, "OME-Zarr")
-    if a.dtype.kind not in "biufc" or type(a.dtype).__module__ != "numpy.dtypes":
+    if (a.dtype.kind, a.dtype.itemsize) not in ZARR_DTYPES \
+            or type(a.dtype).__module__ != "numpy.dtypes":
         raise StoreFormatError(
-            f"Cannot save a {a.dtype} array to {key!r}: OME-Zarr images hold bool, integer, "
-            f"float or complex data; received {a.dtype}."
+            f"Cannot save a {a.dtype} array to {key!r}: OME-Zarr images hold bool, int8 to "
+            "int64, uint8 to uint64, float16 to float64, complex64 or complex128 data; "
+            f"received {a.dtype}{_hint(a.dtype)}."
         )
     return a
+
+
+def _hint(dtype: Any) -> str:
+    """How to store an extended-precision array (cast it), or nothing."""
+    if dtype.kind in "fc" and dtype.itemsize > (8 if dtype.kind == "f" else 16):
+        return f" (cast it to {'float64' if dtype.kind == 'f' else 'complex128'} first)"
+    return ""
 
 
 def group_doc(ome: dict[str, Any] | None = None) -> dict[str, Any]:
