@@ -313,8 +313,9 @@ class Ops:
         xf = self.to_float(x, src, work)
         low, high = self.finite_range(xf)
         if not high > low:  # constant, or no finite value: keep the value
-            out = self.clip(x, src, dst)
-            return self._nan_to_bottom(xf, out, dst) if src.kind == "f" else out
+            if src.kind == "f":  # NaN first, so that the framework's cast is the last step
+                x = self._nan_to_bottom(x, dst)
+            return self.clip(x, src, dst)
         span = float(int_range(dst)[1] - int_range(dst)[0]) if _is_int(dst) else 1.0
         u = (xf - low) * (span / (high - low))
         u = self.where(xf >= high, span, u)
@@ -326,12 +327,14 @@ class Ops:
         u = self.ops.rint(u)
         return self.float_to_int(u if lo == 0 else u + float(lo), dst)
 
-    def _nan_to_bottom(self, xf: Any, out: Any, dst: np.dtype[Any]) -> Any:
-        """NaN pixels at the bottom of the target's range (rescale produces no NaN)."""
-        bottom: Any = 0.0 if not _is_int(dst) else int_range(dst)[0]
-        if dst.kind == "b":
-            bottom = False
-        return self.where(self.xp.isnan(xf), bottom, out)
+    def _nan_to_bottom(self, x: Any, dst: np.dtype[Any]) -> Any:
+        """NaN pixels at the bottom of the target's range (rescale produces no NaN).
+
+        Done before the cast, never after it: the cast (the adapter's ``astype``) is then the
+        last step, and a framework that computes lazily (MLX) returns its result computed,
+        not a formula that reads ``x`` when first used, after the caller's later writes."""
+        bottom: Any = 0.0 if not _is_int(dst) else float(int_range(dst)[0])
+        return self.where(self.xp.isnan(x), bottom, x)
 
     # -- unit -------------------------------------------------------------------------
 
