@@ -38,5 +38,14 @@ def test_a_numpy_integer_is_accepted_where_an_int_is(caller: str) -> None:
 
 def test_gpu_index_returns_a_python_int() -> None:
     assert type(gpu_index(np.uint8(3))) is int and gpu_index(None) is None
-    with pytest.raises(mt.DeviceError, match="a non-negative int;"):
+    with pytest.raises(mt.DeviceError, match=r"or Device\('cuda', <index>\); received None"):
         gpu_index(None, allow_none=False)
+
+
+@pytest.mark.parametrize("spelling", ["cuda:0", "Device"])
+@pytest.mark.parametrize("caller", list(_callers()))
+def test_every_entry_point_takes_a_device_name_or_device(caller: str, spelling: str) -> None:
+    """Issue 22 section 2: one parser for the int index, "cuda:0" and Device("cuda", 0)."""
+    from memtype.frameworks import Device
+
+    _callers()[caller]("cuda:0" if spelling == "cuda:0" else Device("cuda", 0))

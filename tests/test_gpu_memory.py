@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
+from typing import Any
 
 import numpy as np
 import psutil
 import pytest
 
 import memtype as mt
+from memtype.errors import ArgumentTypeError, InvalidArgumentError
+from memtype.frameworks import Device
 from memtype.gpu.memory import GIB, DeviceMemory
 from tests.frameworks import has_gpu
 
-no_gpu = pytest.mark.skipif(has_gpu(), reason="checks the behaviour without a GPU")
+no_gpu = pytest.mark.no_gpu
 TOLERANCE = 0.05  # host memory moves while the test runs (shared machine)
 
 
@@ -67,19 +71,24 @@ def test_device_memory_pressure_is_clamped(total: int, free: int, pressure: floa
     assert mem.used_bytes == used
 
 
-def test_check_gpu_memory_int_counts_bytes() -> None:
-    assert mt.gpu.check_gpu_memory(1)
-    assert mt.gpu.check_gpu_memory(np.int64(10**6))
-    assert not mt.gpu.check_gpu_memory(mt.gpu.device_memory().total_bytes + 1)
+def test_check_gpu_memory_nbytes_counts_bytes() -> None:
+    assert mt.gpu.check_gpu_memory(nbytes=1)
+    assert mt.gpu.check_gpu_memory(nbytes=np.int64(10**6))
+    assert not mt.gpu.check_gpu_memory(nbytes=mt.gpu.device_memory().total_bytes + 1)
 
 
-def test_check_gpu_memory_float_counts_gibibytes() -> None:
-    # 10**6 bytes fit on any machine; 10**6 GiB fit on none
-    assert mt.gpu.check_gpu_memory(10**6)
-    assert not mt.gpu.check_gpu_memory(1e6)
-    assert not mt.gpu.check_gpu_memory(np.float32(1e6))
+@pytest.mark.parametrize("size", [10**6, 1e6, np.float32(1e6), np.int64(10**6)],
+                         ids=["int", "float", "float32", "int64"])
+def test_check_gpu_memory_size_gb_counts_gibibytes_whatever_its_type(size: object) -> None:
+    """Issue 22 section 2: an int size_gb is GiB too (it counted bytes): 10**6 GiB fit on no
+    machine."""
+    assert not mt.gpu.check_gpu_memory(size)  # type: ignore[arg-type]
+
+
+def test_check_gpu_memory_a_fraction_of_free_memory_fits() -> None:
     free_gib = mt.gpu.device_memory().free_bytes / GIB
     assert mt.gpu.check_gpu_memory(free_gib * 0.5)
+    assert mt.gpu.check_gpu_memory(size_gb=0)
     assert GIB == 2**30
 
 
@@ -90,6 +99,14 @@ def test_check_gpu_memory_float_counts_gibibytes() -> None:
 def test_check_gpu_memory_rejects_unclear_sizes(size: object, error: type[Exception]) -> None:
     with pytest.raises(error):
         mt.gpu.check_gpu_memory(size)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kwargs", [{"size_gb": 1, "nbytes": 1}, {"nbytes": 1.5},
+                                    {"nbytes": True}, {"nbytes": -1}],
+                         ids=["both", "float-nbytes", "bool-nbytes", "negative-nbytes"])
+def test_check_gpu_memory_refuses_two_sizes_or_unclear_bytes(kwargs: dict[str, Any]) -> None:
+    with pytest.raises((ArgumentTypeError, InvalidArgumentError), match="nbytes"):
+        mt.gpu.check_gpu_memory(**kwargs)
 
 
 def test_check_gpu_memory_usage_returns_and_logs_a_summary(
@@ -111,8 +128,9 @@ def test_memory_usage_lists_every_gpu_then_the_host() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_memory_usage_shows_what_torch_holds() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda:0")
     usage = mt.gpu.memory_usage(0)["cuda:0"]
     assert usage.frameworks["torch"]["allocated"] >= x.numel()
@@ -127,8 +145,9 @@ def test_capping_framework_memory_needs_a_gpu() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_cap_framework_memory_caps_and_lifts_torch() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     torch.zeros(1, device="cuda:0")
     assert mt.gpu.cap_framework_memory(64 << 20, 0, ["torch", "jax"]) == ["torch"]
     try:
@@ -137,3 +156,22 @@ def test_cap_framework_memory_caps_and_lifts_torch() -> None:
     finally:
         mt.gpu.cap_framework_memory(None, 0, ["torch"])
     torch.empty(256 << 20, dtype=torch.uint8, device="cuda:0")
+
+
+# -- one way to name a device (issue 22 section 2) ---------------------------------------------
+@pytest.mark.parametrize("gpu_id", [0, np.int64(0), "cuda:0", Device("cuda", 0)],
+                         ids=["int", "numpy-int", "name", "Device"])
+def test_every_gpu_id_spelling_names_the_same_device(gpu_id: object) -> None:
+    assert mt.gpu.device_memory(gpu_id).device == mt.gpu.device_memory(0).device  # type: ignore[arg-type]
+    assert mt.gpu.memory_pressure(gpu_id) >= 0.0  # type: ignore[arg-type]
+    assert list(mt.gpu.memory_usage(gpu_id)) == list(mt.gpu.memory_usage(0))  # type: ignore[arg-type]
+    assert mt.gpu.check_gpu_memory(0.0, gpu_id)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("gpu_id", ["cuda", "cuda:-1", "gpu:0", "opencl:0", Device("opencl", 0),
+                                    "cuda:٣", 1.0],
+                         ids=["no-index", "negative", "other-word", "other-kind",
+                              "other-kind-Device", "non-ascii-digit", "float"])
+def test_a_gpu_id_naming_no_managed_gpu_is_a_device_error(gpu_id: object) -> None:
+    with pytest.raises(mt.DeviceError, match="cuda:<index>"):
+        mt.gpu.device_memory(gpu_id)  # type: ignore[arg-type]

@@ -71,8 +71,9 @@ def gpu_index(value: object, *, allow_none: bool = True) -> int | None: ...
 
 
 def gpu_index(value: object, *, allow_none: bool = True) -> int | None:
-    """The one check of a ``gpu_id`` argument: ``None`` (where allowed) or a non-negative
-    integer (a Python int or a NumPy integer, never a bool), returned as a Python int.
+    """The one parser of a ``gpu_id`` argument, returned as a Python int: ``None`` (where
+    allowed), a non-negative integer (a Python int or a NumPy integer, never a bool), a
+    managed GPU's name (``"cuda:0"``) or its :class:`Device` (``Device("cuda", 0)``).
 
     Raises
     ------
@@ -81,8 +82,15 @@ def gpu_index(value: object, *, allow_none: bool = True) -> int | None:
     """
     if value is None and allow_none:
         return None
+    if isinstance(value, Device) and value.kind == GPU_KIND:
+        return value.index
+    if isinstance(value, str):
+        kind, _, digits = value.partition(":")
+        if kind == GPU_KIND and digits.isdigit() and digits.isascii():
+            return int(digits)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 0:
-        expected = "a non-negative int or None" if allow_none else "a non-negative int"
+        expected = (f"a non-negative int, '{GPU_KIND}:<index>' or Device('{GPU_KIND}', <index>)"
+                    + (" or None" if allow_none else ""))
         raise DeviceError(f"gpu_id must be {expected}; received {value!r}.")
     return int(value)
 

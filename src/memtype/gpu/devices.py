@@ -24,6 +24,7 @@ from typing import Any
 from memtype.errors import DeviceError, InvalidArgumentError
 from memtype.frameworks import (
     Adapter,
+    Device,
     Framework,
     get_framework,
     gpu_adapters,
@@ -33,7 +34,13 @@ from memtype.frameworks import (
 )
 from memtype.frameworks import _hooks as hooks
 
-__all__ = ["GPUInfo", "GPUManager", "assign", "get_gpu_manager", "select_device", "visible_devices"]
+__all__ = ["GPUInfo", "GPUManager", "GpuId", "assign", "get_gpu_manager", "select_device",
+           "visible_devices"]
+
+GpuId = int | str | Device
+"""How a managed GPU is named wherever memtype takes a ``gpu_id``: its index (``0``), its name
+(``"cuda:0"``) or its :class:`~memtype.frameworks.Device`; one parser
+(:func:`memtype.frameworks.gpu_index`) reads all three."""
 
 
 @dataclass(frozen=True)
@@ -258,8 +265,9 @@ class GPUManager:
         """How many GPUs are visible."""
         return len(self.gpus())
 
-    def get(self, gpu_id: int) -> GPUInfo:
-        """The GPU with CUDA index ``gpu_id``, with live memory figures.
+    def get(self, gpu_id: GpuId) -> GPUInfo:
+        """The GPU ``gpu_id`` (an index, ``"cuda:0"`` or a ``Device``), with live memory
+        figures.
 
         Raises
         ------
@@ -267,12 +275,13 @@ class GPUManager:
             If there is no such GPU.
         """
         gpus = self.gpus()
-        _check_index(gpu_id, len(gpus))
-        free, total = self.mem_get_info(gpu_id)
-        return replace(gpus[gpu_id], free_bytes=free, total_bytes=total)
+        index = _check_index(gpu_id, len(gpus))
+        free, total = self.mem_get_info(index)
+        return replace(gpus[index], free_bytes=free, total_bytes=total)
 
-    def mem_get_info(self, gpu_id: int) -> tuple[int, int]:
-        """Live ``(free, total)`` bytes of GPU ``gpu_id``.
+    def mem_get_info(self, gpu_id: GpuId) -> tuple[int, int]:
+        """Live ``(free, total)`` bytes of GPU ``gpu_id`` (an index, ``"cuda:0"`` or a
+        ``Device``).
 
         Raises
         ------
@@ -281,7 +290,7 @@ class GPUManager:
         """
         with self._lock:
             gpus = self.gpus()
-            _check_index(gpu_id, len(gpus))
+            gpu_id = _check_index(gpu_id, len(gpus))
             if self._source == "nvml":
                 return self._nvml.mem_get_info(self._physical[gpu_id])
             fw = get_framework(self._source)
@@ -336,12 +345,14 @@ def _loaded_key() -> tuple[str, ...]:
     return tuple(fw.name for fw in loaded_frameworks())
 
 
-def _check_index(gpu_id: object, count: int) -> None:
-    """Raise DeviceError unless ``gpu_id`` names one of ``count`` GPUs."""
+def _check_index(gpu_id: object, count: int) -> int:
+    """The index ``gpu_id`` names (see :data:`GpuId`); DeviceError unless it is one of
+    ``count`` GPUs."""
     index = gpu_index(gpu_id, allow_none=False)
     if index >= count:
         have = f"only GPUs 0..{count - 1} are visible" if count else "no GPU is visible"
         raise DeviceError(f"GPU {gpu_id} was requested, but {have}.")
+    return index
 
 
 _manager: list[GPUManager] = []

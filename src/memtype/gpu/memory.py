@@ -17,6 +17,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import cast
 
 import psutil
 
@@ -34,7 +35,7 @@ from memtype.frameworks import (
     managed_gpu,
 )
 from memtype.frameworks import _hooks as hooks
-from memtype.gpu.devices import get_gpu_manager
+from memtype.gpu.devices import GpuId, get_gpu_manager
 
 __all__ = [
     "GIB",
@@ -154,37 +155,34 @@ def _properties(adapter: Adapter, index: int) -> DeviceProperties | None:
     return None if describe is None else describe(index)
 
 
-def _check_gpu_id(gpu_id: object) -> None:
-    """Raise DeviceError unless ``gpu_id`` is None or a non-negative int."""
-    gpu_index(gpu_id)
-
-
-def device_memory(gpu_id: int | None = None) -> DeviceMemory:
+def device_memory(gpu_id: GpuId | None = None) -> DeviceMemory:
     """Live memory figures of one device (the host when there is no GPU).
 
     Parameters
     ----------
-    gpu_id : int, optional
-        The GPU; None means GPU 0. Ignored on a machine without GPU (the host is reported).
+    gpu_id : int, str or Device, optional
+        The GPU (``0``, ``"cuda:0"`` or ``Device("cuda", 0)``); None means GPU 0. Ignored on
+        a machine without GPU (the host is reported).
 
     Raises
     ------
     DeviceError
-        If GPUs exist and ``gpu_id`` names none of them, or ``gpu_id`` is not an int.
+        If GPUs exist and ``gpu_id`` names none of them, or ``gpu_id`` names no GPU at all.
     """
-    _check_gpu_id(gpu_id)
+    index = gpu_index(gpu_id)
     if get_gpu_manager().count == 0:
         return _host()
-    return _gpu(0 if gpu_id is None else int(gpu_id))
+    return _gpu(0 if index is None else index)
 
 
-def memory_usage(gpu_id: int | None = None) -> dict[str, DeviceMemory]:
+def memory_usage(gpu_id: GpuId | None = None) -> dict[str, DeviceMemory]:
     """Memory figures per device, with what each loaded framework holds there.
 
     Parameters
     ----------
-    gpu_id : int, optional
-        Report only this GPU. None reports every GPU and the host. Without any GPU, the host.
+    gpu_id : int, str or Device, optional
+        Report only this GPU (``0``, ``"cuda:0"`` or ``Device("cuda", 0)``). None reports
+        every GPU and the host. Without any GPU, the host.
 
     Returns
     -------
@@ -206,10 +204,10 @@ def memory_usage(gpu_id: int | None = None) -> dict[str, DeviceMemory]:
     >>> "cpu" in usage
     True
     """
-    _check_gpu_id(gpu_id)
+    index = gpu_index(gpu_id)
     count = get_gpu_manager().count
-    if gpu_id is not None:
-        gpu = _gpu(int(gpu_id)) if count else _host()
+    if index is not None:
+        gpu = _gpu(index) if count else _host()
         return {gpu.device: gpu}
     usage = {str(managed_gpu(i)): _gpu(i) for i in range(count)}
     usage.update(_other_devices())
@@ -217,37 +215,42 @@ def memory_usage(gpu_id: int | None = None) -> dict[str, DeviceMemory]:
     return usage
 
 
-def _as_bytes(size: object) -> int:
-    """A size in bytes from an int (bytes) or a float (GiB)."""
-    if isinstance(size, bool):
-        raise ArgumentTypeError("size must be an int (bytes) or a float (GiB); received a bool.")
-    if isinstance(size, numbers.Integral):
-        value = int(size)
-    elif isinstance(size, numbers.Real):
-        as_float = float(size)
-        if not math.isfinite(as_float):
-            raise InvalidArgumentError(f"size must be finite; received {size!r}.")
-        value = math.ceil(as_float * GIB)
-    else:
+def _requested_bytes(size_gb: object, nbytes: object) -> int:
+    """The bytes asked for by exactly one of ``size_gb`` (GiB, int or float) and ``nbytes``."""
+    if (size_gb is None) == (nbytes is None):
         raise ArgumentTypeError(
-            f"size must be an int (bytes) or a float (GiB); received {type(size).__name__} "
-            f"{size!r}."
-        )
-    if value < 0:
-        raise InvalidArgumentError(f"size must not be negative; received {size!r}.")
-    return value
+            "check_gpu_memory takes exactly one size: size_gb (GiB) or nbytes= (bytes); "
+            f"received size_gb={size_gb!r}, nbytes={nbytes!r}.")
+    name, value = ("size_gb", size_gb) if nbytes is None else ("nbytes", nbytes)
+    kind = numbers.Real if nbytes is None else numbers.Integral
+    if isinstance(value, bool) or not isinstance(value, kind):
+        expected = "a number of GiB (int or float)" if nbytes is None else "an int of bytes"
+        raise ArgumentTypeError(
+            f"{name} must be {expected}; received {type(value).__name__} {value!r}.")
+    as_float = float(value)
+    if not math.isfinite(as_float) or as_float < 0:
+        raise InvalidArgumentError(
+            f"{name} must be a finite size >= 0; received {value!r}.")
+    return math.ceil(as_float * GIB) if nbytes is None else int(cast(numbers.Integral, value))
 
 
-def check_gpu_memory(size_bytes_or_gb: float, gpu_id: int | None = None) -> bool:
-    """Whether ``size_bytes_or_gb`` can be allocated on the device now.
+def check_gpu_memory(size_gb: float | None = None, gpu_id: GpuId | None = None, *,
+                     nbytes: int | None = None) -> bool:
+    """Whether ``size_gb`` gibibytes (or ``nbytes`` bytes) can be allocated on the device now.
+
+    The OpenHCS signature, ``check_gpu_memory(size_gb)``: the size is always in GiB, an int
+    as much as a float (``2`` and ``2.0`` are ``2 * 2**30`` bytes, ``0.5`` is 512 MiB).
+    Bytes are passed by name: ``check_gpu_memory(nbytes=arr.nbytes)``.
 
     Parameters
     ----------
-    size_bytes_or_gb : int or float
-        An ``int`` counts bytes; a ``float`` counts gibibytes (``2.0`` is ``2 * 2**30``
-        bytes, ``0.5`` is 512 MiB). Write ``2 * memtype.gpu.GIB`` to be explicit.
-    gpu_id : int, optional
-        The GPU (None: GPU 0). Without any GPU the host's available memory is checked.
+    size_gb : int or float, optional
+        The size in gibibytes (``2**30`` bytes).
+    gpu_id : int, str or Device, optional
+        The GPU (``0``, ``"cuda:0"`` or ``Device("cuda", 0)``; None: GPU 0). Without any
+        GPU the host's available memory is checked.
+    nbytes : int, optional
+        The size in bytes, instead of ``size_gb``.
 
     Returns
     -------
@@ -257,14 +260,15 @@ def check_gpu_memory(size_bytes_or_gb: float, gpu_id: int | None = None) -> bool
 
     Raises
     ------
-    TypeError
-        If the size is not an int or float (a bool or a string such as ``"2GB"``).
-    ValueError
-        If the size is negative or not finite.
+    ArgumentTypeError
+        Both sizes or neither, or a size of the wrong type (a bool, a string such as
+        ``"2GB"``, a float ``nbytes``); also a ``TypeError``.
+    InvalidArgumentError
+        A size that is negative or not finite (also a ``ValueError``).
     DeviceError
         If GPUs exist and ``gpu_id`` names none of them.
     """
-    needed = _as_bytes(size_bytes_or_gb)
+    needed = _requested_bytes(size_gb, nbytes)
     return needed <= device_memory(gpu_id).free_bytes
 
 
@@ -293,12 +297,12 @@ def check_gpu_memory_usage() -> str:
     return summary
 
 
-def memory_pressure(gpu_id: int | None = None) -> float:
+def memory_pressure(gpu_id: GpuId | None = None) -> float:
     """How full the device is: the used fraction, in [0, 1].
 
     Parameters
     ----------
-    gpu_id : int, optional
+    gpu_id : int, str or Device, optional
         The GPU (None: GPU 0). Without any GPU, host memory pressure (``psutil``).
 
     Returns
@@ -342,7 +346,7 @@ def device_pressure(device: Device) -> float | None:
     return None
 
 
-def cap_framework_memory(limit_bytes: int | None, gpu_id: int = 0,
+def cap_framework_memory(limit_bytes: int | None, gpu_id: GpuId = 0,
                          frameworks: Sequence[str] | None = None) -> list[str]:
     """Cap what the frameworks' allocators may hold on one GPU (adapter ``set_memory_cap``).
 
@@ -350,8 +354,8 @@ def cap_framework_memory(limit_bytes: int | None, gpu_id: int = 0,
     ----------
     limit_bytes : int or None
         The cap in bytes (torch's is set as the matching fraction of the GPU); None lifts it.
-    gpu_id : int
-        The GPU.
+    gpu_id : int, str or Device
+        The GPU (``0``, ``"cuda:0"`` or ``Device("cuda", 0)``).
     frameworks : sequence of str, optional
         Which to cap (imported if needed); by default the loaded ones. Names without a cap
         (host-only ones, or those that can only be limited before they start, such as JAX
@@ -367,6 +371,7 @@ def cap_framework_memory(limit_bytes: int | None, gpu_id: int = 0,
     DeviceError
         If ``gpu_id`` names no visible GPU (a cap needs a GPU).
     """
+    gpu_id = gpu_index(gpu_id, allow_none=False)
     total = get_gpu_manager().mem_get_info(gpu_id)[1]
     names = [fw.name for fw in loaded_frameworks()] if frameworks is None else list(frameworks)
     capped: list[str] = []
