@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from memtype.errors import CommandError
 from memtype.pipeline.executors import EXECUTORS
 from memtype.pipeline.plates import PLATE_SIZES
+from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES
 
 if TYPE_CHECKING:
     from memtype.pipeline.pipeline import Pipeline
@@ -68,6 +69,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="address of a dask scheduler (implies --executor dask)")
     run.add_argument("--pattern", default=None,
                      help="file-name pattern, e.g. '{well}_s{site}_c{channel}_z{z}.tif'")
+    run.add_argument("--max-failures", type=int, default=DEFAULT_MAX_FAILURES, metavar="N",
+                     help="stop when the first N groups all fail with the same error "
+                          f"(default {DEFAULT_MAX_FAILURES}; 0: never stop early); a full "
+                          "disk stops the run at once")
     run.add_argument("--plate", type=int, choices=PLATE_SIZES, default=None,
                      help="the plate the OME-Zarr output declares: 96 (8 x 12) or 384 "
                           "(16 x 24) wells (default: the smallest that has every well)")
@@ -120,11 +125,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _failures(report: RunReport) -> int:
-    """Exit code of a finished run: 1 (after listing them on stderr) if any group failed."""
+    """Exit code of a finished run: 1 if any group failed or the run stopped, after
+    printing each distinct error once (with how many groups and which) and why it stopped
+    on stderr."""
     if report.ok:
         return 0
-    for group in report.failed:
-        print(f"memtype: {group.error}", file=sys.stderr)
+    for line in report.error_lines():
+        print(f"memtype: {line}", file=sys.stderr)
+    if report.stopped:
+        print(f"memtype: stopped: {report.stopped}", file=sys.stderr)
     return 1
 
 
@@ -161,6 +170,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from memtype.pipeline.patterns import FilenamePattern
 
     _check_workers(args)
+    if args.max_failures < 0:
+        raise CommandError(f"--max-failures must be 0 (never stop early) or more; received "
+                           f"{args.max_failures}.")
     if args.pattern is not None:
         try:
             FilenamePattern(args.pattern)
@@ -181,7 +193,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                               scheduler=args.scheduler, resume=args.resume,
                               overwrite=args.overwrite, pattern=args.pattern,
                               progress=args.progress,
-                              overwrite_foreign=args.overwrite_foreign, plate=args.plate)
+                              overwrite_foreign=args.overwrite_foreign, plate=args.plate,
+                              max_failures=args.max_failures)
     except ValueError as exc:  # configuration: pattern fields, task_by, output format
         raise CommandError(str(exc)) from None
     print(report.summary())

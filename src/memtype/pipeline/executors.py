@@ -143,11 +143,16 @@ class ThreadExecutor(Executor):
     def map_unordered(self, fn: Callable[[C, T], R], context: C,
                       items: Sequence[T]) -> Iterator[R]:
         """Submit every item, then yield results as they complete (each future dropped
-        once its result is out: nothing is held per finished item)."""
+        once its result is out: nothing is held per finished item). A map stopped early
+        (closed, Ctrl-C, an error) cancels the items that have not started."""
         futures = {self._pool.submit(fn, context, item) for item in items}
-        for future in as_completed(futures):
-            futures.discard(future)
-            yield future.result()
+        try:
+            for future in as_completed(futures):
+                futures.discard(future)
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
 
     def close(self) -> None:
         """Shut the pool down (waits for running items)."""

@@ -130,15 +130,36 @@ class OutputSpec:
         return outputs
 
     # -- worker side -----------------------------------------------------------------
-    def write_images(self, step: str, final: bool, items: Sequence[Item], group: Key) -> None:
-        """Write one group's stacks of one step."""
+    def write_images(self, step: str, final: bool, items: Sequence[Item], group: Key,
+                     written: list[tuple[str, str]] | None = None) -> None:
+        """Write one group's stacks of one step; each image written (or being written) is
+        appended to ``written`` as ``(location, path)``, for :meth:`discard_images`."""
         location = self.image_location(step, final)
-        if self.image_format == "zarr":
-            _write_zarr(os.path.join(self.root, location), self.rows, self.columns,
-                        FilenamePattern(self.pattern).fields, items,
-                        self.pyramid_levels if final else 1)
-        else:
-            _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items)
+        done: list[str] = []
+        try:
+            if self.image_format == "zarr":
+                _write_zarr(os.path.join(self.root, location), self.rows, self.columns,
+                            FilenamePattern(self.pattern).fields, items,
+                            self.pyramid_levels if final else 1, done)
+            else:
+                _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items, done)
+        finally:
+            if written is not None:
+                written.extend((location, path) for path in done)
+
+    def discard_images(self, written: Sequence[tuple[str, str]]) -> None:
+        """Remove images a group wrote before it failed: a plate lists only the wells of
+        finished groups (a well left empty leaves the plate's metadata too)."""
+        from memtype.storage import ZarrStore
+
+        disk = self._disk()
+        for location, path in reversed(written):
+            if self.image_format == "zarr":
+                plate = ZarrStore(os.path.join(self.root, location))
+                if plate.exists(path):
+                    plate.delete(path)
+            elif disk.exists(path):
+                disk.delete(path)
 
     def write_tables(self, group: Key, tables: dict[str, list[dict[str, Any]]]) -> None:
         """Write one group's part of every side-output table."""
@@ -166,14 +187,15 @@ class OutputSpec:
 
 
 def _write_tiff(disk: Any, directory: str, pattern: FilenamePattern,
-                items: Sequence[Item]) -> None:
-    """One TIFF file per slice, named by the pattern."""
+                items: Sequence[Item], written: list[str]) -> None:
+    """One TIFF file per slice, named by the pattern (each appended to ``written`` first)."""
     arrays: list[np.ndarray[Any, Any]] = []
     paths: list[str] = []
     for keys, stack in items:
         for key, plane in zip(keys, stack, strict=True):
             arrays.append(plane)
             paths.append(f"{directory}/{pattern.format(**dict(key))}")
+    written.extend(paths)
     disk.save_batch(arrays, paths, overwrite=True, parents=True)
 
 
@@ -239,9 +261,11 @@ def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
 
 
 def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: Sequence[str],
-                items: Sequence[Item], pyramid_levels: int = 1) -> None:
+                items: Sequence[Item], pyramid_levels: int = 1,
+                written: list[str] | None = None) -> None:
     """Write a group's stacks into an OME-Zarr plate, one complete image per field, with up
-    to ``pyramid_levels`` resolution levels (fewer where the image is too small)."""
+    to ``pyramid_levels`` resolution levels (fewer where the image is too small); each field
+    saved is appended to ``written``."""
     from memtype.storage import ZarrStore
 
     roles = zarr_roles(fields)
@@ -257,5 +281,8 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
         row, column = split_well(well)
         image, axes, names = _field_image(planes, roles)
         levels = min(pyramid_levels, int(min(image.shape[-2:])).bit_length())
-        plate.save(image, plate.field_path(row, column, site), axes=axes, overwrite=True,
+        field_path = plate.field_path(row, column, site)
+        plate.save(image, field_path, axes=axes, overwrite=True,
                    parents=True, pyramid_levels=max(levels, 1), channel_names=names)
+        if written is not None:
+            written.append(field_path)
