@@ -1,0 +1,331 @@
+"""What every plate reader offers: a listing of images with their fields, plate metadata, and
+reading a group's images when it runs.
+
+A reader lists a plate without reading pixel data (file names, folder names and the vendor's
+metadata file only) and reads images only in :meth:`Reader.load_batch`, one group at a time.
+It pickles as its options alone, so a dask worker that receives it reads from the source
+itself; its listing is made again where it is needed, never shipped.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from memtype.errors import NoImagesError, StoreNotFoundError, StorePathError
+from memtype.pipeline.patterns import (
+    FilenamePattern,
+    ImageRecord,
+    Key,
+    canonical_well,
+    check_unique,
+    key_order,
+)
+
+__all__ = ["Reader", "PlateMetadata", "FileReader", "READER_FIELDS", "walk_inside",
+           "well_name", "record", "input_directory"]
+
+READER_FIELDS = ("well", "site", "channel", "z", "t")
+"""The fields every vendor reader yields; site, channel, z and t count from 1."""
+
+
+@dataclass(frozen=True)
+class PlateMetadata:
+    """What a reader knows about a plate besides its images.
+
+    Attributes
+    ----------
+    layout : str
+        The reader's layout name (``"imagexpress"``, ``"phenix"``...).
+    detected_from : str
+        What identified the layout (``"plate.HTD"``, ``"Images/Index.idx.xml"``...).
+    rows, columns : int or None
+        The plate's size from its metadata (16 x 24 for a 384-well plate), else None.
+    channel_names : dict of int to str
+        The name of each ``channel`` value (``{1: "DAPI"}``); empty where the layout has none.
+    pixel_size_um : tuple of float or None
+        ``(y, x)`` pixel size in micrometres, if the metadata has it.
+    z_step_um : float or None
+        Distance between z-planes in micrometres, if the metadata has it.
+    missing : tuple of str
+        Images the metadata announces that are not there (``"B03 site=2 channel=1 z=1 t=1"``):
+        a plate with skipped fields is normal, and is listed here rather than refused.
+    """
+
+    layout: str
+    detected_from: str = ""
+    rows: int | None = None
+    columns: int | None = None
+    channel_names: dict[int, str] = field(default_factory=dict)
+    pixel_size_um: tuple[float, float] | None = None
+    z_step_um: float | None = None
+    missing: tuple[str, ...] = ()
+
+    @property
+    def plate_size(self) -> int | None:
+        """Wells on the plate (rows x columns), if known."""
+        return None if self.rows is None or self.columns is None else self.rows * self.columns
+
+
+class Reader(ABC):
+    """A plate in one layout: its images (with their fields) and its metadata.
+
+    Subclasses set :attr:`layout`, implement :meth:`detect`, :meth:`_list`,
+    :meth:`_metadata` and :meth:`load_batch`.
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The plate's directory.
+    """
+
+    layout: ClassVar[str] = ""
+    """The layout's name, as ``--layout`` takes it."""
+    device = "disk"
+    """Inputs are read from local or mounted disks (the run checks its output against this)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = input_directory(root)
+        self._reset()
+
+    def _reset(self) -> None:
+        """No listing or metadata yet."""
+        self._records: list[ImageRecord] | None = None
+        self._exclude: str | None = None
+        self._meta: PlateMetadata | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_records"] = None  # listed again where needed, never shipped to workers
+        return state
+
+    @classmethod
+    @abstractmethod
+    def detect(cls, root: str) -> str | None:
+        """What in ``root`` shows this layout (a file or folder name), or None."""
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The field names of every record, in order."""
+        return READER_FIELDS
+
+    @property
+    def pattern(self) -> FilenamePattern:
+        """A pattern with the reader's fields: their order, and TIFF output file names."""
+        return FilenamePattern("{well}_t{t}_s{site}_w{channel}_z{z:03d}.tif")
+
+    def records(self, exclude: str | None = None) -> list[ImageRecord]:
+        """Every image, in natural order (listed once, without reading pixel data).
+
+        Parameters
+        ----------
+        exclude : str, optional
+            A folder (relative to the root) whose files are left out: a run's output
+            inside its input.
+
+        Raises
+        ------
+        NoImagesError
+            The plate holds no image (a ``FileNotFoundError``).
+        InputCollisionError
+            Two images with the same field values (a ``ValueError``).
+        """
+        if self._records is None or exclude != self._exclude:
+            found = sorted(self._list(exclude), key=lambda r: key_order(r.key))
+            if not found:
+                raise NoImagesError(f"No image found in {self.root!r} read as layout "
+                                    f"{self.layout!r}; {self._nothing_found()} Another "
+                                    "layout: --layout (layout=); names of your own: --pattern "
+                                    "(pattern=).")
+            check_unique(found)
+            self._records, self._exclude = found, exclude
+        return self._records
+
+    def _nothing_found(self) -> str:
+        """What the layout expects to find."""
+        return "check the directory."
+
+    @property
+    def metadata(self) -> PlateMetadata:
+        """The plate's metadata (read once, without pixel data)."""
+        if self._meta is None:
+            self._meta = self._metadata()
+        return self._meta
+
+    @abstractmethod
+    def _list(self, exclude: str | None) -> list[ImageRecord]:
+        """The images of the plate (unsorted)."""
+
+    @abstractmethod
+    def _metadata(self) -> PlateMetadata:
+        """The plate's metadata."""
+
+    @abstractmethod
+    def load_batch(self, paths: Sequence[str]) -> list[np.ndarray[Any, Any]]:
+        """The 2D images of these records' paths (read now, from the source).
+
+        Raises
+        ------
+        StoreFormatError
+            A file that is not a readable image (a ``ValueError``).
+        StoreNotFoundError
+            A file that disappeared since the listing (a ``FileNotFoundError``).
+        """
+
+    def header(self, path: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
+        """The shape and dtype of one image (read from its header where the format allows)."""
+        image = self.load_batch([path])[0]
+        return image.shape, image.dtype
+
+    def nbytes(self) -> int | None:
+        """Bytes of the plate's image files on disk, if the layout knows them cheaply."""
+        return None
+
+
+class FileReader(Reader):
+    """A reader of one image file per plane, read through a read-only DiskStore on the root
+    (race-safe; a symbolic link is followed only while it stays inside the root)."""
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._store: Any = None
+        self._sizes: dict[str, int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_store"], state["_sizes"] = None, {}
+        return state
+
+    def _disk(self) -> Any:
+        """The read-only DiskStore on the root."""
+        if self._store is None:
+            from memtype.storage import DiskStore
+
+            self._store = DiskStore(self.root, read_only=True)
+        return self._store
+
+    def load_batch(self, paths: Sequence[str]) -> list[np.ndarray[Any, Any]]:
+        return list(self._disk().load_batch(list(paths)))
+
+    def header(self, path: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
+        from memtype._optional import require
+
+        tifffile = require("tifffile", "Reading TIFF headers")
+        if path.lower().endswith((".tif", ".tiff")):
+            with tifffile.TiffFile(self.resolve(path)) as tif:
+                page = tif.pages.first
+                return tuple(page.shape), np.dtype(page.dtype)
+        return super().header(path)
+
+    def resolve(self, path: str) -> str:
+        """The real file of a listed path.
+
+        Raises
+        ------
+        StorePathError
+            The path (through a link changed since the listing) leads outside the root
+            (a ``ValueError``).
+        """
+        real = os.path.realpath(os.path.join(self.root, path))
+        if not _inside(real, os.path.realpath(self.root)):
+            raise StorePathError(f"Input file {path!r} leads outside {self.root!r} (to "
+                                 f"{real!r}); inputs are read only inside the folder given.")
+        return real
+
+    def _walk(self, exclude: str | None) -> Iterator[tuple[str, int]]:
+        """(path, size) of every file under the root, links inside followed."""
+        for path, size in walk_inside(self.root, exclude):
+            self._sizes[path] = size
+            yield path, size
+
+    def nbytes(self) -> int | None:
+        files = {r.path.partition("#")[0] for r in self.records(self._exclude)}
+        return sum(self._sizes.get(f, 0) for f in files)
+
+
+def input_directory(root: str | os.PathLike[str]) -> str:
+    """An existing input directory as an absolute path.
+
+    Raises
+    ------
+    StoreNotFoundError
+        It does not exist or is not a directory (a ``FileNotFoundError``).
+    """
+    path = os.path.abspath(os.fspath(root))
+    if not os.path.isdir(path):
+        what = "is not a directory" if os.path.exists(path) else "does not exist"
+        raise StoreNotFoundError(f"Input directory {os.fspath(root)!r} {what}; expected a "
+                                 "directory of images.")
+    return path
+
+
+def _inside(real: str, top: str) -> bool:
+    """Whether the resolved path ``real`` is ``top`` or below it."""
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def walk_inside(root: str, exclude: str | None = None) -> Iterator[tuple[str, int]]:
+    """(relative path, size) of every file under ``root``, following symbolic links to files
+    and folders that resolve inside ``root``.
+
+    A link that resolves outside ``root`` is skipped, and one warning (a ``UserWarning``)
+    says how many were and names the first: reading never leaves the folder the user named.
+    A folder reached twice (a link loop, or a link to a folder also walked directly) is
+    walked once. Hidden files (a leading ``.``) are left out.
+    """
+    top = os.path.realpath(root)
+    seen: set[str] = set()
+    outside: list[str] = []
+    pending = [("", top)]
+    while pending:
+        rel, real = pending.pop()
+        if real in seen:
+            continue
+        seen.add(real)
+        with os.scandir(real) as entries:
+            items = sorted(entries, key=lambda e: e.name)
+        for entry in items:
+            if entry.name.startswith("."):
+                continue
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            if exclude is not None and (path == exclude or path.startswith(exclude + "/")):
+                continue
+            target = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
+            if entry.is_symlink() and not _inside(target, top):
+                outside.append(path)
+                continue
+            if os.path.isdir(target):
+                pending.append((path, target))
+            elif os.path.isfile(target):
+                yield path, os.stat(target).st_size
+    if outside:
+        warnings.warn(f"{len(outside)} symbolic link(s) in {root!r} lead outside it and were "
+                      f"skipped (first: {outside[0]!r}); inputs are read only inside the "
+                      "folder given. Point --input at a folder that holds the targets.",
+                      UserWarning, stacklevel=3)
+
+
+def well_name(row: int, column: int) -> str:
+    """The well at a 1-based row and column: ``(2, 3)`` -> ``B03``, ``(27, 1)`` -> ``AA01``."""
+    letters = ""
+    n = row
+    while n > 0:
+        n, rest = divmod(n - 1, 26)
+        letters = chr(ord("A") + rest) + letters
+    return canonical_well(f"{letters}{column}")
+
+
+def record(path: str, well: str, site: int, channel: int, z: int, t: int) -> ImageRecord:
+    """An image record with the reader fields."""
+    key: Key = (("well", canonical_well(well)), ("site", site), ("channel", channel),
+                ("z", z), ("t", t))
+    return ImageRecord(path, key)

@@ -1,0 +1,157 @@
+"""ImageXpress / MetaXpress exports: the plate's ``.HTD`` file beside
+``TimePoint_<t>/[ZStep_<z>/]<prefix>_<well>_s<site>_w<channel>.TIF`` files.
+
+The ``.HTD`` ("HTSInfoFile") is a text file of ``"Key", value, ...`` lines: ``XWells`` and
+``YWells`` (the plate's columns and rows), ``WellsSelection<row>`` (one TRUE/FALSE per column),
+``XSites``/``YSites`` and ``SiteSelection<row>`` (the site grid; selected sites are numbered
+row by row from 1), ``NWavelengths`` and ``WaveName<n>`` (channel names), ``TimePoints``,
+``ZSteps``. It gives the channel names and what was acquired, so that absent images are listed
+as missing. Without it the plate is read from the names and folders alone.
+
+Names: ``<prefix>_<well>_s<site>_w<channel>`` where ``_s`` is absent on single-site plates and
+``_w`` on single-channel ones, and MetaXpress may append a GUID to the channel
+(``..._w1F1A2B3C4-....TIF``); any case of ``.tif``/``.tiff``. Thumbnails (``_thumb``) are left
+out. When a time point has ``ZStep_<z>`` folders, the images directly in the time point's
+folder are MetaXpress's projections of those planes, and are left out too.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from dataclasses import dataclass, field
+
+from memtype.errors import StoreFormatError
+from memtype.pipeline.patterns import ImageRecord, key_label
+from memtype.pipeline.readers.base import FileReader, PlateMetadata, record, well_name
+
+__all__ = ["ImageXpressReader", "parse_htd", "HtdInfo"]
+
+_NAME = re.compile(
+    r"(?:.*?_)??(?P<well>[A-Z]{1,2}\d{2,3})(?:_s(?P<site>\d+))?(?:_w(?P<channel>\d+)"
+    r"(?:[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})?)?"
+    r"(?i:\.tiff?)")
+"""MetaXpress names: the well in capitals with a two- or three-digit column, as written."""
+_TIMEPOINT = re.compile(r"TimePoint_(\d+)", re.IGNORECASE)
+_ZSTEP = re.compile(r"ZStep_(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class HtdInfo:
+    """What a ``.HTD`` file says about a plate."""
+
+    rows: int | None = None
+    columns: int | None = None
+    wells: tuple[str, ...] = ()
+    sites: int = 1
+    channel_names: dict[int, str] = field(default_factory=dict)
+    timepoints: int = 1
+    zsteps: int = 1
+
+
+def _values(path: str) -> dict[str, list[str]]:
+    """The ``"Key", value, ...`` lines of an HTD file."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        rows = list(csv.reader(fh, skipinitialspace=True))
+    return {row[0].strip(): [v.strip() for v in row[1:]] for row in rows if row}
+
+
+def _int(values: dict[str, list[str]], key: str, default: int) -> int:
+    """An integer value of an HTD key."""
+    raw = values.get(key, [str(default)])
+    try:
+        return int(raw[0])
+    except (ValueError, IndexError):
+        raise StoreFormatError(f"HTD key {key!r} is {raw!r}; expected a whole number.") from None
+
+
+def _true(value: str) -> bool:
+    """An HTD boolean."""
+    return value.upper() == "TRUE"
+
+
+def parse_htd(path: str) -> HtdInfo:
+    """Read a MetaXpress ``.HTD`` plate file.
+
+    Raises
+    ------
+    StoreFormatError
+        A key whose value is not of its kind (a ``ValueError``).
+    """
+    v = _values(path)
+    rows, columns = _int(v, "YWells", 0) or None, _int(v, "XWells", 0) or None
+    wells = tuple(well_name(r, c + 1) for r in range(1, (rows or 0) + 1)
+                  for c, on in enumerate(v.get(f"WellsSelection{r}", [])) if _true(on))
+    sites = 1
+    if _true(v.get("Sites", ["FALSE"])[0]):
+        grid = [on for r in range(1, _int(v, "YSites", 1) + 1)
+                for on in v.get(f"SiteSelection{r}", [])]
+        sites = sum(_true(on) for on in grid) or _int(v, "XSites", 1) * _int(v, "YSites", 1)
+    names = {n: v[f"WaveName{n}"][0] for n in range(1, _int(v, "NWavelengths", 0) + 1)
+             if v.get(f"WaveName{n}")}
+    zsteps = _int(v, "ZSteps", 1) if _true(v.get("ZSeries", ["FALSE"])[0]) else 1
+    return HtdInfo(rows, columns, wells, sites, names, _int(v, "TimePoints", 1), zsteps)
+
+
+class ImageXpressReader(FileReader):
+    """An ImageXpress / MetaXpress plate folder (see the module's description).
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The plate folder: the one holding the ``.HTD`` file and the ``TimePoint_<t>`` folders.
+    """
+
+    layout = "imagexpress"
+
+    @classmethod
+    def detect(cls, root: str) -> str | None:
+        names = sorted(os.listdir(root))
+        htd = next((n for n in names if n.lower().endswith(".htd")), None)
+        if htd is not None:
+            return htd
+        point = next((n for n in names if _TIMEPOINT.fullmatch(n)
+                      and os.path.isdir(os.path.join(root, n))), None)
+        return f"{point}/" if point is not None else None
+
+    def _htd(self) -> HtdInfo | None:
+        """The plate's HTD file, if it has one."""
+        found = self.detect(self.root)
+        if found is None or not found.lower().endswith(".htd"):
+            return None
+        return parse_htd(os.path.join(self.root, found))
+
+    def _list(self, exclude: str | None) -> list[ImageRecord]:
+        found: list[tuple[str, tuple[int, int], re.Match[str]]] = []
+        with_zsteps: set[int] = set()
+        for path, _ in self._walk(exclude):
+            *folders, name = path.split("/")
+            m = _NAME.fullmatch(name)
+            if m is None or "_thumb" in name.lower():
+                continue
+            t = next((int(p[1]) for f in folders if (p := _TIMEPOINT.fullmatch(f))), 1)
+            z = next((int(p[1]) for f in folders if (p := _ZSTEP.fullmatch(f))), 0)
+            if z:
+                with_zsteps.add(t)
+            found.append((path, (t, z), m))
+        return [record(path, m["well"], int(m["site"] or 1), int(m["channel"] or 1), z or 1, t)
+                for path, (t, z), m in found if z or t not in with_zsteps]
+
+    def _nothing_found(self) -> str:
+        return ("expected files named <prefix>_<well>_s<site>_w<channel>.TIF in "
+                "TimePoint_<t>[/ZStep_<z>] folders.")
+
+    def _metadata(self) -> PlateMetadata:
+        htd = self._htd()
+        source = self.detect(self.root) or ""
+        if htd is None:
+            return PlateMetadata(self.layout, source)
+        present = {r.key for r in self.records(self._exclude)}
+        channels = sorted(htd.channel_names) or [1]
+        expected = [(("well", w), ("site", s), ("channel", c), ("z", z), ("t", t))
+                    for w in htd.wells for s in range(1, htd.sites + 1) for c in channels
+                    for z in range(1, htd.zsteps + 1) for t in range(1, htd.timepoints + 1)]
+        missing = tuple(key_label(k) for k in expected if k not in present)
+        return PlateMetadata(self.layout, source, htd.rows, htd.columns, htd.channel_names,
+                             missing=missing)
