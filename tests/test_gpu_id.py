@@ -20,6 +20,10 @@ def _callers() -> dict[str, Any]:
         "decorator call": lambda g: identity(np.ones((2, 2)), gpu_id=g),
         "decorator default": lambda g: mt.numpy(gpu_id=g)(lambda x: x),
         "gpu.device_memory": lambda g: mt.gpu.device_memory(g),
+        "gpu.cleanup": lambda g: mt.gpu.cleanup("numpy", gpu_id=g),
+        "gpu.cleanup_all_gpu_frameworks": lambda g: mt.gpu.cleanup_all_gpu_frameworks(g),
+        "gpu.thread_stream": lambda g: mt.gpu.thread_stream("numpy", g).__enter__(),
+        "gpu.memory_pressure": lambda g: mt.gpu.memory_pressure(g),
     }
 
 

@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "select_device": "devices",
     "assign": "devices",
     "visible_devices": "devices",
+    "GpuId": "devices",
     # memory.py
     "memory_usage": "memory",
     "check_gpu_memory": "memory",

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from memtype.frameworks import (
     Adapter,
     get_framework,
+    gpu_index,
     is_loaded,
     iter_frameworks,
     known_names,
     load_adapter,
 )
-from memtype.frameworks import _hooks as hooks
+from memtype.gpu.devices import GpuId
 from memtype.types import MemoryTypeLike
 
 __all__ = [
@@ -69,23 +70,31 @@ class CleanupReport:
 
 def _started(adapter: Adapter) -> bool:
     """The adapter's ``runtime_started()``, or True when it has none (nothing to start)."""
-    return hooks.runtime_started(adapter)
+    return adapter.runtime_started()
 
 
-def cleanup_framework(memory_type: MemoryTypeLike, gpu_id: int | None = None) -> CleanupReport:
+def cleanup_framework(memory_type: MemoryTypeLike,
+                      gpu_id: GpuId | None = None) -> CleanupReport:
     """Free one framework's cached device memory, if it is loaded and started.
 
     Parameters
     ----------
     memory_type : MemoryType or str
         The framework.
-    gpu_id : int, optional
-        The GPU whose figures go in the report (the framework's cache is emptied as a whole).
+    gpu_id : int, str or Device, optional
+        The GPU whose figures go in the report (the framework's cache is emptied as a whole):
+        ``0``, ``"cuda:0"`` or ``Device("cuda", 0)``.
 
     Returns
     -------
     CleanupReport
+
+    Raises
+    ------
+    DeviceError
+        ``gpu_id`` names no GPU (checked before anything is freed).
     """
+    gpu_id = gpu_index(gpu_id)
     fw = get_framework(memory_type)
     if not is_loaded(fw):
         return CleanupReport(fw.name, gpu_id, "not loaded")
@@ -103,7 +112,7 @@ def cleanup_framework(memory_type: MemoryTypeLike, gpu_id: int | None = None) ->
     return report
 
 
-def cleanup_all_gpu_frameworks(gpu_id: int | None = None) -> list[CleanupReport]:
+def cleanup_all_gpu_frameworks(gpu_id: GpuId | None = None) -> list[CleanupReport]:
     """Free cached device memory of every framework already imported.
 
     Two caching allocators (torch and CuPy, say) can hold each other's memory hostage;
@@ -142,7 +151,7 @@ MEMORY_TYPE_CLEANUP_REGISTRY: Mapping[str, Callable[..., CleanupReport]] = _Clea
 
 
 def cleanup(memory_type: MemoryTypeLike | None = None,
-            gpu_id: int | None = None) -> list[CleanupReport]:
+            gpu_id: GpuId | None = None) -> list[CleanupReport]:
     """Free cached device memory of one framework, or of every loaded one.
 
     Parameters

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from memtype.detect import detect_framework
-from memtype.frameworks import CPU, Device, Framework, get_framework, load_adapter
-from memtype.frameworks import _hooks as hooks
+from memtype.frameworks import CPU, Device, Framework, get_framework, gpu_index, load_adapter
+from memtype.gpu.devices import GpuId
 from memtype.types import MemoryTypeLike
 
 __all__ = ["thread_stream", "StreamHandoff", "call_device"]
@@ -69,15 +69,16 @@ def call_device(fw: Framework, gpu_id: int | None) -> Device:
 
 @contextmanager
 def thread_stream(memory_type: MemoryTypeLike | Any = "torch",
-                  gpu_id: int | None = None) -> Iterator[StreamHandoff]:
+                  gpu_id: GpuId | None = None) -> Iterator[StreamHandoff]:
     """Run a block on this thread's own stream of ``memory_type`` on GPU ``gpu_id``.
 
     Parameters
     ----------
     memory_type : MemoryType, str or array
         The framework whose stream is used (an array: its framework and device).
-    gpu_id : int, optional
-        The GPU; ``None`` is the host for frameworks that have one (no stream), else GPU 0.
+    gpu_id : int, str or Device, optional
+        The GPU (``0``, ``"cuda:0"`` or ``Device("cuda", 0)``); ``None`` is the host for
+        frameworks that have one (no stream), else GPU 0.
 
     Yields
     ------
@@ -92,21 +93,20 @@ def thread_stream(memory_type: MemoryTypeLike | Any = "torch",
     """
     if isinstance(memory_type, str):
         fw = get_framework(memory_type)
-        device = call_device(fw, gpu_id)
+        device = call_device(fw, gpu_index(gpu_id))
     else:
         fw = detect_framework(memory_type)
         device = load_adapter(fw.name).device_of(memory_type)
     adapter = load_adapter(fw.name)
-    handoff = hooks.streams(adapter)  # the stream functions are optional (CUDA-style adapters)
-    if not device.is_gpu or handoff is None:
+    if not device.is_gpu or not adapter.has_streams:  # CUDA-style adapters have streams
         with adapter.stream(device):
             yield _NO_STREAM
         return
-    caller = handoff.current_stream(device)
+    caller = adapter.current_stream(device)
     with adapter.stream(device):
-        ours = handoff.current_stream(device)
-        handoff.wait_stream(ours, caller)
+        ours = adapter.current_stream(device)
+        adapter.wait_stream(ours, caller)
         try:
-            yield StreamHandoff(handoff, ours, caller)
+            yield StreamHandoff(adapter, ours, caller)
         finally:
-            handoff.wait_stream(caller, ours)
+            adapter.wait_stream(caller, ours)
