@@ -24,7 +24,7 @@ from memtype.pipeline.executors import (
 from memtype.pipeline.modules import import_pipeline_file
 from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern, ImageRecord
 from memtype.pipeline.pipeline import Pipeline
-from memtype.pipeline.plan import Plan
+from memtype.pipeline.planning import Plan
 from memtype.pipeline.report import GroupResult, RunReport, StepStats
 from memtype.pipeline.steps import FunctionStep
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.frameworks import get_framework
@@ -17,13 +17,12 @@ from memtype.pipeline.patterns import (
     group_records,
     split_well,
 )
-from memtype.pipeline.plan import Plan
-from memtype.pipeline.planner import make_plan
+from memtype.pipeline.planning import Plan, Replanner, group_shapes, image_shapes, make_plan
 from memtype.pipeline.plates import PlateLayout, layout_of
 from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.requirements import check_frameworks
-from memtype.pipeline.runner import GroupTask, RunContext, execute_group
+from memtype.pipeline.runner import RunContext, execute_group
 from memtype.pipeline.sources import (
     PathOrStore,
     find_images,
@@ -31,11 +30,7 @@ from memtype.pipeline.sources import (
     is_store,
     output_inside_input,
 )
-from memtype.pipeline.steps import FunctionStep
-from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES, FailureWatch
-
-if TYPE_CHECKING:
-    from memtype.pipeline.fallback import Replanner
+from memtype.pipeline.steps import FunctionStep, GroupTask
 
 __all__ = ["Pipeline"]
 
@@ -147,7 +142,6 @@ class Pipeline:
             intermediate_budget: int | None = None,
             overwrite_foreign: bool = False,
             budgets: Mapping[str, int] | None = None,
-            max_failures: int = DEFAULT_MAX_FAILURES,
             plate: int | None = None) -> RunReport:
         """Run every step on every group and write the results.
 
@@ -182,11 +176,6 @@ class Pipeline:
             :meth:`plan`). A group that runs out of memory in a step runs again with the
             next-best plan avoiding that device (that framework, on the host), the host last;
             ``report.fallbacks`` lists them.
-        max_failures : int
-            Stop the run when the first this many groups all fail with the same error,
-            before any succeeds (default 3; 0: never); a full disk (``ENOSPC``, ``EDQUOT``)
-            stops it at once. ``report.stopped`` says why; the groups not run are
-            ``report.not_run``, and ``resume=True`` does them later.
         plate : {96, 384}, optional
             The standard plate whose rows and columns the OME-Zarr output declares (default:
             the smallest that has every well; wells beyond 384's grid keep just the rows and
@@ -195,9 +184,8 @@ class Pipeline:
         Returns
         -------
         RunReport
-            Per-group outcomes (a failed group is recorded, the others go on unless the run
-            stops, see ``max_failures``) and per-step figures;
-            ``report.raise_for_failures()`` raises for failures.
+            Per-group outcomes (a failed group is recorded, the others go on) and per-step
+            figures; ``report.raise_for_failures()`` raises for failures.
 
         Raises
         ------
@@ -215,7 +203,6 @@ class Pipeline:
             group runs; a step with several implementations just loses those).
         """
         start = time.perf_counter()
-        watch = FailureWatch(max_failures)
         store = input_store(source)
         compiled = FilenamePattern(pattern) if pattern else self.pattern
         tasks = self._tasks(store, compiled, output_inside_input(store, os.fspath(output)))
@@ -235,18 +222,14 @@ class Pipeline:
         gpus = _gpu_count() if uses_gpu else 0
         ex = make_executor(executor, workers, client, scheduler, gpus)
         try:
-            results, stopped = self._execute(ex, ctx, todo, bar, watch)
+            results = self._execute(ex, ctx, todo, bar)
         finally:
             if ex is not executor:  # a given Executor stays open for the caller
                 ex.close()
-        if stopped is not None:  # groups running at the stop may have finished since
-            seen = {r.key for r in results}
-            results += [GroupResult(t.key, "done" if out.is_done(t.key) else "not_run")
-                        for t in todo if t.key not in seen]
         names = ["[load]", *(s.name for s in self.steps), "[write]"]
         outputs = out.finish([t.key for t in tasks])
         report = RunReport.collect(names, [*skipped, *results], time.perf_counter() - start,
-                                   ex.describe(), outputs, stopped)
+                                   ex.describe(), outputs)
         report.plan, report.plan_note = plan, note
         return report
 
@@ -285,8 +268,6 @@ class Pipeline:
         FrameworkNotInstalledError
             A step can run only in frameworks that cannot be imported.
         """
-        from memtype.pipeline.planning import group_shapes, image_shapes
-
         check_frameworks(self.steps)
         if isinstance(source, (str, os.PathLike)) or is_store(source):
             compiled = FilenamePattern(pattern) if pattern else self.pattern
@@ -301,9 +282,6 @@ class Pipeline:
                   uses_gpu: bool, budgets: Mapping[str, int] | None
                   ) -> tuple[Plan | None, str | None, Replanner | None]:
         """The plan of a run from its first group (and its fallbacks), or why there is none."""
-        from memtype.pipeline.fallback import Replanner
-        from memtype.pipeline.planning import group_shapes
-
         if not todo:
             return None, "no group to run", None
         gpu_id = 0 if uses_gpu else None
@@ -336,26 +314,18 @@ class Pipeline:
         rows, columns = _plate_grid(wells, plate)
         return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels)
 
-    def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask], bar: Progress,
-                 watch: FailureWatch) -> tuple[list[GroupResult], str | None]:
-        """Run the groups on the executor, feeding the progress bar, until they are all done
-        or ``watch`` stops the run: the results, and why it stopped (None: it did not)."""
+    def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
+                 bar: Progress) -> list[GroupResult]:
+        """Run the groups on the executor, feeding the progress bar."""
         results: list[GroupResult] = []
-        stopped: str | None = None
         bar.start(len(todo), f"{self.name} [{ex.describe()}]")
-        mapped = ex.map_unordered(execute_group, ctx, todo)
         try:
-            for result in mapped:
+            for result in ex.map_unordered(execute_group, ctx, todo):
                 results.append(result)
                 bar.group_done(result)
-                stopped = watch.stop_reason(result)
-                if stopped is not None:
-                    break
         finally:
-            if isinstance(mapped, Generator):
-                mapped.close()  # the executor cancels the groups that have not started
             bar.close()
-        return results, stopped
+        return results
 
 
 def _plate_grid(wells: set[str], plate: int | None = None

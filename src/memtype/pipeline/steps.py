@@ -1,4 +1,5 @@
-"""FunctionStep: one pipeline step, a decorated function (or a chain of them) applied to stacks."""
+"""The step model: FunctionStep (a decorated function, or a chain of them, applied to stacks),
+the groups steps run on (GroupTask), and which steps write their output (:func:`writes`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from typing import Any
 
 from memtype.errors import ArgumentTypeError, FieldError, InvalidArgumentError
 from memtype.frameworks import get_framework
-from memtype.pipeline.patterns import FieldValue, Key
+from memtype.pipeline.patterns import FieldValue, ImageRecord, Key
 from memtype.pipeline.variants import Variants, is_variants_mapping
 
-__all__ = ["FunctionStep", "FuncSpec", "StepCall"]
+__all__ = ["FunctionStep", "FuncSpec", "StepCall", "GroupTask", "writes"]
 
 _Pair = tuple[Callable[..., Any], Mapping[str, Any]]
 FuncSpec = Callable[..., Any] | _Pair | Sequence[Callable[..., Any] | _Pair]
@@ -253,3 +254,17 @@ class FunctionStep:
             else:
                 data = result
         return data, side
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """One group to process: its key and its input images."""
+
+    key: Key
+    records: tuple[ImageRecord, ...]
+
+
+def writes(steps: Sequence[FunctionStep], index: int) -> bool:
+    """Whether step ``index``'s output is written (the last step, or materialized): its
+    result takes the declared output type; any other step's stays where it was computed."""
+    return steps[index].materialize or index == len(steps) - 1

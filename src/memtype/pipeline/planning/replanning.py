@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline.plan import Plan
-from memtype.pipeline.planner import make_plan
-from memtype.pipeline.probe import Shape
+from memtype.pipeline.planning.model import Plan, Shape
+from memtype.pipeline.planning.search import make_plan
 from memtype.pipeline.steps import FunctionStep
 
 __all__ = ["Replanner"]
@@ -40,7 +39,7 @@ class Replanner:
     first : Plan
         The run's plan.
     shapes, dtype, gpu_id, budgets
-        What the first plan was made for (see :func:`~memtype.pipeline.planner.make_plan`).
+        What the first plan was made for (see :func:`~memtype.pipeline.planning.make_plan`).
     """
 
     def __init__(self, steps: Sequence[FunctionStep], first: Plan, shapes: list[Shape],

@@ -1,8 +1,12 @@
-"""The planner: a shortest path over steps x implementations (see :mod:`memtype.pipeline.plan`).
+"""The search: a shortest path over steps x implementations.
 
-A node is one implementation of one step; an edge is the conversion of the group's stacks
-from one node's output type to the next node's input type, its cost learnt by
-:class:`~memtype.pipeline.probe.Prober`.
+A node is one implementation of one step (a step with one function has one node); an edge is
+the conversion of the group's stacks from one node's output type to the next node's input
+type, its cost measured by :class:`~memtype.pipeline.planning.measurement.Prober` on a sample
+of the first group's stacks at that point (shapes and dtypes from one trial of each step,
+:func:`~memtype.pipeline.planning.measurement.infer_boundaries`). Ties go to the earlier
+declared implementation. The prediction assumes that every implementation of a step returns
+the same shape and dtype, and that every step stacks along the same components as the first.
 """
 
 from __future__ import annotations
@@ -16,12 +20,17 @@ import numpy as np
 
 from memtype.convert import capture_conversions
 from memtype.errors import InvalidArgumentError, MemtypeError
-from memtype.pipeline.plan import HOST_STACK, Plan, PlannedConversion, PlannedStep
-from memtype.pipeline.planning import Boundary, infer_boundaries
-from memtype.pipeline.probe import Probe, Prober, Shape
+from memtype.pipeline.planning.measurement import Probe, Prober, infer_boundaries
+from memtype.pipeline.planning.model import (
+    HOST_STACK,
+    Boundary,
+    Plan,
+    PlannedConversion,
+    PlannedStep,
+    Shape,
+)
 from memtype.pipeline.requirements import first_runnable
-from memtype.pipeline.runner import writes
-from memtype.pipeline.steps import FunctionStep
+from memtype.pipeline.steps import FunctionStep, writes
 
 __all__ = ["make_plan"]
 

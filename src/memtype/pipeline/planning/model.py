@@ -1,29 +1,28 @@
-"""The plan of a run: which implementation each step runs, and the conversions on the way.
+"""What a plan is: per phase the implementation, its device and the conversions on the way.
 
-The planner is a shortest path over steps x implementations. A node is one implementation
-of one step (a step with one function has one node); an edge is the conversion of the
-group's stacks from one node's output type to the next node's input type. Costs come from
-:class:`~memtype.pipeline.probe.Prober` (each conversion made once on a sample of the
-first group's stacks at that point: shapes and dtypes from one trial of each step on a small
-sample, see :func:`~memtype.pipeline.planning.infer_boundaries`): a zero-copy conversion
-costs 1, a copy its bytes, a copy through host memory :data:`HOST_WEIGHT` times its bytes.
-Ties go to the earlier declared implementation. The prediction assumes that every
-implementation of a step returns the same shape and dtype, and that every step stacks along
-the same components as the first.
+The costs: a zero-copy conversion costs 1, a copy its bytes, a copy through host memory
+:data:`HOST_WEIGHT` times its bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from memtype.detect import detect_framework
-from memtype.pipeline.probe import Shape
 from memtype.pipeline.steps import FunctionStep
 
-__all__ = ["Plan", "PlannedConversion", "PlannedStep", "HOST_WEIGHT", "HOST_STACK"]
+__all__ = ["Plan", "PlannedConversion", "PlannedStep", "HOST_WEIGHT", "HOST_STACK", "Shape",
+           "Boundary"]
+
+Shape = tuple[int, ...]
+"""A stack's shape."""
+
+Boundary = tuple[list[Shape], np.dtype[Any]]
+"""The stacks between two steps: their shapes and dtype."""
 
 HOST_WEIGHT = 8
 """How much more a copied byte costs when the copy goes through host memory."""
