@@ -70,6 +70,10 @@ class GPUTensorCache:
     larger than ``max_bytes`` is never cached: :meth:`put` returns False (counted in
     ``stats()["rejected"]``) and :meth:`get_or_compute` returns the value uncached.
     Evicted arrays are dropped, so their memory is freed once no one else holds them.
+    Values are kept by reference, never copied (``get`` returns the object ``put`` was
+    given): a cached array that its owner later writes in place changes in the cache too.
+    Cache what the owner no longer writes, or a copy (``memtype.storage.MemoryStore``
+    keeps private copies).
 
     Examples
     --------
