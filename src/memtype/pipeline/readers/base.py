@@ -279,18 +279,18 @@ def walk_inside(root: str, exclude: str | None = None) -> Iterator[tuple[str, in
 
     A link that resolves outside ``root`` is skipped, and one warning (a ``UserWarning``)
     says how many were and names the first: reading never leaves the folder the user named.
-    A folder reached twice (a link loop, or a link to a folder also walked directly) is
-    walked once. Hidden files (a leading ``.``) are left out.
+    A folder reached by two paths (a link to a folder also walked directly) is listed under
+    both; a link to a folder it is inside (a loop) is not entered. Hidden files and folders
+    (a leading ``.``) are left out, but a link to a hidden folder is followed.
     """
     top = os.path.realpath(root)
-    seen: set[str] = set()
     outside: list[str] = []
-    pending = [("", top)]
+    pending: list[tuple[str, str, frozenset[str]]] = [("", top, frozenset())]
     while pending:
-        rel, real = pending.pop()
-        if real in seen:
+        rel, real, above = pending.pop()
+        if real in above:  # a loop: this folder is its own ancestor
             continue
-        seen.add(real)
+        above = above | {real}
         with os.scandir(real) as entries:
             items = sorted(entries, key=lambda e: e.name)
         for entry in items:
@@ -304,7 +304,7 @@ def walk_inside(root: str, exclude: str | None = None) -> Iterator[tuple[str, in
                 outside.append(path)
                 continue
             if os.path.isdir(target):
-                pending.append((path, target))
+                pending.append((path, target, above))
             elif os.path.isfile(target):
                 yield path, os.stat(target).st_size
     if outside:
