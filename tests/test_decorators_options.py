@@ -191,7 +191,8 @@ def test_slice_by_slice_image_by_keyword() -> None:
 
 
 def test_slice_by_slice_needs_a_3d_image() -> None:
-    with pytest.raises(mt.errors.ShapeError, match=r"3D \[Z, Y, X\] image.*received shape \(2, 2\)"):
+    with pytest.raises(mt.errors.ShapeError,
+                       match=r"3D \[Z, Y, X\] image.*received shape \(2, 2\)"):
         mt.numpy(lambda image: image)(np.zeros((2, 2)), slice_by_slice=True)
 
 

@@ -41,7 +41,8 @@ def _double(stack: Any) -> Any:
     return stack * 2
 
 
-def _check_refusal(exc: pytest.ExceptionInfo[mt.errors.FrameworkNotInstalledError], step: str) -> None:
+def _check_refusal(exc: pytest.ExceptionInfo[mt.errors.FrameworkNotInstalledError],
+                   step: str) -> None:
     message = str(exc.value)
     assert isinstance(exc.value, ImportError)
     assert f"step {step!r}" in message and "ghost" in message
