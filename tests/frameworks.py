@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+import numpy as np
 import pytest
 
 from memtype.frameworks import Framework, iter_frameworks, load_adapter
@@ -28,8 +30,7 @@ def unusable_reason(name: str) -> str:
     adapter = load_adapter(name)
     if "cpu" in fw.device_kinds or adapter.gpu_count() > 0:
         return ""
-    explain = getattr(adapter, "no_device_reason", None)
-    return explain() if explain is not None else f"{name} sees no {fw.device_kinds[0]} device"
+    return adapter.no_device_reason() or f"{name} sees no {fw.device_kinds[0]} device"
 
 
 def usable(name: str) -> bool:
@@ -76,6 +77,29 @@ def type_params(names: Iterable[str] | None = None) -> list[object]:
     return [pytest.param(n, marks=needs(n), id=n) for n in (names or builtin_names())]
 
 
-def pair_params(pairs: Iterable[tuple[str, str]]) -> list[object]:
-    """``type_params`` for (source, target) pairs, id'd ``source-target``."""
-    return [pytest.param(s, t, marks=needs(s, t), id=f"{s}-{t}") for s, t in pairs]
+def pair_params(pairs: Iterable[tuple[str, str]], sep: str = "-") -> list[object]:
+    """``type_params`` for (source, target) pairs, id'd ``source<sep>target``."""
+    return [pytest.param(s, t, marks=needs(s, t), id=f"{s}{sep}{t}") for s, t in pairs]
+
+
+def holds(name: str, *dtypes: str) -> bool:
+    """Whether memory type ``name`` holds every one of ``dtypes`` here (JAX without x64 holds
+    no 64-bit types; pyclesperanto no float64, bool...). A type that cannot run here counts as
+    holding them: its cases stay listed, skipped by their markers."""
+    from memtype.dtypes import holds_dtype
+
+    if unusable_reason(name):
+        return True
+    adapter = load_adapter(name)
+    return all(holds_dtype(adapter, np.dtype(d)) for d in dtypes)
+
+
+def held_params(rows: Sequence[tuple[Any, ...]], dtypes: Sequence[int | str],
+                names: Iterable[str] | None = None) -> list[object]:
+    """(memory type, row) cases, id'd ``row[0]-type``, for each built-in memory type and each
+    row whose dtypes (``row[i]`` for an int ``i`` of ``dtypes``, a str as it is) it holds: a
+    dtype a framework cannot hold is no case of a test about the values it holds (refusals
+    have tests of their own)."""
+    return [pytest.param(name, row, marks=needs(name), id=f"{row[0]}-{name}")
+            for name in (names or builtin_names()) for row in rows
+            if holds(name, *(row[d] if isinstance(d, int) else d for d in dtypes))]

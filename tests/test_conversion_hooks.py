@@ -9,8 +9,11 @@ import pytest
 
 import memtype as mt
 from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
+from tests.helpers import import_if_installed
 
-torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.requires("torch")
+
+torch = import_if_installed("torch")
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from tests.frameworks import available_types, has_gpu, usable
+from tests.frameworks import available_types
 
 GPU_TYPES = ["cupy", "torch", "tensorflow", "jax"]
 
@@ -37,8 +37,8 @@ def test_cpu_only_type_ignores_gpu_id() -> None:
 
 
 @pytest.mark.no_gpu
-@pytest.mark.parametrize("target", GPU_TYPES)
-@pytest.mark.requires("cupy")
+@pytest.mark.parametrize("target", [pytest.param(t, marks=pytest.mark.requires(t), id=t)
+                                    for t in GPU_TYPES])
 def test_gpu_request_without_gpu(target: str) -> None:
     if target == "cupy":
     with pytest.raises(mt.DeviceError) as info:
@@ -52,27 +52,27 @@ def test_cupy_without_gpu_is_a_device_error() -> None:
     with pytest.raises(mt.DeviceError):
         mt.convert(np.zeros(3, np.float32), "cupy")
 
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
 
 def test_opencl_device_that_does_not_exist() -> None:
-    if not usable("pyclesperanto"):
-        pytest.skip("no OpenCL device")
     with pytest.raises(mt.DeviceError) as info:
         mt.convert(np.zeros(3, np.float32), "pyclesperanto", gpu_id=99)
     assert "99" in str(info.value)
 
 
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 def test_pyclesperanto_refuses_complex(dtype: str) -> None:
-    if not usable("pyclesperanto"):
-        pytest.skip("no OpenCL device")
     with pytest.raises(mt.MemoryConversionError) as info:
         mt.convert(np.ones(3, dtype), "pyclesperanto")
     assert dtype in str(info.value) and "float32" in str(info.value)
 
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
 
 def test_pyclesperanto_refuses_empty_and_4d() -> None:
-    if not usable("pyclesperanto"):
-        pytest.skip("no OpenCL device")
     for shape in [(0, 3), (), (2, 2, 2, 2)]:
         with pytest.raises(mt.MemoryConversionError) as info:
             mt.convert(np.ones(shape, np.float32), "pyclesperanto")

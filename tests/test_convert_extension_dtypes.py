@@ -16,9 +16,11 @@ import pytest
 import memtype as mt
 from tests.expectations import jax_holds_extension
 from tests.frameworks import available_types
-from tests.helpers import aligned, dtype_of, host
+from tests.helpers import aligned, dtype_of, host, import_if_installed
 
-ml_dtypes = pytest.importorskip("ml_dtypes", reason="extension dtypes come from ml_dtypes")
+pytestmark = pytest.mark.requires("ml_dtypes")
+
+ml_dtypes = import_if_installed("ml_dtypes")
 
 NAMES = [n for n in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
                      "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float8_e4m3", "float8_e3m4",
@@ -98,9 +100,9 @@ def test_float8_e5m2_torch_to_tensorflow() -> None:
     np.testing.assert_array_equal(host(tf_tensor).astype(np.float32), [1.5, -2.0])
 
 
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
 def test_pyclesperanto_refuses_float8_clearly() -> None:
-    if "pyclesperanto" not in TYPES:
-        pytest.skip("no OpenCL device")
     with pytest.raises(mt.MemoryConversionError, match="pyclesperanto cannot hold dtype float8"):
         mt.convert(np.ones((2, 2), ml_dtypes.float8_e5m2), "pyclesperanto")
 

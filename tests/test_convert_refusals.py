@@ -6,6 +6,7 @@ type has warmed the cached route (the fast path must explain its failures too).
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from tests.frameworks import available_types, usable
+from tests.frameworks import builtin_names, needs, type_params, usable
 
 
 def _masked() -> Any:
@@ -80,8 +81,9 @@ UNSUPPORTED: dict[str, tuple[str, Callable[[], Any], str]] = {
     "jax-prng-key": ("jax", _prng_key, "jax.random.key_data"),
     "tensorflow-resource": ("tensorflow", _tf_resource, "handle, not array data"),
 }
-CASES = [(name, target) for name, (source, _, _) in UNSUPPORTED.items() if usable(source)
-         for target in available_types() if target != source]
+CASES = [pytest.param(name, target, marks=needs(source, target), id=f"{name}->{target}")
+         for name, (source, _, _) in UNSUPPORTED.items()
+         for target in builtin_names() if target != source]
 
 # non-numeric NumPy dtypes: no other framework holds them
 NON_NUMERIC = {
@@ -93,7 +95,7 @@ NON_NUMERIC = {
     "record": lambda: np.zeros(2, dtype=[("a", "f4"), ("b", "i4")]),
     "void": lambda: np.zeros(2, dtype="V4"),
 }
-TARGETS = [t for t in available_types() if t != "numpy"]
+TARGETS = type_params(t for t in builtin_names() if t != "numpy")
 
 
 def _ordinary(source: str) -> Any:
@@ -101,7 +103,7 @@ def _ordinary(source: str) -> Any:
 
 
 @pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm-route"])
-@pytest.mark.parametrize("name,target", CASES, ids=[f"{n}->{t}" for n, t in CASES])
+@pytest.mark.parametrize("name,target", CASES)
 def test_unsupported_array_is_refused_with_the_way_out(name: str, target: str,
                                                        warm: bool) -> None:
     source, make, words = UNSUPPORTED[name]
@@ -113,7 +115,8 @@ def test_unsupported_array_is_refused_with_the_way_out(name: str, target: str,
     assert words in str(info.value) and target in str(info.value)
 
 
-@pytest.mark.parametrize("name", [n for n, (s, _, _) in UNSUPPORTED.items() if usable(s)])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=needs(s), id=n)
+                                  for n, (s, _, _) in UNSUPPORTED.items()])
 def test_unsupported_array_stays_itself_in_its_own_framework(name: str) -> None:
     source, make, _ = UNSUPPORTED[name]
     x = make()
@@ -137,10 +140,10 @@ def test_non_numeric_dtype_is_a_conversion_error(dtype: str, target: str, warm: 
     assert info.value.source_type == "numpy" and info.value.target_type == target
 
 
-@pytest.mark.parametrize("target", [t for t in ("numpy", "jax") if t in available_types()])
+@pytest.mark.parametrize("target", type_params(["numpy", "jax"]))
+@pytest.mark.requires("torch", "ml_dtypes")
 def test_torch_float8_and_bfloat16_reach_numpy_and_jax_bit_for_bit(target: str) -> None:
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("ml_dtypes")
+    torch = importlib.import_module("torch")
     for dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
         t = torch.tensor([0.5, -1.0, 2.0, 448.0 if dtype == torch.float8_e4m3fn else 3.0]).to(dtype)
         out = mt.convert(t, target)
@@ -151,10 +154,9 @@ def test_torch_float8_and_bfloat16_reach_numpy_and_jax_bit_for_bit(target: str) 
                            t.view(torch.uint8 if dtype.itemsize == 1 else torch.uint16))
 
 
+@pytest.mark.requires("torch", "tensorflow")
 def test_framework_error_without_a_known_cause_is_chained() -> None:
-    torch = pytest.importorskip("torch")
-    if "tensorflow" not in available_types():
-        pytest.skip("needs tensorflow")
+    torch = importlib.import_module("torch")
     x = torch.zeros(8, dtype=torch.uint8).view(torch.bits8)  # a dtype only torch has
     with pytest.raises(mt.MemoryConversionError) as info:
         mt.convert(x, "tensorflow")

@@ -8,8 +8,6 @@ import textwrap
 
 import pytest
 
-from tests.frameworks import usable
-
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
@@ -53,9 +51,9 @@ def test_unaligned_buffer_to_tensorflow() -> None:  # TensorFlow aborts on these
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
 def test_pyclesperanto_to_torch() -> None:  # torch.from_dlpack on a cle array segfaults
-    if not usable("pyclesperanto"):
-        pytest.skip("no OpenCL device")
     out = _ok("""
         import numpy as np, memtype as mt  # memtype imports pyclesperanto (OpenCL runtime)
         import torch
@@ -68,9 +66,9 @@ def test_pyclesperanto_to_torch() -> None:  # torch.from_dlpack on a cle array s
 
 
 @pytest.mark.requires("tensorflow")
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
 def test_pyclesperanto_after_tensorflow_is_refused_not_crashed() -> None:
-    if not usable("pyclesperanto"):
-        pytest.skip("no OpenCL device")
     out = _ok("""
         import numpy as np, tensorflow, memtype as mt
         try:
@@ -97,9 +95,9 @@ def test_an_absent_framework_is_not_an_import_order_error() -> None:
 
 
 @pytest.mark.requires("tensorflow")
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
 def test_memtype_imports_pyclesperanto_before_tensorflow() -> None:
-    if not usable("pyclesperanto"):
-        pytest.skip("no OpenCL device")
     out = _ok("""
         import numpy as np, memtype as mt
         t = mt.convert(np.ones(3, np.float32), "tensorflow")
@@ -109,10 +107,9 @@ def test_memtype_imports_pyclesperanto_before_tensorflow() -> None:
     assert out.strip().splitlines()[-1] == "3.0"
 
 
+@pytest.mark.requires("tensorflow", "torch", "jax")
 def test_tensorflow_string_tensor_to_dlpack_targets() -> None:
     # TensorFlow's DLPack export of a string tensor is a CHECK failure that aborts the process
-    if not usable("tensorflow") or not usable("torch") or not usable("jax"):
-        pytest.skip("needs tensorflow, torch and jax")
     out = _ok("""
         import torch, jax, tensorflow as tf, memtype as mt
         mt.convert(tf.constant([1.0]), "torch")  # a warm route first: the fast path too

@@ -19,7 +19,7 @@ import memtype.decorators as decorators
 from memtype.errors import CallOptionError, ContractError
 from memtype.frameworks import Framework, iter_frameworks
 from tests import decorated_functions as df
-from tests.frameworks import available_types
+from tests.frameworks import type_params
 from tests.helpers import dtype_of, host
 
 IMAGE = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
@@ -250,7 +250,7 @@ def test_call_without_arrays() -> None:
 # -- isolation (docs/decorators.md, "What the function gets") ---------------------------
 
 
-@pytest.mark.parametrize("memory_type", [t for t in MUTABLE_IN_PLACE if t in available_types()])
+@pytest.mark.parametrize("memory_type", type_params(MUTABLE_IN_PLACE))
 def test_copy_inputs_true_never_mutates_callers_array(memory_type: str) -> None:
     caller = mt.convert(IMAGE.copy(), memory_type)
     before = host(caller)
@@ -265,8 +265,7 @@ def test_copy_inputs_true_never_mutates_callers_array(memory_type: str) -> None:
     np.testing.assert_array_equal(host(caller), before)
 
 
-@pytest.mark.parametrize("memory_type", [t for t in MUTABLE_IN_PLACE
-                                         if t in available_types() and t != "numpy"])
+@pytest.mark.parametrize("memory_type", type_params(t for t in MUTABLE_IN_PLACE if t != "numpy"))
 def test_mutable_same_type_input_passes_through_by_default(memory_type: str) -> None:
     caller = mt.convert(IMAGE.copy(), memory_type)
     mutate = MUTABLE_IN_PLACE[memory_type]
@@ -304,9 +303,8 @@ def test_numpy_same_type_input_passes_through_writable_as_the_caller_made_it() -
     assert seen[1] is frozen and not seen[1].flags.writeable  # read-only stays read-only
 
 
+@pytest.mark.requires("jax")
 def test_immutable_data_reaches_a_numpy_function_as_a_readonly_view() -> None:
-    if "jax" not in available_types():
-        pytest.skip("jax is not installed")
     (seen,) = _seen_by_numpy_function(mt.convert(IMAGE.copy(), "jax"))
     assert not seen.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
@@ -369,9 +367,8 @@ def test_write_to_immutable_callers_data_is_an_error(source: str) -> None:
         writes(caller)
 
 
+@pytest.mark.requires("tensorflow")
 def test_tf_variable_reaches_a_tensorflow_function_as_its_value() -> None:
-    if "tensorflow" not in available_types():
-        pytest.skip("tensorflow is not installed")
     import tensorflow as tf
 
     variable = tf.Variable(IMAGE.copy())
@@ -388,9 +385,8 @@ def test_tf_variable_reaches_a_tensorflow_function_as_its_value() -> None:
     np.testing.assert_array_equal(variable.numpy(), IMAGE + 1)
 
 
+@pytest.mark.requires("tensorflow")
 def test_tf_variable_into_numpy_and_torch_functions_is_isolated() -> None:
-    if "tensorflow" not in available_types():
-        pytest.skip("tensorflow is not installed")
     import tensorflow as tf
 
     variable = tf.Variable(IMAGE.copy())

@@ -4,6 +4,7 @@ per-device decisions are cached; TensorFlow's accessors answer as before."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -12,8 +13,11 @@ import pytest
 import memtype as mt
 from memtype.errors import InputWriteError
 from memtype.frameworks import CPU, load_adapter
+from tests.helpers import import_if_installed
 
-torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.requires("torch")
+
+torch = import_if_installed("torch")
 
 
 def _writes_then_runs_out_once() -> Any:
@@ -54,8 +58,9 @@ def test_a_write_to_a_copy_of_read_only_data_is_no_error() -> None:
     assert writes(x).tolist() == [[[2.0, 2.0]]] and x.tolist() == [[[1.0, 1.0]]]
 
 
+@pytest.mark.requires("jax")
 def test_a_write_to_an_alias_of_jax_data_is_still_an_error() -> None:
-    jnp = pytest.importorskip("jax.numpy")
+    jnp = importlib.import_module("jax.numpy")
 
     @mt.torch
     def writes(x: Any) -> Any:
@@ -65,8 +70,9 @@ def test_a_write_to_an_alias_of_jax_data_is_still_an_error() -> None:
         writes(jnp.ones((1, 1, 4), jnp.float32))
 
 
+@pytest.mark.requires("jax")
 def test_jax_data_reaches_numpy_read_only_and_torch_data_writable() -> None:
-    jnp = pytest.importorskip("jax.numpy")
+    jnp = importlib.import_module("jax.numpy")
 
     @mt.numpy
     def flags(x: Any) -> Any:
@@ -77,8 +83,8 @@ def test_jax_data_reaches_numpy_read_only_and_torch_data_writable() -> None:
     assert flags(t)[0, 0, 0]
 
 
+@pytest.mark.requires("jax")
 def test_float64_into_a_float32_framework_is_narrowed_each_call() -> None:
-    pytest.importorskip("jax")
     seen: list[str] = []
 
     @mt.jax(output_type="numpy", dtype_conversion=mt.DtypeConversion.NATIVE_OUTPUT)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 from collections import OrderedDict, defaultdict, namedtuple
 from typing import Any, NamedTuple
 
@@ -14,10 +15,12 @@ import pytest
 import memtype as mt
 from memtype.decorators.inputs import arrays_in
 from memtype.errors import ArgumentTypeError
-from tests.helpers import host
+from tests.helpers import host, import_if_installed
+
+pytestmark = pytest.mark.requires("torch")
 
 IMAGE = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
-torch = pytest.importorskip("torch")
+torch = import_if_installed("torch")
 
 
 class Pair(NamedTuple):
@@ -336,8 +339,9 @@ def test_dataclass_is_rebuilt_without_its_own_init_copy_or_setattr() -> None:
 
 
 @pytest.mark.parametrize("slots", [False, True], ids=["attrs", "attrs-slotted"])
+@pytest.mark.requires("attrs")
 def test_attrs_instance_is_rebuilt_without_its_own_init(slots: bool) -> None:
-    attrs = pytest.importorskip("attrs")
+    attrs = importlib.import_module("attrs")
 
     @attrs.define(slots=slots, frozen=True)
     class Sample:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -45,8 +46,9 @@ def test_gpu_id_is_ignored_by_host_only_types_without_arrays() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_torch_thread_stream_waits_for_the_callers_stream() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     caller = torch.cuda.current_stream(0)
     x = torch.ones(4096, 4096, device="cuda:0")
     x.mul_(3)  # queued on the caller's stream
@@ -60,8 +62,9 @@ def test_torch_thread_stream_waits_for_the_callers_stream() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_each_thread_gets_its_own_stream() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
 
     barrier = threading.Barrier(8)  # eight tasks on eight distinct threads
 

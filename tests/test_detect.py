@@ -11,11 +11,11 @@ import pytest
 
 import memtype as mt
 from memtype.frameworks import iter_frameworks
-from tests.frameworks import available_types
+from tests.frameworks import available_types, type_params
 from tests.helpers import aligned
 
 
-@pytest.mark.parametrize("name", available_types())
+@pytest.mark.parametrize("name", type_params())
 def test_detects_each_type(name: str) -> None:
     x = mt.convert(aligned(np.ones((2, 3), np.float32)), name)
     assert mt.detect_memory_type(x) is mt.MemoryType(name)

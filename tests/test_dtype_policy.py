@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import warnings
 from typing import Any
@@ -13,7 +14,7 @@ import memtype as mt
 from memtype.dtypes import DtypePolicyWarning, OutputDtype, cast, holds_dtype, output_dtype
 from memtype.errors import DtypePolicyError
 from memtype.frameworks import load_adapter
-from tests.frameworks import available_types
+from tests.frameworks import available_types, builtin_names, held_params, type_params
 from tests.helpers import dtype_of, host
 
 NAN, INF = math.nan, math.inf
@@ -101,21 +102,18 @@ def _holds(memory_type: str, *dtypes: str) -> bool:
     return all(holds_dtype(adapter, np.dtype(d)) for d in dtypes)
 
 
-def _skip_unless_held(memory_type: str, *dtypes: str) -> None:
-    missing = [d for d in dtypes if not _holds(memory_type, d)]
-    if missing:
-        pytest.skip(f"{memory_type} cannot hold {' or '.join(missing)} here")
+NOT_CLE = type_params(n for n in builtin_names() if n != "pyclesperanto")
+"""Every built-in type but pyclesperanto, which holds no empty arrays."""
 
 
 def _expected(values: list[Any], dtype: str) -> np.ndarray:
     return np.array(values, dtype=np.dtype(dtype))
 
 
-@pytest.mark.parametrize("row", TABLE, ids=[r[0] for r in TABLE])
+@pytest.mark.parametrize("memory_type,row", held_params(TABLE, (1, 3)))
 def test_policy_table(memory_type: str, row: tuple[str, str, list[Any], str, str, list[Any]]
                       ) -> None:
     _, src, values, dst, scaling, expected = row
-    _skip_unless_held(memory_type, src, dst)
     x = mt.convert(np.array([values], dtype=src), memory_type)
     out = cast(x, dst, scaling=scaling)  # type: ignore[arg-type]
     assert mt.detect_memory_type(out) is mt.MemoryType(memory_type)
@@ -140,8 +138,9 @@ def test_same_numbers_in_every_framework(memory_type: str, src: str, dst: str,
     np.testing.assert_array_equal(host(out), reference)
 
 
+@pytest.mark.requires("skimage")
 def test_matches_scikit_image_unit_convention() -> None:
-    skimage = pytest.importorskip("skimage")
+    skimage = importlib.import_module("skimage")
     values = np.linspace(-1, 1, 2001, dtype=np.float32)
     np.testing.assert_array_equal(cast(values, "int16", scaling="unit"),
                                   skimage.img_as_int(values))
@@ -181,9 +180,8 @@ def test_dtype_a_framework_cannot_hold_is_refused(memory_type: str) -> None:
         cast(x, "float64")
 
 
+@pytest.mark.parametrize("memory_type", NOT_CLE)
 def test_empty_arrays_cast(memory_type: str) -> None:
-    if memory_type == "pyclesperanto":
-        pytest.skip("pyclesperanto holds no empty arrays")
     x = mt.convert(np.zeros((0, 3), np.float32), memory_type)
     for scaling in ("clip", "rescale", "unit"):
         out = cast(x, "uint8", scaling=scaling)  # type: ignore[arg-type]
@@ -220,11 +218,10 @@ DECISIONS: list[tuple[str, str, list[Any], str, str | None, str]] = [
 ]
 
 
-@pytest.mark.parametrize("row", DECISIONS, ids=[r[0] for r in DECISIONS])
+@pytest.mark.parametrize("memory_type,row", held_params(DECISIONS, (1, 3)))
 def test_preserve_input_decision(memory_type: str,
                                  row: tuple[str, str, list[Any], str, str | None, str]) -> None:
     _, src, values, din, expected, scaling = row
-    _skip_unless_held(memory_type, src, din)
     x = mt.convert(np.array(values, dtype=src), memory_type)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -267,16 +264,16 @@ def test_complex_result_is_left_to_the_cast_which_refuses_it() -> None:
         cast(np.array([1j]), got.dtype)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("memory_type", NOT_CLE)
 def test_empty_result_is_held(memory_type: str) -> None:
-    if memory_type == "pyclesperanto":
-        pytest.skip("pyclesperanto holds no empty arrays")
     x = mt.convert(np.zeros((0, 3), np.float32), memory_type)
     assert output_dtype(x, PRESERVE, np.dtype("uint8")) == OutputDtype(np.dtype("uint8"), "unit")
 
 
 @pytest.mark.parametrize("values", [[0.0, 0.25, 0.5, 1.0], [0.003, 0.997]], ids=["ends", "inner"])
+@pytest.mark.requires("skimage")
 def test_unit_decision_inverts_img_as_float(values: list[float]) -> None:
-    skimage = pytest.importorskip("skimage")
+    skimage = importlib.import_module("skimage")
     u8 = skimage.img_as_ubyte(np.array(values))
     as_float = skimage.img_as_float(u8)
     got = output_dtype(as_float, PRESERVE, np.dtype("uint8"))

@@ -3,6 +3,7 @@ general cast gives, in every framework, at the edges where rounding or saturatio
 
 from __future__ import annotations
 
+import importlib
 import math
 import warnings
 from typing import Any
@@ -14,9 +15,9 @@ import memtype as mt
 from memtype._casting import cast_in, ops_for
 from memtype._ranges import rounds_into as _rounds_into
 from memtype._ranges import unit_fits as _unit_fits
-from memtype.dtypes import DtypePolicyWarning, holds_dtype, preserve_input
+from memtype.dtypes import DtypePolicyWarning, preserve_input
 from memtype.frameworks import load_adapter
-from tests.frameworks import available_types
+from tests.frameworks import held_params
 from tests.helpers import dtype_of, host
 
 NAN, INF = math.nan, math.inf
@@ -49,18 +50,10 @@ def _result(memory_type: str, values: list[float], dtype: str) -> Any:
     return mt.convert(np.array([values], dtype=dtype), memory_type)
 
 
-def _held(memory_type: str, *dtypes: str) -> None:
-    adapter = load_adapter(memory_type)
-    missing = [d for d in dtypes if not holds_dtype(adapter, np.dtype(d))]
-    if missing:
-        pytest.skip(f"{memory_type} cannot hold {' or '.join(missing)} here")
-
-
-@pytest.mark.parametrize("row", EDGES, ids=[r[0] for r in EDGES])
+@pytest.mark.parametrize("memory_type,row", held_params(EDGES, (1, 3)))
 def test_cast_with_bounds_equals_the_general_cast(memory_type: str,
                                                   row: tuple[str, str, list[float], str]) -> None:
     _, src, values, dst = row
-    _held(memory_type, src, dst)
     x = _result(memory_type, values, src)
     adapter = load_adapter(memory_type)
     decided, bounds = preserve_input(x, memory_type, adapter, np.dtype(dst), "f")
@@ -121,11 +114,10 @@ NARROW: list[tuple[str, list[float], list[float]]] = [
 ]
 
 
-@pytest.mark.parametrize("row", NARROW, ids=[r[0] for r in NARROW])
+@pytest.mark.parametrize("memory_type,row", held_params(NARROW, ("float64",)))
 def test_float64_to_float32_saturates_only_what_needs_it(
         memory_type: str, row: tuple[str, list[float], list[float]]) -> None:
     _, values, expected = row
-    _held(memory_type, "float64")
     x = _result(memory_type, values, "float64")
     out = mt.dtypes.cast(x, "float32")
     np.testing.assert_array_equal(host(out)[0], np.array(expected, np.float32))
@@ -147,8 +139,9 @@ def test_decorated_call_rounds_half_to_even_at_the_edges(value: float, expected:
     assert out.dtype == np.uint8 and (out == expected).all()
 
 
+@pytest.mark.requires("torch")
 def test_decorated_torch_call_scales_back_unit_results() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
 
     @mt.torch
     def to_unit(image: Any) -> Any:
@@ -171,9 +164,12 @@ def test_out_of_range_result_still_warns_and_is_returned_as_made() -> None:
     assert [w.category for w in caught] == [DtypePolicyWarning]
 
 
-def test_ops_are_shared_per_framework_and_none_without_a_namespace() -> None:
+def test_ops_are_shared_per_framework() -> None:
     adapter = load_adapter("numpy")
     assert ops_for("numpy", adapter) is ops_for("numpy", adapter) is not None
-    if "pyclesperanto" not in available_types():
-        pytest.skip("pyclesperanto is not usable here")
+
+
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
+def test_ops_are_none_without_a_namespace() -> None:
     assert ops_for("pyclesperanto", load_adapter("pyclesperanto")) is None

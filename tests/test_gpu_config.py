@@ -137,8 +137,8 @@ def test_nothing_asked_nothing_done() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("tensorflow")
 def test_tensorflow_growth_after_gpu_initialised_is_an_error() -> None:
-    pytest.importorskip("tensorflow", reason="tensorflow is not installed")
     out = run_fresh("""
         import importlib.util
         import torch
@@ -184,8 +184,10 @@ def test_a_flag_that_is_not_a_bool_is_refused() -> None:
 
 def test_a_registered_rows_setting_is_applied_from_the_table(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    row = Framework("cfgtoy", "memtype_cfgtoy_not_imported", ("memtype_cfgtoy_not_imported:A",),
-                    "memtype_cfgtoy_not_imported", ("cpu",), False, False, "(none)",
+    row = Framework(name="cfgtoy", module="memtype_cfgtoy_not_imported",
+                    array_types=("memtype_cfgtoy_not_imported:A",),
+                    adapter="memtype_cfgtoy_not_imported:Adapter", device_kinds=("cpu",),
+                    install_hint="(none)",
                     settings=(Setting("cfgtoy_cache", "MEMTYPE_CFGTOY_CACHE", "text"),))
     monkeypatch.delenv("MEMTYPE_CFGTOY_CACHE", raising=False)
     register_framework(row)

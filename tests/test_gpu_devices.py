@@ -14,9 +14,8 @@ import pytest
 import memtype as mt
 from memtype.frameworks import load_adapter
 from memtype.gpu.devices import GPUInfo, GPUManager, get_gpu_manager, visible_devices
-from tests.frameworks import has_gpu
 
-no_gpu = pytest.mark.skipif(has_gpu(), reason="checks the behaviour without a GPU")
+no_gpu = pytest.mark.no_gpu
 
 
 def _framework_gpu_count() -> int:

@@ -11,10 +11,12 @@ import pytest
 
 import memtype as mt
 from memtype.gpu.profiler import Profiler, ProfileRecord, profile
-from tests.frameworks import has_gpu
+from tests.helpers import import_if_installed
 
-torch = pytest.importorskip("torch")
-no_gpu = pytest.mark.skipif(has_gpu(), reason="checks the behaviour without a GPU")
+pytestmark = pytest.mark.requires("torch")
+
+torch = import_if_installed("torch")
+no_gpu = pytest.mark.no_gpu
 # the function memtype.convert shadows the module of the same name on the package
 convert_module = sys.modules["memtype.convert"]
 

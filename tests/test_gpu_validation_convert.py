@@ -11,6 +11,7 @@ Precise timings are the benchmark's job (``benchmarks/gpu.py``); the bounds here
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import time
 import tracemalloc
@@ -179,12 +180,13 @@ def test_host_to_gpu_is_one_transfer_and_no_host_copy(target: str) -> None:
 
 
 @pytest.mark.parametrize("source", GPU_TYPES)
+@pytest.mark.requires("torch")
 def test_gpu_to_host_is_one_transfer(source: str) -> None:
     require(source)
     values = np.random.default_rng(2).random(COPY_SIZE // 4, dtype=np.float32)
     x = on_gpu(source, values)  # a fresh array: JAX has no cached host value for it yet
     synchronize()
-    torch = pytest.importorskip("torch") if source == "torch" else None
+    torch = importlib.import_module("torch") if source == "torch" else None
     if torch is not None:
         torch.cuda.reset_peak_memory_stats(0)
         allocated = torch.cuda.memory_allocated(0)

@@ -275,10 +275,9 @@ out["control"] = snapshot()
 """
 
 
+@pytest.mark.requires("pynvml", "jax")
 def test_import_and_detection_start_no_gpu_runtime() -> None:
     require("torch")
-    pytest.importorskip("pynvml")
-    pytest.importorskip("jax")
     out = run_fresh(NO_RUNTIME)
     (used0, procs0), (used1, procs1), (used2, _) = out["before"], out["after"], out["control"]
     assert out["kinds"] == ["numpy", "numpy", "torch"]
@@ -316,9 +315,9 @@ JAX_CASES: list[tuple[dict[str, Any], dict[str, str]]] = [
 
 
 @pytest.mark.parametrize(("settings", "applied"), JAX_CASES, ids=["no-prealloc", "prealloc-30%"])
+@pytest.mark.requires("jax")
 def test_configure_decides_jax_preallocation(settings: dict[str, Any],
                                              applied: dict[str, str]) -> None:
-    pytest.importorskip("jax")  # whether JAX sees the GPU is checked in the fresh interpreter
     out = run_fresh(f"settings = {settings!r}\n" + JAX_MEMORY)
     assert out["applied"] == applied
     assert out["platform"] == "gpu"

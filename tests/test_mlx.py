@@ -12,10 +12,12 @@ import pytest
 import memtype as mt
 from memtype.pipeline import FunctionStep, Pipeline
 from memtype.storage import MemoryStore, TieredStore
-from tests.helpers import host
+from tests.helpers import host, import_if_installed
 from tests.pipeline_support import SMALL, load_field, stacks, write_plate
 
-mx = pytest.importorskip("mlx.core", reason="MLX is optional: pip install 'memtype[mlx]'")
+pytestmark = pytest.mark.requires("mlx")
+
+mx = import_if_installed("mlx.core")
 
 
 @mt.mlx

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -297,8 +298,9 @@ def test_cleanup_runs_between_attempts() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_gpu_oom_on_the_whole_stack_of_a_separable_function_runs_slice_by_slice() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     total = torch.cuda.get_device_properties(0).total_memory
     per_element = int(total * 2 / 16 / 4)  # whole stack: 2x the GPU; one slice: 1/8
 
@@ -316,8 +318,9 @@ def test_gpu_oom_on_the_whole_stack_of_a_separable_function_runs_slice_by_slice(
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_gpu_oom_falls_back_to_cpu_only_when_asked() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     total = torch.cuda.get_device_properties(0).total_memory
 
     @mt.torch(contract=2)

@@ -7,6 +7,7 @@ status. A RuntimeError of torch (or of the caller) that mentions such a status i
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -14,9 +15,8 @@ import pytest
 
 import memtype as mt
 from memtype.gpu.oom import is_oom_error
-from tests.frameworks import usable
 
-pytestmark = pytest.mark.skipif(not usable("pyclesperanto"), reason="no OpenCL device")
+pytestmark = [pytest.mark.requires("pyclesperanto"), pytest.mark.opencl]
 
 
 def _pyclesperanto_error() -> RuntimeError:
@@ -30,8 +30,9 @@ def _pyclesperanto_error() -> RuntimeError:
     raise AssertionError("pyclesperanto created a 16 TiB buffer")
 
 
+@pytest.mark.requires("torch")
 def test_runtime_error_of_torch_mentioning_an_opencl_status_is_not_retried() -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     mt.convert(np.ones((2, 2), np.float32), "pyclesperanto")  # pyclesperanto is loaded
     calls = []
 

@@ -16,7 +16,7 @@ import pytest
 
 from memtype.frameworks import _opencl
 
-pytest.importorskip("pyclesperanto", reason="pyclesperanto is not installed (memtype[cle])")
+pytestmark = pytest.mark.requires("pyclesperanto")
 
 PIP_POCL = _opencl._pip_pocl()
 needs_pip_pocl = pytest.mark.skipif(

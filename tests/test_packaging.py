@@ -13,15 +13,17 @@ from pathlib import Path
 import pytest
 
 import memtype
+from tests.helpers import import_if_installed
+
+pytestmark = pytest.mark.requires("build", "setuptools")
 
 ROOT = Path(__file__).resolve().parents[1]
 # ``build`` the package (the test extra), not the ``build/`` directory setuptools leaves in a
 # checkout, which imports as an empty namespace package when the tests run from the root.
-_build = pytest.importorskip("build", reason="python -m build needs the 'build' package")
+_build = import_if_installed("build")
 if not hasattr(_build, "ProjectBuilder"):
     pytest.skip("python -m build needs the 'build' package (test extra); only a build/ "
                 "directory is importable here", allow_module_level=True)
-pytest.importorskip("setuptools", reason="building without isolation needs setuptools")
 
 
 @pytest.fixture(scope="module")

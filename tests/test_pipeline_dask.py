@@ -12,6 +12,7 @@ import pytest
 from memtype.pipeline import DaskExecutor, FunctionStep, Pipeline
 from memtype.pipeline.executors import current_worker_index
 from memtype.pipeline.modules import import_pipeline_file
+from tests.helpers import import_if_installed
 from tests.pipeline_support import (
     EXAMPLE,
     SMALL,
@@ -22,7 +23,9 @@ from tests.pipeline_support import (
     write_plate,
 )
 
-distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.requires("distributed")
+
+distributed = import_if_installed("distributed")
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -144,8 +145,9 @@ def test_side_output_rows_refuse_field_names_and_repeated_columns() -> None:
     assert rows == [{"well": "A01", "site": 2, "channel": 1, "well_label": "ch2"}]
 
 
+@pytest.mark.requires("pandas")
 def test_side_output_data_frames_refuse_repeated_columns() -> None:
-    pd = pytest.importorskip("pandas", reason="pandas is an optional side-output type")
+    pd = importlib.import_module("pandas")
     fixed = (("well", "A01"), ("site", 2), ("channel", 1))
     fields = ("well", "site", "channel", "z")
     frame = pd.DataFrame([[1, 2]], columns=["n", "n"])

@@ -188,13 +188,12 @@ def test_plan_predicts_which_conversions_share_memory(plate_dir: Path, tmp_path:
 
 
 @pytest.mark.requires("torch", "jax", "scipy")
-@pytest.mark.parametrize("opencl", [False, True], ids=["no-opencl", "opencl"])
+@pytest.mark.parametrize("opencl", [
+    False, pytest.param(True, marks=[pytest.mark.requires("pyclesperanto"), pytest.mark.opencl]),
+], ids=["no-opencl", "opencl"])
 def test_demo_projects_where_the_data_is(opencl: bool) -> None:
     from memtype.pipeline.demo import demo_pipeline
-    from tests.frameworks import usable
 
-    if opencl and not usable("pyclesperanto"):
-        pytest.skip("no OpenCL device")
     plan = demo_pipeline(use_opencl=opencl).plan(np.zeros((8, 64, 64), np.uint16))
     assert plan.choices == {"max_project": "jax"}  # where subtract_background left the data
     costs = plan.phases[3].explanation

@@ -7,11 +7,11 @@ import pytest
 
 import memtype as mt
 from memtype.frameworks import Framework, register_framework, unregister_framework
-from tests.frameworks import available_types, builtin_names
+from tests.frameworks import builtin_names, type_params
 from tests.helpers import host
 
 
-@pytest.mark.parametrize("other", available_types())
+@pytest.mark.parametrize("other", type_params())
 def test_round_trip_through_toy(toy: Framework, other: str) -> None:
     values = np.arange(12, dtype=np.float32).reshape(3, 4)
     x = mt.convert(values, other)

@@ -9,8 +9,6 @@ import warnings
 import numpy as np
 import pytest
 
-pytest.importorskip("skimage", reason="scikit-image is not installed (the reference client)")
-
 import memtype as mt  # noqa: E402
 from benchmarks.skimage_table import (  # noqa: E402
     CASES,
@@ -29,8 +27,10 @@ from benchmarks.skimage_table import (  # noqa: E402
     wrapped,
 )
 from memtype.dtypes import DtypePolicyWarning  # noqa: E402
-from memtype.frameworks import get_framework  # noqa: E402
-from tests.frameworks import unusable_reason  # noqa: E402
+from memtype.frameworks import load_adapter  # noqa: E402
+from tests.frameworks import unusable_reason
+
+pytestmark = pytest.mark.requires("skimage")
 
 NAMES = [case.name for case in CASES]
 
@@ -51,7 +51,7 @@ def test_default_policy_against_scikit_image(name: str, dtype: str, framework: s
         assert type(got.error) is type(ref), got.error
         return
     if needs_writable(got.error):  # the function writes its input: only immutable input
-        assert get_framework(framework).immutable, got.error  # is handed read-only,
+        assert load_adapter(framework).immutable, got.error  # is handed read-only,
         assert names_copy_inputs(got.error), got.error  # and the error names the way out
         got = wrapped(name, dtype, framework, copy_inputs=True)
     assert got.error is None, got.error

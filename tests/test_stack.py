@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from tests.frameworks import available_types
+from tests.frameworks import available_types, builtin_names, pair_params, type_params
 from tests.helpers import dtype_of, host, shape_of
 
 
-@pytest.mark.parametrize("target", available_types())
+@pytest.mark.parametrize("target", type_params())
 def test_stack_mixed_types(target: str) -> None:
     types = available_types()
     slices = [mt.convert(np.full((3, 4), i, np.float32), types[i % len(types)]) for i in range(5)]
@@ -20,7 +20,7 @@ def test_stack_mixed_types(target: str) -> None:
     np.testing.assert_array_equal(host(stacked), np.stack([np.full((3, 4), i) for i in range(5)]))
 
 
-@pytest.mark.parametrize("source,target", list(itertools.product(available_types(), repeat=2)))
+@pytest.mark.parametrize("source,target", pair_params(itertools.product(builtin_names(), repeat=2)))
 def test_unstack(source: str, target: str) -> None:
     values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     out = mt.unstack_slices(mt.convert(values, source), target)
@@ -80,7 +80,7 @@ MIXED = [np.full((2, 3), 7, np.uint8), np.full((2, 3), -1.5, np.float32),
          np.full((2, 3), 300.7, np.float32)]
 
 
-@pytest.mark.parametrize("source,target", list(itertools.product(available_types(), repeat=2)))
+@pytest.mark.parametrize("source,target", pair_params(itertools.product(builtin_names(), repeat=2)))
 def test_mixed_dtypes_stack_in_their_promotion(source: str, target: str) -> None:
     slices = [mt.convert(s, source) for s in MIXED]
     stacked = mt.stack_slices(slices, target)
@@ -88,7 +88,7 @@ def test_mixed_dtypes_stack_in_their_promotion(source: str, target: str) -> None
     np.testing.assert_array_equal(host(stacked)[:, 0, 0], np.array([7, -1.5, 300.7], np.float32))
 
 
-@pytest.mark.parametrize("target", available_types())
+@pytest.mark.parametrize("target", type_params())
 def test_mixed_dtypes_that_would_change_values_raise(target: str) -> None:
     slices = [np.full((2, 2), 2**60 + 1, np.int64), np.full((2, 2), 3, np.uint64)]
     with pytest.raises(mt.errors.DtypePolicyError, match=r"int64.*uint64.*float64"):
@@ -101,16 +101,16 @@ def test_mixed_dtypes_whose_values_survive_stack() -> None:
     assert stacked.dtype == np.float64 and stacked[0, 0, 0] == 2**40 + 1
 
 
-@pytest.mark.parametrize("target", available_types())
+@pytest.mark.parametrize("target", type_params())
 def test_masked_slices_are_refused_not_unmasked(target: str) -> None:
     masked = np.ma.masked_array(np.zeros((2, 2)), mask=[[True, False], [False, False]])
     with pytest.raises(mt.UnsupportedArrayError, match="slice 1.*mask"):
         mt.stack_slices([np.zeros((2, 2)), masked], target)
 
 
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
 def test_pyclesperanto_stacks_large_int32_exactly() -> None:
-    if "pyclesperanto" not in available_types():
-        pytest.skip("no OpenCL device")
     big = np.arange(6, dtype=np.int32).reshape(2, 3) + (2**31 - 7)  # cle.paste rounds these
     slices = [mt.convert(big, "pyclesperanto"), mt.convert(big - 5, "pyclesperanto")]
     np.testing.assert_array_equal(host(mt.stack_slices(slices, "pyclesperanto")),

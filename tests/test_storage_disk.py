@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import importlib.util
 import os
 import shutil
@@ -121,8 +122,9 @@ def test_json_csv_txt(disk: DiskStore) -> None:
     assert disk.load("t.txt") == "hello\nworld"
 
 
+@pytest.mark.requires("torch")
 def test_torch_tensor_is_saved_through_numpy(disk: DiskStore) -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     disk.save(t, "t.tif")
     disk.save(t, "t.npy")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -179,8 +180,9 @@ def test_dtypes_survive_spilling(dtype: str, spill: Path) -> None:
     np.testing.assert_array_equal(out, x)
 
 
+@pytest.mark.requires("torch")
 def test_torch_bfloat16_survives_spilling(spill: Path) -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     store = TieredStore(budget_bytes=0, spill_dir=spill)
     t = torch.linspace(-3, 3, 64).reshape(8, 8).to(torch.bfloat16)
     store.save(t, "t")
@@ -189,11 +191,10 @@ def test_torch_bfloat16_survives_spilling(spill: Path) -> None:
     assert out.dtype == torch.bfloat16 and torch.equal(out, t)
 
 
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.opencl
 def test_opencl_arrays_spill_to_the_host_tier_then_disk(spill: Path) -> None:
     """pyclesperanto arrays live on an OpenCL device: the device -> host -> disk path."""
-    pytest.importorskip("pyclesperanto")
-    if load_adapter("pyclesperanto").gpu_count() == 0:
-        pytest.skip("no OpenCL device")
     gauge = Pressure()
     store = TieredStore(budget_bytes=KB, host_budget_bytes=KB, spill_dir=spill, pressure=gauge)
     for i in range(3):
@@ -236,8 +237,9 @@ def test_negative_budget() -> None:
 
 # -- VRAM (needs a CUDA GPU) ----------------------------------------------------------------
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_cuda_tensor_spills_to_pinned_host_and_back(spill: Path) -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     store = TieredStore(budget_bytes=1 << 20, spill_dir=spill)
     big = [torch.full((512, 512), float(i), device="cuda:0") for i in range(3)]  # 1 MiB each
     for i, t in enumerate(big):
@@ -250,8 +252,9 @@ def test_cuda_tensor_spills_to_pinned_host_and_back(spill: Path) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.requires("torch")
 def test_default_pressure_is_consulted_for_gpu_entries(spill: Path) -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     from memtype.gpu import memory_pressure
 
     store = TieredStore(budget_bytes=1 << 40, spill_dir=spill, pressure_threshold=0.0)

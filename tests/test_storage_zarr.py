@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 from memtype.errors import StoreExistsError, StoreFormatError, StorePathError
 from memtype.storage import ZarrStore
 
-pytest.importorskip("zarr")
+pytestmark = pytest.mark.requires("zarr")
+
 
 
 @pytest.fixture
@@ -36,8 +38,9 @@ def plate_wells(store: ZarrStore) -> list[str]:
 
 
 # -- OME-Zarr layout, read by the ome-zarr reader ---------------------------------------------
+@pytest.mark.requires("ome_zarr")
 def test_ome_zarr_reader_reads_plate_and_fields(plate: ZarrStore) -> None:
-    reader_mod = pytest.importorskip("ome_zarr.reader")
+    reader_mod = importlib.import_module("ome_zarr.reader")
     from ome_zarr.io import parse_url
 
     images = {"A/1": czyx(1), "B/3": czyx(2), "H/12": czyx(3)}
@@ -263,8 +266,9 @@ def test_no_overwrite_race_leaves_the_first(plate: ZarrStore) -> None:
     np.testing.assert_array_equal(plate.load("A/1/0"), czyx(1))
 
 
+@pytest.mark.requires("torch")
 def test_torch_tensor_saved_through_numpy(plate: ZarrStore) -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     t = torch.arange(2 * 8 * 8, dtype=torch.float32).reshape(2, 8, 8)
     plate.save(t, plate.field_path("D", 4, 1), parents=True)
     np.testing.assert_array_equal(plate.load("D/4/1"), t.numpy())
@@ -306,8 +310,9 @@ def test_block_mean_stays_in_the_dtype(plate: ZarrStore, dtype: str) -> None:
     assert value == expected
 
 
+@pytest.mark.requires("ome_zarr")
 def test_ome_zarr_reader_sees_every_level_and_the_channel_names(plate: ZarrStore) -> None:
-    reader_mod = pytest.importorskip("ome_zarr.reader")
+    reader_mod = importlib.import_module("ome_zarr.reader")
     from ome_zarr.io import parse_url
 
     image = czyx(6, (2, 1, 32, 32))

@@ -9,6 +9,7 @@ hooks, as it does on CUDA (issue 14, item 4).
 from __future__ import annotations
 
 import gc
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,9 @@ def test_toydev_to_host_frameworks(toydev: Framework, target: str) -> None:
     np.testing.assert_array_equal(np.asarray(out), x.host())
 
 
+@pytest.mark.requires("torch")
 def test_torch_to_toydev(toydev: Framework) -> None:
-    torch = pytest.importorskip("torch")
+    torch = importlib.import_module("torch")
     x = mt.convert(torch.arange(4, dtype=torch.float32), "toydev", gpu_id=1)
     assert x.device == 1
     np.testing.assert_array_equal(x.host(), np.arange(4, dtype=np.float32))
