@@ -60,9 +60,9 @@ def test_opencl_device_that_does_not_exist() -> None:
     assert "99" in str(info.value)
 
 
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 @pytest.mark.requires("pyclesperanto")
 @pytest.mark.opencl
-@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 def test_pyclesperanto_refuses_complex(dtype: str) -> None:
     with pytest.raises(mt.MemoryConversionError) as info:
         mt.convert(np.ones(3, dtype), "pyclesperanto")
