@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     "assign": "devices",
     "visible_devices": "devices",
     "GpuId": "devices",
+    "as_device": "devices",
     # memory.py
     "memory_usage": "memory",
     "check_gpu_memory": "memory",

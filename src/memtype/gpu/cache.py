@@ -92,6 +92,10 @@ class GPUTensorCache:
                                       or bound < 1):
                 raise InvalidArgumentError(
                     f"{label} must be a positive int or None; received {bound!r}.")
+        if sizeof is not None and not callable(sizeof):
+            raise ArgumentTypeError(
+                f"sizeof must be a callable value -> bytes or None; received "
+                f"{type(sizeof).__name__} {sizeof!r}.")
         self.max_bytes = max_bytes
         self.max_items = max_items
         self._sizeof = sizeof or measure_nbytes
@@ -166,6 +170,10 @@ class GPUTensorCache:
         Concurrent misses of one key run ``fn`` once: the other callers wait for its value.
         Each call counts one hit or one miss.
         """
+        if not callable(fn):
+            raise ArgumentTypeError(
+                f"get_or_compute needs a callable fn() that computes the value; received "
+                f"{type(fn).__name__} {fn!r}.")
         value = self.get(key, _MISSING)
         if value is not _MISSING:
             return value  # type: ignore[no-any-return]

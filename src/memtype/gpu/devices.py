@@ -23,19 +23,21 @@ from typing import Any
 
 from memtype.errors import DeviceError, InvalidArgumentError
 from memtype.frameworks import (
+    CPU,
+    GPU_KIND,
     Adapter,
     Device,
     Framework,
     get_framework,
     gpu_adapters,
     gpu_index,
+    iter_frameworks,
     load_adapter,
     loaded_frameworks,
 )
-from memtype.frameworks import _hooks as hooks
 
-__all__ = ["GPUInfo", "GPUManager", "GpuId", "assign", "get_gpu_manager", "select_device",
-           "visible_devices"]
+__all__ = ["GPUInfo", "GPUManager", "GpuId", "as_device", "assign", "get_gpu_manager",
+           "select_device", "visible_devices"]
 
 GpuId = int | str | Device
 """How a managed GPU is named wherever memtype takes a ``gpu_id``: its index (``0``), its name
@@ -173,9 +175,7 @@ class _Nvml:
 
 def _probe(fw: Framework, adapter: Adapter, index: int) -> GPUInfo:
     """One device as a framework's adapter describes it (may start its runtime there)."""
-    describe = hooks.device_properties(adapter)
-    assert describe is not None  # callers pick adapters that have it
-    p = describe(index)
+    p = adapter.device_properties(index)  # callers pick adapters that describe devices
     return GPUInfo(index, p.name, p.total_bytes, p.free_bytes, p.compute_capability, p.uuid,
                    fw.name)
 
@@ -186,7 +186,7 @@ def _describers() -> Iterator[tuple[Framework, Adapter]]:
     An adapter without ``device_properties`` is never probed (JAX's would start its backend,
     which preallocates most of the GPU's memory)."""
     return ((fw, a) for fw, a in gpu_adapters(started=False)
-            if hooks.device_properties(a) is not None)
+            if a.describes_devices)
 
 
 def _framework_gpus() -> tuple[str, list[GPUInfo]]:
@@ -353,6 +353,36 @@ def _check_index(gpu_id: object, count: int) -> int:
         have = f"only GPUs 0..{count - 1} are visible" if count else "no GPU is visible"
         raise DeviceError(f"GPU {gpu_id} was requested, but {have}.")
     return index
+
+
+def as_device(value: GpuId) -> Device:
+    """The device of any kind that ``value`` names: a :class:`~memtype.frameworks.Device`,
+    its name (``"cpu"``, ``"cuda:0"``, ``"opencl:1"``: any kind of the framework table), or
+    a managed GPU's index (``0`` is ``"cuda:0"``).
+
+    Raises
+    ------
+    DeviceError
+        Anything else (a kind no framework has, a negative index, a bool...), naming it.
+    """
+    if isinstance(value, Device):
+        return value
+    if isinstance(value, str):
+        if value == "cpu":
+            return CPU
+        kind, _, digits = value.partition(":")
+        kinds = {GPU_KIND} | {fw.gpu_kind for fw in iter_frameworks() if fw.gpu_kind}
+        if kind in kinds and digits.isdigit() and digits.isascii():
+            return Device(kind, int(digits))
+        raise DeviceError(
+            f"A device name is 'cpu' or '<kind>:<index>' with a kind in "
+            f"{', '.join(sorted(kinds))}; received {value!r}.")
+    try:
+        return Device(GPU_KIND, gpu_index(value, allow_none=False))
+    except DeviceError:
+        raise DeviceError(
+            f"A device is a Device, its name ('cpu', '{GPU_KIND}:0', 'opencl:1') or a managed "
+            f"GPU's index; received {value!r}.") from None
 
 
 _manager: list[GPUManager] = []

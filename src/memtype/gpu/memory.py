@@ -34,8 +34,7 @@ from memtype.frameworks import (
     loaded_frameworks,
     managed_gpu,
 )
-from memtype.frameworks import _hooks as hooks
-from memtype.gpu.devices import GpuId, get_gpu_manager
+from memtype.gpu.devices import GpuId, as_device, get_gpu_manager
 
 __all__ = [
     "GIB",
@@ -151,8 +150,7 @@ def _described(device: Device, name: str, adapter: Adapter,
 
 def _properties(adapter: Adapter, index: int) -> DeviceProperties | None:
     """The adapter's ``device_properties(index)``; None when it has none."""
-    describe = hooks.device_properties(adapter)
-    return None if describe is None else describe(index)
+    return adapter.device_properties(index) if adapter.describes_devices else None
 
 
 def device_memory(gpu_id: GpuId | None = None) -> DeviceMemory:
@@ -318,21 +316,29 @@ def memory_pressure(gpu_id: GpuId | None = None) -> float:
     return device_memory(gpu_id).pressure
 
 
-def device_pressure(device: Device) -> float | None:
+def device_pressure(device: GpuId) -> float | None:
     """How full one device of any kind is, or None when nothing says.
 
     Parameters
     ----------
-    device : Device
+    device : Device, str or int
         A managed GPU (``memory_pressure``), another accelerator (``1 - free / total`` from
-        the adapter's ``device_properties`` of a loaded framework on that kind), or the host.
+        the adapter's ``device_properties`` of a loaded framework on that kind), or the host;
+        a ``Device``, its name (``"cuda:0"``, ``"opencl:1"``, ``"cpu"``) or a managed GPU's
+        index (see :func:`memtype.gpu.as_device`).
 
     Returns
     -------
     float or None
         The used fraction in [0, 1]; None for an accelerator whose framework reports no sizes
         (pyclesperanto's OpenCL devices report none), so callers fall back to their budgets.
+
+    Raises
+    ------
+    DeviceError
+        ``device`` names no device.
     """
+    device = as_device(device)
     if not device.is_gpu:
         return _host().pressure
     if device.is_managed_gpu:
@@ -378,8 +384,8 @@ def cap_framework_memory(limit_bytes: int | None, gpu_id: GpuId = 0,
     for name in names:
         if not get_framework(name).managed_gpu:
             continue
-        cap = hooks.set_memory_cap(load_adapter(name))
-        if cap is not None:
-            cap(gpu_id, limit_bytes, total)
+        adapter = load_adapter(name)
+        if adapter.caps_memory:
+            adapter.set_memory_cap(gpu_id, limit_bytes, total)
             capped.append(name)
     return capped

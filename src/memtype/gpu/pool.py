@@ -20,6 +20,7 @@ import numpy as np
 from memtype.convert import convert, target_device
 from memtype.errors import (
     AllocationKeyError,
+    ArgumentTypeError,
     DeviceError,
     InvalidArgumentError,
     MemoryBudgetError,
@@ -28,6 +29,7 @@ from memtype.frameworks import (
     CPU,
     Device,
     get_framework,
+    gpu_index,
     managed_gpu,
 )
 from memtype.gpu._budget import (
@@ -39,7 +41,7 @@ from memtype.gpu._budget import (
     empty_caches,
 )
 from memtype.gpu.cache import measure_nbytes
-from memtype.gpu.devices import get_gpu_manager
+from memtype.gpu.devices import GpuId, as_device, get_gpu_manager
 from memtype.gpu.memory import cap_framework_memory
 from memtype.types import MemoryTypeLike
 
@@ -56,8 +58,9 @@ class GPUMemoryManager:
     max_memory_fraction : float, optional
         The most this manager may hold on a device, as a fraction (0, 1] of its total memory
         (host memory for host arrays; not applied to OpenCL devices, whose total is unknown).
-    gpu_id : int, optional
-        The default ``gpu_id`` of :meth:`allocate`.
+    gpu_id : int, str or Device, optional
+        The default ``gpu_id`` of :meth:`allocate` (``0``, ``"cuda:0"`` or
+        ``Device("cuda", 0)``).
 
     Notes
     -----
@@ -74,16 +77,23 @@ class GPUMemoryManager:
     """
 
     def __init__(self, *, limit_bytes: int | None = None,
-                 max_memory_fraction: float | None = None, gpu_id: int | None = None) -> None:
+                 max_memory_fraction: float | None = None,
+                 gpu_id: GpuId | None = None) -> None:
         if limit_bytes is not None:
             check_limit(limit_bytes)
+        if max_memory_fraction is not None and (
+                isinstance(max_memory_fraction, bool)
+                or not isinstance(max_memory_fraction, (int, float))):
+            raise ArgumentTypeError(
+                f"max_memory_fraction must be a float in (0, 1] or None; received "
+                f"{type(max_memory_fraction).__name__} {max_memory_fraction!r}.")
         if max_memory_fraction is not None and not 0.0 < max_memory_fraction <= 1.0:
             raise InvalidArgumentError(
                 f"max_memory_fraction must be in (0, 1]; received {max_memory_fraction!r}."
             )
         self.limit_bytes = limit_bytes
         self.max_memory_fraction = max_memory_fraction
-        self.gpu_id = gpu_id
+        self.gpu_id = gpu_index(gpu_id)
         self._lock = threading.RLock()
         self._live: dict[int, Allocation] = {}
         self._used: dict[str, int] = {}
@@ -103,12 +113,14 @@ class GPUMemoryManager:
                 limits.append(int(total * self.max_memory_fraction))
         return min(limits) if limits else None
 
-    def used_bytes(self, device: Device | str | None = None) -> int:
-        """Bytes held on ``device`` (``"cuda:0"``, ``"cpu"``...), or on every device."""
+    def used_bytes(self, device: GpuId | None = None) -> int:
+        """Bytes held on ``device`` (a ``Device``, ``"cuda:0"``, ``"cpu"``, a GPU index: see
+        :func:`memtype.gpu.as_device`), or on every device."""
+        key = None if device is None else str(as_device(device))
         with self._lock:
-            if device is None:
+            if key is None:
                 return sum(self._used.values())
-            return self._used.get(str(device), 0)
+            return self._used.get(key, 0)
 
     def _check_device(self, device: Device) -> None:
         """Hook for subclasses bound to one device."""
@@ -125,7 +137,7 @@ class GPUMemoryManager:
         self._used[key] = used + nbytes
 
     def allocate(self, shape: int | Sequence[int], dtype: Any, memory_type: MemoryTypeLike,
-                 source: str = "default", gpu_id: int | None = None) -> Any:
+                 source: str = "default", gpu_id: GpuId | None = None) -> Any:
         """A zero-filled array of ``memory_type``, tracked under ``source``.
 
         Parameters
@@ -136,8 +148,9 @@ class GPUMemoryManager:
         memory_type : MemoryType or str
         source : str
             The label :meth:`stats` groups this allocation under.
-        gpu_id : int, optional
-            The GPU (types with GPUs); None uses the manager's ``gpu_id``, and without one the
+        gpu_id : int, str or Device, optional
+            The GPU (types with GPUs): ``0``, ``"cuda:0"`` or ``Device("cuda", 0)``; None
+            uses the manager's ``gpu_id``, and without one the
             type's default (host for torch, JAX and TensorFlow; GPU 0 for cupy).
 
         Returns
@@ -153,8 +166,12 @@ class GPUMemoryManager:
             The allocation would exceed the budget on its device (also a ``MemoryError``).
         """
         fw = get_framework(memory_type)
+        if not isinstance(source, str):
+            raise ArgumentTypeError(
+                f"source must be a str (the label stats() groups by); received "
+                f"{type(source).__name__} {source!r}.")
         dims, dt = as_shape(shape), as_dtype(dtype)
-        gid = self.gpu_id if gpu_id is None else gpu_id
+        gid = self.gpu_id if gpu_id is None else gpu_index(gpu_id)
         try:
             device = target_device(fw, CPU, gid)
         except DeviceError as exc:
@@ -270,6 +287,10 @@ class GPUMemoryManager:
         GPUMemoryManager
             This manager.
         """
+        if not isinstance(empty_cache, bool):
+            raise ArgumentTypeError(
+                f"empty_cache must be a bool; received {type(empty_cache).__name__} "
+                f"{empty_cache!r}.")
         stack: list[list[Allocation]] = self._scopes.__dict__.setdefault("stack", [])
         stack.append([])
         try:
@@ -291,8 +312,9 @@ class GPUMemoryPool(GPUMemoryManager):
     limit_bytes : int
         The most the pool's allocations may hold together; also the cap :meth:`apply_caps`
         puts on cupy's memory pool and torch's caching allocator.
-    gpu_id : int or None
-        The GPU. None budgets host memory instead (host arrays only; no caps), which lets
+    gpu_id : int, str, Device or None
+        The GPU (``0``, ``"cuda:0"`` or ``Device("cuda", 0)``). None budgets host memory
+        instead (host arrays only; no caps), which lets
         the same code run on a machine without GPU.
 
     Raises
@@ -306,7 +328,7 @@ class GPUMemoryPool(GPUMemoryManager):
     once started; configure them before first use (``memtype.gpu.configure``).
     """
 
-    def __init__(self, limit_bytes: int, gpu_id: int | None = 0) -> None:
+    def __init__(self, limit_bytes: int, gpu_id: GpuId | None = 0) -> None:
         check_limit(limit_bytes)
         self.device = CPU if gpu_id is None else managed_gpu(get_gpu_manager().get(gpu_id).index)
         super().__init__(limit_bytes=limit_bytes, gpu_id=gpu_id)
@@ -361,13 +383,15 @@ _pools: dict[Device, GPUMemoryPool] = {}
 _pools_lock = threading.Lock()
 
 
-def get_gpu_memory_pool(gpu_id: int | None = None, limit_bytes: int | None = None) -> GPUMemoryPool:
+def get_gpu_memory_pool(gpu_id: GpuId | None = None,
+                        limit_bytes: int | None = None) -> GPUMemoryPool:
     """The process-wide pool of one device (created on first use, thread-safe).
 
     Parameters
     ----------
-    gpu_id : int, optional
-        The GPU; None means GPU 0, or the host when there is no GPU.
+    gpu_id : int, str or Device, optional
+        The GPU (``0``, ``"cuda:0"`` or ``Device("cuda", 0)``); None means GPU 0, or the
+        host when there is no GPU.
     limit_bytes : int, optional
         Set the pool's budget. A new pool defaults to the device's total memory.
 
