@@ -123,6 +123,37 @@ def test_pipeline_renames_repeated_steps() -> None:
     assert [s.name for s in pipe.steps] == ["np_project", "np_project_2", "np_project_3"]
 
 
+def test_pipeline_leaves_the_callers_steps_as_they_are() -> None:
+    step = FunctionStep(np_project)
+    twice = Pipeline([step, step])
+    assert [s.name for s in twice.steps] == ["np_project", "np_project_2"]
+    assert step.name == "np_project"  # the caller's step: one object, never renamed
+    assert [s.name for s in Pipeline([step]).steps] == ["np_project"]  # nothing leaks
+
+
+def test_a_repeated_name_never_becomes_another_steps_name() -> None:
+    pipe = Pipeline([np_project, np_project, FunctionStep(np_project, name="np_project_2")])
+    assert [s.name for s in pipe.steps] == ["np_project", "np_project_3", "np_project_2"]
+
+
+@pytest.mark.requires("torch")
+def test_plan_and_run_write_nothing_onto_the_callers_steps(plate_dir: Path,
+                                                            tmp_path: Path) -> None:
+    both = FunctionStep(mt.variants(numpy=lambda x: x * 2, torch=lambda x: x * 2), name="d",
+                        dtype_conversion=mt.DtypeConversion.NATIVE_OUTPUT)
+    project = FunctionStep(np_project, materialize=True)
+    before = [dict(vars(s)) for s in (both, project)]
+    kwargs = dict(both.kwargs)
+    pipeline = Pipeline([both, project, both, project])
+    plan = pipeline.plan(plate_dir)
+    assert set(plan.choices) == {"d", "d_2"}
+    report = pipeline.run(plate_dir, tmp_path / "out")
+    report.raise_for_failures()
+    assert {"d", "np_project", "d_2", "np_project_2"} <= {s.name for s in report.steps}
+    assert [dict(vars(s)) for s in (both, project)] == before
+    assert both.kwargs == kwargs and both.name == "d" and project.name == "np_project"
+
+
 # -- running -----------------------------------------------------------------------------
 def _run(plate_dir: Path, out: Path, steps: list[Any], **kw: Any) -> RunReport:
     fmt = kw.pop("output_format", "zarr")

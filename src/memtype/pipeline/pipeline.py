@@ -40,14 +40,21 @@ def _as_step(step: FunctionStep | Callable[..., Any]) -> FunctionStep:
     return step if isinstance(step, FunctionStep) else FunctionStep(step)
 
 
-def _unique_names(steps: Sequence[FunctionStep]) -> None:
-    """Rename repeated step names ``name``, ``name_2``... (they key summaries and outputs)."""
-    seen: dict[str, int] = {}
+def _own_steps(steps: Sequence[FunctionStep]) -> list[FunctionStep]:
+    """The pipeline's own copies of the steps, named uniquely (names key plans, summaries,
+    outputs and tables): a repeated name becomes ``name_2``, ``name_3``..., never a name
+    another step has. The caller's steps are left as they are."""
+    declared = {step.name for step in steps}
+    taken: set[str] = set()
+    own = []
     for step in steps:
-        count = seen.get(step.name, 0) + 1
-        seen[step.name] = count
-        if count > 1:
-            step.name = f"{step.name}_{count}"
+        name, count = step.name, 1
+        while name in taken or (count > 1 and name in declared):
+            count += 1
+            name = f"{step.name}_{count}"
+        taken.add(name)
+        own.append(step.with_name(name))
+    return own
 
 
 class Pipeline:
@@ -87,8 +94,7 @@ class Pipeline:
         if output_format not in ("zarr", "tiff"):
             raise InvalidArgumentError(
                 f"output_format must be 'zarr' or 'tiff'; received {output_format!r}.")
-        self.steps: list[FunctionStep] = [_as_step(s) for s in steps]
-        _unique_names(self.steps)
+        self.steps: list[FunctionStep] = _own_steps([_as_step(s) for s in steps])
         self.pattern = FilenamePattern(pattern)
         self.task_by = tuple(task_by)
         self.output_format = output_format

@@ -172,6 +172,13 @@ class FunctionStep:
             return func if isinstance(func, Variants) else None
         return None
 
+    def with_name(self, name: str) -> FunctionStep:
+        """A copy of this step named ``name``; the step itself is left as it is."""
+        named = copy.copy(self)
+        named.name = name
+        named.kwargs = dict(self.kwargs)
+        return named
+
     def with_implementation(self, memory_type: str) -> FunctionStep:
         """A copy of this step that runs its ``memory_type`` implementation.
 
