@@ -372,6 +372,14 @@ class TestZarrStoreUncompressedImageChunks(TestZarrStore):
         return ZarrStore(tmp_path / "plate.zarr", codec="none", chunks="image")
 
 
+class TestZarrStoreOmeZarr04(TestZarrStore):
+    """The same plate in OME-Zarr 0.4 (zarr v2)."""
+
+    def make_store(self, tmp_path: Path) -> Store:
+        return ZarrStore(tmp_path / "plate.zarr", rows="AB", columns=range(1, 13),
+                         ome_version="0.4")
+
+
 class TestTieredStore(StoreContract):
     def make_store(self, tmp_path: Path) -> Store:
         return TieredStore(budget_bytes=1 << 30, spill_dir=str(tmp_path / "spill"))
@@ -384,12 +392,12 @@ class TestTieredStoreAlwaysSpilling(StoreContract):
         return TieredStore(budget_bytes=0, spill_dir=str(tmp_path / "spill"))
 
 
-def test_importing_and_using_storage_loads_no_heavy_module() -> None:
+def test_importing_and_using_storage_loads_no_heavy_module(tmp_path: Path) -> None:
     """memtype.storage imports zarr, tifffile, pillow and frameworks only when they are used."""
     code = (
-        "import sys, tempfile, numpy as np\n"
+        "import sys, numpy as np\n"
         "from memtype.storage import BACKENDS, DiskStore, FileManager, MemoryStore\n"
-        "d = DiskStore(tempfile.mkdtemp())\n"
+        "d = DiskStore(sys.argv[1])\n"
         "d.save(np.zeros(3), 'a.npy'); d.load('a.npy'); d.save({'a': 1}, 'm.json')\n"
         "m = MemoryStore(); m.save(np.zeros(3), 'a'); m.load('a')\n"
         "FileManager({'d': d, 'm': m}).list_files('', 'd')\n"
@@ -397,6 +405,6 @@ def test_importing_and_using_storage_loads_no_heavy_module() -> None:
         "         'PIL', 'numcodecs', 'ome_zarr')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "d")],
+                          capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -52,6 +52,8 @@ class OutputSpec:
     rows: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
     pyramid_levels: int = 1
+    ome_version: str = "0.5"
+    """OME-Zarr version of the plates: ``"0.5"`` (zarr v3) or ``"0.4"`` (zarr v2)."""
 
     def _disk(self) -> Any:
         """A DiskStore on the output directory."""
@@ -140,7 +142,7 @@ class OutputSpec:
             if self.image_format == "zarr":
                 _write_zarr(os.path.join(self.root, location), self.rows, self.columns,
                             FilenamePattern(self.pattern).fields, items,
-                            self.pyramid_levels if final else 1, done)
+                            self.pyramid_levels if final else 1, done, self.ome_version)
             else:
                 _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items, done)
         finally:
@@ -155,7 +157,8 @@ class OutputSpec:
         disk = self._disk()
         for location, path in reversed(written):
             if self.image_format == "zarr":
-                plate = ZarrStore(os.path.join(self.root, location))
+                plate = ZarrStore(os.path.join(self.root, location),
+                                  ome_version=self.ome_version)
                 if plate.exists(path):
                     plate.delete(path)
             elif disk.exists(path):
@@ -262,10 +265,10 @@ def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
 
 def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: Sequence[str],
                 items: Sequence[Item], pyramid_levels: int = 1,
-                written: list[str] | None = None) -> None:
-    """Write a group's stacks into an OME-Zarr plate, one complete image per field, with up
-    to ``pyramid_levels`` resolution levels (fewer where the image is too small); each field
-    saved is appended to ``written``."""
+                written: list[str] | None = None, ome_version: str = "0.5") -> None:
+    """Write a group's stacks into an OME-Zarr plate (of ``ome_version``), one complete
+    image per field, with up to ``pyramid_levels`` resolution levels (fewer where the image
+    is too small); each field saved is appended to ``written``."""
     from memtype.storage import ZarrStore
 
     roles = zarr_roles(fields)
@@ -276,7 +279,7 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
             values = dict(key)
             site = str(values[site_field]) if site_field else "0"
             by_field.setdefault((str(values["well"]), site), []).append((values, plane))
-    plate = ZarrStore(path, rows=rows, columns=columns)
+    plate = ZarrStore(path, rows=rows, columns=columns, ome_version=ome_version)
     for (well, site), planes in by_field.items():
         row, column = split_well(well)
         image, axes, names = _field_image(planes, roles)

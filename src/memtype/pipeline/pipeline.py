@@ -77,6 +77,9 @@ class Pipeline:
         Resolution levels of each final OME-Zarr field (default 1): level k halves Y and X
         k times (block means), capped where an image gets too small. Channel names come
         from the pattern's channel field (``"channel 2"``).
+    ome_version : {"0.5", "0.4"}
+        OME-Zarr version of the plates written (``output_format="zarr"``): 0.5 (zarr v3,
+        the default) or 0.4 (zarr v2, what Fiji, MoBIE and OMERO open).
 
     Examples
     --------
@@ -88,7 +91,7 @@ class Pipeline:
     def __init__(self, steps: Sequence[FunctionStep | Callable[..., Any]], *,
                  pattern: str = DEFAULT_PATTERN, task_by: Sequence[str] = ("well",),
                  output_format: str = "zarr", name: str = "pipeline",
-                 pyramid_levels: int = 1) -> None:
+                 pyramid_levels: int = 1, ome_version: str = "0.5") -> None:
         if not steps:
             raise InvalidArgumentError("A pipeline needs at least one step.")
         if output_format not in ("zarr", "tiff"):
@@ -104,6 +107,10 @@ class Pipeline:
             raise InvalidArgumentError(
                 f"pyramid_levels must be an int >= 1; received {pyramid_levels!r}.")
         self.pyramid_levels = pyramid_levels
+        if ome_version not in ("0.5", "0.4"):
+            raise InvalidArgumentError(
+                f"ome_version must be '0.5' or '0.4'; received {ome_version!r}.")
+        self.ome_version = ome_version
 
     def __repr__(self) -> str:
         names = ", ".join(s.name for s in self.steps)
@@ -318,7 +325,8 @@ class Pipeline:
                 "or use output_format='tiff'.")
         wells = {str(r.get("well")) for t in tasks for r in t.records}
         rows, columns = _plate_grid(wells, plate)
-        return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels)
+        return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels,
+                          ome_version=self.ome_version)
 
     def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
                  bar: Progress) -> list[GroupResult]:

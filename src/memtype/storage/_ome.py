@@ -1,4 +1,4 @@
-"""OME-Zarr 0.5 (zarr v3) plate metadata for the ZarrStore: documents, names, locked updates.
+"""OME-Zarr plate metadata for the ZarrStore: documents, names, locked updates.
 
 Layout (``root`` is the plate)::
 
@@ -9,6 +9,8 @@ Layout (``root`` is the plate)::
     root/A/1/0/0/zarr.json          level-0 array, chunks under root/A/1/0/0/c/...
     root/.memtype-locks/            lock files (ignored by zarr and OME readers)
 
+That is OME-Zarr 0.5 (zarr v3); in 0.4 (zarr v2) each ``zarr.json`` is a ``.zgroup`` and a
+``.zattrs`` (see :mod:`memtype.storage._ngff`, which reads and writes the attributes for both).
 Every metadata document is replaced atomically (temporary file + rename), so readers never
 see a torn one. Updates that read, modify and write a document hold a file lock: the well's
 own lock for its image list, the plate lock only when a well gains its first image or
@@ -27,30 +29,10 @@ from memtype.storage._atomic import temp_name
 from memtype.storage._formats import as_numpy
 from memtype.storage._plate_paths import PlatePaths, group_at, remove_at, rename_at
 from memtype.storage._pyramid import datasets
-from memtype.storage._readers import CorruptFile
 from memtype.storage.base import natural_key, natural_sorted
 
-NGFF_VERSION = "0.5"
 AXIS_TYPES = {"t": "time", "c": "channel", "z": "space", "y": "space", "x": "space"}
 DEFAULT_AXES = {2: "yx", 3: "zyx", 4: "czyx", 5: "tczyx"}
-
-
-CODECS = ("blosc-lz4", "blosc-zstd", "zstd", "none")
-
-
-def compressors(codec: str, level: int | None) -> Any:
-    """zarr v3 compressor codecs for a codec name."""
-    from zarr.codecs import BloscCodec, ZstdCodec
-
-    if codec == "none":
-        return None
-    if codec == "blosc-lz4":
-        return (BloscCodec(cname="lz4", clevel=5 if level is None else level, shuffle="shuffle"),)
-    if codec == "blosc-zstd":
-        return (BloscCodec(cname="zstd", clevel=3 if level is None else level, shuffle="shuffle"),)
-    if codec == "zstd":
-        return (ZstdCodec(level=3 if level is None else level),)
-    raise StoreFormatError(f"Unknown codec {codec!r}. Expected one of: {', '.join(CODECS)}.")
 
 
 def chunk_shape(chunks: str | Sequence[int], shape: tuple[int, ...], key: str) -> tuple[int, ...]:
@@ -94,26 +76,21 @@ def _hint(dtype: Any) -> str:
     return ""
 
 
-def group_doc(ome: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A zarr v3 group metadata document, with ``ome`` attributes if given."""
-    attributes = {"ome": {"version": NGFF_VERSION, **ome}} if ome else {}
-    return {"zarr_format": 3, "node_type": "group", "attributes": attributes}
+def plate_doc(name: str, rows: Sequence[str], columns: Sequence[str],
+              version: str) -> dict[str, Any]:
+    """OME attributes of an empty plate with declared rows and columns.
 
-
-def plate_doc(name: str, rows: Sequence[str], columns: Sequence[str]) -> dict[str, Any]:
-    """Metadata of an empty plate with declared rows and columns.
-
-    ``ome.plate`` carries its own ``version`` too: the 0.5 specification requires it
-    there (ome-zarr-models warns without it), besides ``ome.version``.
+    ``plate`` carries its own ``version``: 0.4 keeps it there, and the 0.5 specification
+    requires it there too (ome-zarr-models warns without it), besides ``ome.version``.
     """
-    plate = {"version": NGFF_VERSION, "name": name, "rows": [{"name": r} for r in rows],
+    plate = {"version": version, "name": name, "rows": [{"name": r} for r in rows],
              "columns": [{"name": c} for c in columns], "wells": []}
-    return group_doc({"plate": plate})
+    return {"plate": plate}
 
 
 def well_doc(images: Iterable[str]) -> dict[str, Any]:
-    """Metadata of a well holding the given image (field) paths."""
-    return group_doc({"well": {"images": [{"path": p} for p in images]}})
+    """OME attributes of a well holding the given image (field) paths."""
+    return {"well": {"images": [{"path": p} for p in images]}}
 
 
 def check_axes(axes: str | None, ndim: int, key: str) -> str:
@@ -140,7 +117,7 @@ def check_axes(axes: str | None, ndim: int, key: str) -> str:
 
 def image_doc(axes: str, scale: Sequence[float] | None, unit: str | None,
               key: str, levels: int = 1, omero: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Metadata of a field group: one multiscale, level k at path ``k``; channel names."""
+    """OME attributes of a field group: one multiscale, level k at path ``k``; channels."""
     scale = [1.0] * len(axes) if scale is None else [float(s) for s in scale]
     if len(scale) != len(axes) or any(not s > 0 for s in scale):
         raise StoreFormatError(
@@ -154,28 +131,7 @@ def image_doc(axes: str, scale: Sequence[float] | None, unit: str | None,
             axis["unit"] = unit
         axis_list.append(axis)
     multiscale = {"name": key, "axes": axis_list, "datasets": datasets(scale, levels)}
-    return group_doc({"multiscales": [multiscale], **({"omero": omero} if omero else {})})
-
-
-def ome_attrs(doc: dict[str, Any]) -> dict[str, Any]:
-    """The ``ome`` attributes of a group document ({} when absent)."""
-    attributes = doc.get("attributes", {})
-    attrs = attributes.get("ome", {}) if isinstance(attributes, dict) else None
-    if not isinstance(attrs, dict):
-        raise CorruptFile(
-            "Metadata with 'attributes' or 'attributes.ome' that is not a JSON object "
-            "(tampered); expected objects.")
-    return attrs
-
-
-def array_header(doc: dict[str, Any]) -> tuple[tuple[int, ...], str]:
-    """(shape, data type name) of a zarr v3 array document, checked (not coerced)."""
-    shape, dtype = doc["shape"], doc["data_type"]
-    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-        raise CorruptFile(f"array 'shape' {shape!r} is not a list of non-negative ints")
-    if not isinstance(dtype, str):
-        raise CorruptFile(f"array 'data_type' {dtype!r} is not a data type name")
-    return tuple(shape), dtype
+    return {"multiscales": [multiscale], **({"omero": omero} if omero else {})}
 
 
 def well_lock_name(well: str) -> str:
@@ -185,8 +141,8 @@ def well_lock_name(well: str) -> str:
 
 def well_images(paths: PlatePaths, well: str) -> list[str]:
     """The image paths a well's metadata lists."""
-    doc = paths.read_json(f"{well}/zarr.json")
-    return [i["path"] for i in ome_attrs(doc).get("well", {}).get("images", [])]
+    ome = paths.layout.read_ome(paths, well)
+    return [i["path"] for i in ome.get("well", {}).get("images", [])]
 
 
 def edit_well_images(paths: PlatePaths, well: str, add: str | None, remove: str | None,
@@ -211,8 +167,7 @@ def edit_well_images(paths: PlatePaths, well: str, add: str | None, remove: str 
 
 def set_well_images(paths: PlatePaths, well: str, images: Iterable[str], fsync: bool) -> None:
     """Replace a well's image list (the caller holds the well lock)."""
-    paths.write_json(f"{well}/zarr.json", well_doc(natural_sorted(images)), overwrite=True,
-                     fsync=fsync)
+    paths.layout.write_ome(paths, well, well_doc(natural_sorted(images)), fsync=fsync)
 
 
 def update_plate_wells(paths: PlatePaths, add: Iterable[str], remove: Iterable[str],
@@ -222,17 +177,17 @@ def update_plate_wells(paths: PlatePaths, add: Iterable[str], remove: Iterable[s
     if not add and not remove:
         return
     with paths.lock("plate"):
-        doc = paths.read_json("zarr.json")
-        plate = ome_attrs(doc)["plate"]
+        ome = paths.layout.read_ome(paths, "")
+        plate = ome["plate"]
         wells = {w["path"] for w in plate.get("wells", [])}
         new = (wells | add) - remove
         if new == wells:
             return
-        doc["attributes"]["ome"]["plate"] = _plate_with_wells(plate, new)
-        paths.write_json("zarr.json", doc, overwrite=True, fsync=fsync, indent=None)
+        ome["plate"] = _plate_with_wells(plate, new, paths.layout.version)
+        paths.layout.write_ome(paths, "", ome, fsync=fsync, indent=None)
 
 
-def _plate_with_wells(plate: dict[str, Any], wells: set[str]) -> dict[str, Any]:
+def _plate_with_wells(plate: dict[str, Any], wells: set[str], version: str) -> dict[str, Any]:
     """``plate`` listing exactly ``wells`` in plate order; rows and columns extended as
     needed (rows in plate order: ``Z`` before ``AA``), ``version`` set. Linear in the wells:
     it runs whenever a well gets its first image."""
@@ -251,29 +206,29 @@ def _plate_with_wells(plate: dict[str, Any], wells: set[str]) -> dict[str, Any]:
                        "columnIndex": column_index[column]}
                       for well, (row, column) in parts.items()),
                      key=lambda e: (e["rowIndex"], e["columnIndex"]))  # plate order
-    return {**plate, "version": NGFF_VERSION, "rows": [{"name": r} for r in rows],
+    return {**plate, "version": version, "rows": [{"name": r} for r in rows],
             "columns": [{"name": c} for c in columns], "wells": entries}
 
 
 def write_image(paths: PlatePaths, key: str, levels: Sequence[Any], axes: str,
-                doc: dict[str, Any], chunks: tuple[int, ...], compressors: Any) -> None:
+                doc: dict[str, Any], chunks: tuple[int, ...], codec: str,
+                level: int | None) -> None:
     """Write a complete field group at the new ``key`` (its arrays, level 0 first, then its
     metadata), every file through the plate's :class:`~memtype.storage._beneath_zarr.
     BeneathStore`."""
     import zarr
 
+    layout = paths.layout
+    options = layout.array_options(axes, codec, level)
     paths.makedirs(key)
     store = paths.zarr_store(key)
     for k, a in enumerate(levels):
         arr = zarr.create_array(
             store=store, name=str(k), shape=a.shape, dtype=a.dtype,
             chunks=tuple(min(c, max(s, 1)) for c, s in zip(chunks, a.shape)),
-            compressors=compressors, fill_value=0, dimension_names=tuple(axes),
-            chunk_key_encoding={"name": "default", "separator": "/"}, zarr_format=3,
-            config={"write_empty_chunks": True},
-        )
+            fill_value=0, config={"write_empty_chunks": True}, **options)
         arr[...] = a
-    paths.write_json(f"{key}/zarr.json", doc, overwrite=True, fsync=False)
+    layout.write_ome(paths, key, doc, fsync=False)  # zarr made the group: its metadata replaced
 
 
 def commit_field(paths: PlatePaths, tmp: str, key: str, overwrite: bool, fsync: bool) -> None:
@@ -283,7 +238,7 @@ def commit_field(paths: PlatePaths, tmp: str, key: str, overwrite: bool, fsync: 
     trash = None
     with paths.directory(well) as fd:
         with paths.lock(well_lock_name(well)):
-            kind = group_at(fd, field)
+            kind = group_at(fd, field, paths.layout.marker)
             if kind:
                 if not overwrite:
                     raise StoreExistsError(

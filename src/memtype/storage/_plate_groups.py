@@ -22,8 +22,9 @@ def ensure_plate(paths: PlatePaths, name: str, rows: Sequence[str], columns: Seq
     if paths.exists(""):
         return
     os.makedirs(paths.root, exist_ok=True)
-    paths.write_json("zarr.json", _ome.plate_doc(name, rows, columns), overwrite=False,
-                     fsync=fsync)
+    layout = paths.layout
+    layout.create_group(paths, "", _ome.plate_doc(name, rows, columns, layout.version),
+                        fsync=fsync)
 
 
 def ensure_groups(paths: PlatePaths, parts: list[str], parents: bool, fsync: bool) -> None:
@@ -38,8 +39,8 @@ def ensure_groups(paths: PlatePaths, parts: list[str], parents: bool, fsync: boo
                 f"No {('row', 'well')[depth - 1]} at {key!r} in the plate {paths.root!r}; "
                 "create it with ensure_directory or pass parents=True."
             )
-        doc = _ome.group_doc() if depth == 1 else _ome.well_doc([])
-        paths.write_json(f"{key}/zarr.json", doc, overwrite=False, fsync=fsync)
+        paths.layout.create_group(paths, key, None if depth == 1 else _ome.well_doc([]),
+                                  fsync=fsync)
 
 
 def remove(paths: PlatePaths, key: str, parts: list[str], fsync: bool) -> None:

@@ -34,6 +34,7 @@ from memtype.storage._readers import decoding
 
 if TYPE_CHECKING:
     from memtype.storage._beneath_zarr import BeneathStore
+    from memtype.storage._ngff import Layout
 
 __all__ = ["PlatePaths", "LEVELS", "LOCK_DIR"]
 
@@ -45,12 +46,14 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOC
 
 
 class PlatePaths:
-    """Checks keys of the plate at ``root`` and does every file operation below it."""
+    """Checks keys of the plate at ``root`` and does every file operation below it;
+    ``layout`` is the plate's OME-Zarr version (which file makes a group)."""
 
-    def __init__(self, root: str, follow_outside: bool) -> None:
+    def __init__(self, root: str, follow_outside: bool, layout: Layout) -> None:
         self.root = root
         self.follow_outside = follow_outside
         self.resolver = Resolver(root, follow_outside)
+        self.layout = layout
 
     # -- keys --------------------------------------------------------------------------------
     def parts(self, key: str) -> list[str]:
@@ -106,7 +109,8 @@ class PlatePaths:
 
     def exists(self, key: str) -> bool:
         """Whether a group (plate, row, well or field) exists at ``key``."""
-        return self.is_file(posixpath.join(key, "zarr.json") if key else "zarr.json")
+        marker = self.layout.marker
+        return self.is_file(posixpath.join(key, marker) if key else marker)
 
     def children(self, key: str) -> list[str]:
         """Names of the groups directly under ``key`` (no temporaries, no lock directory;
@@ -306,12 +310,12 @@ def remove_at(dir_fd: int | None, name: str) -> bool:
     return True
 
 
-def group_at(dir_fd: int | str, name: str) -> bool | None:
+def group_at(dir_fd: int | str, name: str, marker: str) -> bool | None:
     """Whether entry ``name`` of an open directory is a group directory (None: missing;
-    a link or a directory without ``zarr.json`` is False). Nothing is followed."""
+    a link or a directory without the group ``marker`` file is False). Nothing is followed."""
     if isinstance(dir_fd, str):
         full = os.path.join(dir_fd, name)
-        return os.path.isfile(os.path.join(full, "zarr.json")) if os.path.lexists(full) else None
+        return os.path.isfile(os.path.join(full, marker)) if os.path.lexists(full) else None
     try:
         fd = os.open(name, DIR_FLAGS | NOFOLLOW, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -321,7 +325,7 @@ def group_at(dir_fd: int | str, name: str) -> bool | None:
             return False  # a link or a file
         raise
     try:
-        st = lstat_at("zarr.json", fd)
+        st = lstat_at(marker, fd)
     finally:
         os.close(fd)
     return st is not None and stat.S_ISREG(st.st_mode)

@@ -1,4 +1,4 @@
-"""ZarrStore: an OME-Zarr 0.5 plate (zarr v3) behind the Store interface.
+"""ZarrStore: an OME-Zarr 0.5 (zarr v3) or 0.4 (zarr v2) plate behind the Store interface.
 
 >>> from memtype.storage import ZarrStore
 >>> plate = ZarrStore("/data/run1.zarr", rows="ABCDEFGH", columns=range(1, 13))  # doctest: +SKIP
@@ -10,7 +10,9 @@ Paths are ``row/column/field`` (alphanumeric names): the plate root, a row (``"B
 well (``"B/3"``) are directories; a field (``"B/3/0"``) is a file holding one image with
 2 to 5 dimensions ([T][C][Z] Y X; axes default to ``yx``, ``zyx``, ``czyx``, ``tczyx``). Each
 field is a multiscale image with level 0 at ``<field>/0`` and axes metadata, readable by
-the ``ome-zarr`` reader and napari.
+the ``ome-zarr`` reader and napari. ``ome_version="0.4"`` writes OME-Zarr 0.4 (zarr v2:
+``.zgroup``/``.zattrs``/``.zarray``), which Fiji, MoBIE and OMERO read; an existing plate is
+opened in the version it was written in.
 
 Performance and safety
 ----------------------
@@ -53,7 +55,7 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
-from memtype.storage import _ome, _plate_groups, _pyramid
+from memtype.storage import _ngff, _ome, _plate_groups, _pyramid
 from memtype.storage._atomic import temp_name
 from memtype.storage._plate_paths import PlatePaths, check_name
 from memtype.storage._readers import decoding
@@ -63,7 +65,7 @@ __all__ = ["ZarrStore"]
 
 
 class ZarrStore(Store):
-    """An OME-Zarr plate: ``row/column/field`` images in zarr v3.
+    """An OME-Zarr plate: ``row/column/field`` images in zarr v3 (OME-Zarr 0.5) or v2 (0.4).
 
     Parameters
     ----------
@@ -87,6 +89,9 @@ class ZarrStore(Store):
         Refuse writes and deletes.
     follow_symlinks_outside : bool
         Follow symbolic links that lead out of the plate (default: ``StorePathError``).
+    ome_version : {"0.5", "0.4"}, optional
+        The OME-Zarr version of a new plate (default ``"0.5"``, zarr v3; ``"0.4"`` is zarr
+        v2). An existing plate keeps its own; asking another raises ``StoreFormatError``.
     """
 
     registry_name = "zarr"
@@ -96,14 +101,17 @@ class ZarrStore(Store):
                  columns: Iterable[Any] | None = None, name: str | None = None,
                  codec: str = "blosc-lz4", level: int | None = None,
                  chunks: str | Sequence[int] = "plane", fsync: bool = False,
-                 read_only: bool = False, follow_symlinks_outside: bool = False) -> None:
+                 read_only: bool = False, follow_symlinks_outside: bool = False,
+                 ome_version: str | None = None) -> None:
         require("zarr", "ZarrStore (OME-Zarr plates)")  # before anything is created
         super().__init__(root, read_only=read_only)
         self.follow_symlinks_outside = bool(follow_symlinks_outside)
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise StorePathError(f"Plate root {self.root!r} is a file; expected a directory.")
-        _ome.compressors(codec, level)
-        self._paths = PlatePaths(self.root, self.follow_symlinks_outside)
+        _ngff.check_codec(codec)
+        self._paths = PlatePaths(self.root, self.follow_symlinks_outside,
+                                 _ngff.layout_for(ome_version or "0.5"))
+        self._open_layout(ome_version)
         self.rows = [str(r) for r in rows] if rows is not None else []
         self.columns = [str(c) for c in columns] if columns is not None else []
         for r in self.rows:
@@ -120,7 +128,25 @@ class ZarrStore(Store):
         return {"root": self.root, "rows": self.rows or None, "columns": self.columns or None,
                 "name": self.name, "codec": self.codec, "level": self.level,
                 "chunks": self.chunks, "fsync": self.fsync, "read_only": self.read_only,
-                "follow_symlinks_outside": self.follow_symlinks_outside}
+                "follow_symlinks_outside": self.follow_symlinks_outside,
+                "ome_version": self.ome_version}
+
+    @property
+    def ome_version(self) -> str:
+        """The plate's OME-Zarr version: ``"0.5"`` (zarr v3) or ``"0.4"`` (zarr v2)."""
+        return self._paths.layout.version
+
+    def _open_layout(self, asked: str | None) -> None:
+        """Take the version of an existing plate (StoreFormatError if another was asked)."""
+        found = _ngff.detect(self._paths) if os.path.isdir(self.root) else None
+        if found is None:
+            return
+        if asked is not None and asked != found.version:
+            raise StoreFormatError(
+                f"The plate {self.root!r} is OME-Zarr {found.version}; ome_version={asked!r} "
+                "was asked. Open it without ome_version (or with its own), or write to a new "
+                "plate.")
+        self._paths.layout = found
 
     @staticmethod
     def field_path(row: str, column: str | int, field: str | int = 0) -> str:
@@ -189,7 +215,7 @@ class ZarrStore(Store):
         names = None if channel_names is None else _pyramid.omero(channel_names, a, ax, key)
         doc = _ome.image_doc(ax, scale, unit, key, levels, names)
         shape = _ome.chunk_shape(self.chunks if chunks is None else chunks, a.shape, key)
-        compressors = _ome.compressors(codec or self.codec, self.level if level is None else level)
+        _ngff.check_codec(codec or self.codec)
         parts = key.split("/")
         self._ensure_groups(parts[:2], parents)
         if not overwrite and self._paths.exists(key):
@@ -197,7 +223,7 @@ class ZarrStore(Store):
         tmp = f"{parts[0]}/{parts[1]}/{temp_name('', parts[2])}"
         try:
             _ome.write_image(self._paths, tmp, _pyramid.pyramid(a, levels, downsample), ax, doc,
-                             shape, compressors)
+                             shape, codec or self.codec, self.level if level is None else level)
             with self._paths.metadata(key):
                 _ome.commit_field(self._paths, tmp, key, overwrite, self.fsync)
         finally:
@@ -229,7 +255,8 @@ class ZarrStore(Store):
             with self._paths.metadata(key):
                 level = self._resolution(key, resolution)
                 arr = zarr.open_array(store=self._paths.zarr_store(key, read_only=True),
-                                      path=level, mode="r", zarr_format=3)
+                                      path=level, mode="r",
+                                      zarr_format=self._paths.layout.zarr_format)
             return self._read(arr, index, key)
 
     def _read(self, arr: Any, index: Any, key: str) -> Any:
@@ -245,7 +272,7 @@ class ZarrStore(Store):
 
     def _resolution(self, key: str, resolution: object) -> str:
         """The path of pyramid level ``resolution`` of field ``key``; an error if absent."""
-        doc = _ome.ome_attrs(self._paths.read_json(f"{key}/zarr.json"))
+        doc = self._paths.layout.read_ome(self._paths, key)
         paths = [d["path"] for d in doc["multiscales"][0]["datasets"]]
         if isinstance(resolution, bool) or not isinstance(resolution, int) \
                 or not 0 <= resolution < len(paths):
@@ -295,14 +322,14 @@ class ZarrStore(Store):
         key, parts = self._parts(path)
         if not self._paths.exists(key):
             raise StoreNotFoundError(f"Nothing at {key or self.root!r} in the plate.")
-        mtime = self._paths.stat(f"{key}/zarr.json" if key else "zarr.json").st_mtime
+        marker = self._paths.layout.marker
+        mtime = self._paths.stat(f"{key}/{marker}" if key else marker).st_mtime
         if len(parts) < 3:
             return StoreStat(key, True, 0, mtime)
         import numpy as np
 
         with self._paths.metadata(key):
-            meta = self._paths.read_json(f"{key}/0/zarr.json")
-            shape, name = _ome.array_header(meta)
+            shape, name = self._paths.layout.array_header(self._paths, f"{key}/0")
             dtype = np.dtype(name)
         return StoreStat(key, False, int(np.prod(shape)) * dtype.itemsize, mtime, shape,
                          str(dtype))

@@ -1,0 +1,47 @@
+"""What a pipeline run writes, as viewers and the OME tools read it (issue 24)."""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import memtype as mt
+from memtype.errors import InvalidArgumentError
+from memtype.pipeline import Pipeline
+from memtype.pipeline.synthetic import SyntheticPlate
+from memtype.storage import ZarrStore
+from tests.pipeline_support import write_plate
+
+pytestmark = pytest.mark.requires("zarr")
+
+
+@mt.numpy
+def _project(stack: np.ndarray) -> np.ndarray:
+    return stack.max(axis=0, keepdims=True)
+
+
+@pytest.mark.requires("ome_zarr_models")
+@pytest.mark.parametrize("version", ["0.5", "0.4"])
+def test_a_run_writes_the_ome_zarr_version_asked(tmp_path: Path, version: str) -> None:
+    import zarr
+
+    plate = SyntheticPlate(wells=3, sites=1, channels=2, z_planes=2, size=32, cells=(1, 1))
+    src = write_plate(tmp_path / "in", plate)
+    report = Pipeline([_project], ome_version=version, pyramid_levels=2).run(
+        src, tmp_path / "out")
+    assert report.ok, report.summary()
+    out = ZarrStore(report.outputs["images"], read_only=True)
+    assert out.ome_version == version and len(out.list_files("", recursive=True)) == 3
+    hcs = importlib.import_module(f"ome_zarr_models.v0{version[-1]}.hcs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hcs.HCS.from_zarr(zarr.open_group(report.outputs["images"], mode="r"))
+
+
+def test_an_unknown_ome_version_is_refused_before_the_run() -> None:
+    with pytest.raises(InvalidArgumentError, match="ome_version must be '0.5' or '0.4'"):
+        Pipeline([_project], ome_version="0.6")
