@@ -69,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="address of a dask scheduler (implies --executor dask)")
     run.add_argument("--pattern", default=None,
                      help="file-name pattern, e.g. '{well}_s{site}_c{channel}_z{z}.tif'")
+    _add_layout_option(run)
     run.add_argument("--max-failures", type=int, default=DEFAULT_MAX_FAILURES, metavar="N",
                      help="stop when the first N groups all fail with the same error "
                           f"(default {DEFAULT_MAX_FAILURES}; 0: never stop early); a full "
@@ -88,6 +89,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="replace --output even if memtype did not write it "
                            "(deletes everything in it)")
     run.set_defaults(func=_cmd_run)
+
+    inspect = subparsers.add_parser(
+        "inspect", help="what a plate holds: layout, wells, sites, channels, z, t, missing",
+        description="Summarise a plate folder before a run: its layout, plate size, wells, "
+                    "sites, channels (names), z, t, image dtype and shape, pixel size, images "
+                    "missing and total size. Reads one image's header, no pixel data.")
+    inspect.add_argument("input", metavar="DIR", help="the plate folder")
+    inspect.add_argument("--pattern", default=None,
+                         help="file-name pattern (reads the folder by pattern)")
+    _add_layout_option(inspect)
+    inspect.set_defaults(func=_cmd_inspect)
+
+
+def _add_layout_option(p: argparse.ArgumentParser) -> None:
+    """--layout."""
+    from memtype.pipeline.readers import LAYOUTS
+
+    p.add_argument("--layout", choices=list(LAYOUTS), default=None,
+                   help="read the input as this layout (default: detected)")
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    """``memtype inspect``."""
+    from memtype.pipeline.inspection import inspect_plate
+
+    summary = inspect_plate(args.input, layout=args.layout, pattern=args.pattern)
+    try:
+        from rich.console import Console
+    except ImportError:  # rich is optional (memtype[all]): plain text then
+        print(summary.table())
+    else:
+        Console(soft_wrap=True).print(summary.rich_table())
+    return 0
 
 
 def _check_workers(args: argparse.Namespace) -> None:
@@ -179,9 +213,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CommandError(str(exc)) from None
     pipeline = load_pipeline_file(args.pipeline_file)
+    try:
+        reader = pipeline.reader(args.input, args.pattern, args.layout)
+    except ValueError as exc:  # an unknown layout, or --pattern with a vendor layout
+        raise CommandError(str(exc)) from None
+    print(f"memtype: reading {args.input} as {reader.layout} (from "
+          f"{reader.metadata.detected_from})", file=sys.stderr)
     if args.plan:
         try:
-            print(pipeline.plan(args.input, pattern=args.pattern).table())
+            print(pipeline.plan(reader).table())
         except ValueError as exc:  # configuration, or no chain of implementations
             raise CommandError(str(exc)) from None
         return 0
@@ -189,9 +229,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                            "to do the rest")
     executor = "dask" if args.scheduler else args.executor
     try:
-        report = pipeline.run(args.input, args.output, executor=executor, workers=args.workers,
+        report = pipeline.run(reader, args.output, executor=executor, workers=args.workers,
                               scheduler=args.scheduler, resume=args.resume,
-                              overwrite=args.overwrite, pattern=args.pattern,
+                              overwrite=args.overwrite,
                               progress=args.progress,
                               overwrite_foreign=args.overwrite_foreign, plate=args.plate,
                               max_failures=args.max_failures)

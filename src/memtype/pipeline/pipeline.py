@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.frameworks import get_framework
@@ -23,14 +23,11 @@ from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.requirements import check_frameworks
 from memtype.pipeline.runner import RunContext, execute_group
-from memtype.pipeline.sources import (
-    PathOrStore,
-    find_images,
-    input_store,
-    is_store,
-    output_inside_input,
-)
+from memtype.pipeline.sources import PathOrStore, is_store, output_inside_input
 from memtype.pipeline.steps import FunctionStep, GroupTask
+
+if TYPE_CHECKING:
+    from memtype.pipeline.readers import Reader
 
 __all__ = ["Pipeline"]
 
@@ -99,6 +96,7 @@ class Pipeline:
                 f"output_format must be 'zarr' or 'tiff'; received {output_format!r}.")
         self.steps: list[FunctionStep] = _own_steps([_as_step(s) for s in steps])
         self.pattern = FilenamePattern(pattern)
+        self._pattern_given = pattern != DEFAULT_PATTERN  # else the layout is detected
         self.task_by = tuple(task_by)
         self.output_format = output_format
         self.name = name
@@ -126,8 +124,10 @@ class Pipeline:
 
         return get_gpu_manager().count > 0
 
-    def tasks(self, source: PathOrStore, pattern: str | None = None) -> list[GroupTask]:
-        """The groups a run over ``source`` would process, in order.
+    def tasks(self, source: PathOrStore, pattern: str | None = None,
+              layout: str | None = None) -> list[GroupTask]:
+        """The groups a run over ``source`` would process, in order (``pattern`` and
+        ``layout`` as in :meth:`run`).
 
         Raises
         ------
@@ -138,13 +138,30 @@ class Pipeline:
         ValueError
             ``task_by`` names a field the pattern does not have.
         """
-        compiled = FilenamePattern(pattern) if pattern else self.pattern
-        return self._tasks(input_store(source), compiled, None)
+        return self._tasks(self.reader(source, pattern, layout), None)
 
-    def _tasks(self, store: Any, pattern: FilenamePattern,
-               exclude: str | None) -> list[GroupTask]:
-        """The groups of the images in ``store``."""
-        records = find_images(store, pattern, exclude)
+    def reader(self, source: PathOrStore, pattern: str | None = None,
+               layout: str | None = None) -> Reader:
+        """The reader of ``source``: ``layout``'s; with ``pattern`` (or a pipeline made with
+        one) the pattern's; else the detected layout's (see :mod:`memtype.pipeline.readers`).
+
+        Raises
+        ------
+        StoreNotFoundError
+            ``source`` is not an existing directory (a ``FileNotFoundError``).
+        InvalidArgumentError
+            An unknown layout, or ``pattern`` with a vendor layout (a ``ValueError``).
+        """
+        from memtype.pipeline.readers import open_input
+
+        if pattern:
+            return open_input(source, layout, FilenamePattern(pattern))
+        given = self._pattern_given and layout in (None, "pattern")
+        return open_input(source, layout, self.pattern if given else None)
+
+    def _tasks(self, reader: Reader, exclude: str | None) -> list[GroupTask]:
+        """The groups of the reader's images."""
+        records = reader.records(exclude)
         return [GroupTask(k, tuple(v)) for k, v in group_records(records, self.task_by).items()]
 
     def run(self, source: PathOrStore, output: str | os.PathLike[str], *,
@@ -155,13 +172,16 @@ class Pipeline:
             intermediate_budget: int | None = None,
             overwrite_foreign: bool = False,
             budgets: Mapping[str, int] | None = None,
-            plate: int | None = None) -> RunReport:
+            plate: int | None = None, layout: str | None = None) -> RunReport:
         """Run every step on every group and write the results.
 
         Parameters
         ----------
-        source : path or Store
-            The input images: a directory, or any :class:`~memtype.storage.Store`.
+        source : path, Store or Reader
+            The input images: a plate directory in any layout memtype reads (detected; see
+            ``docs/inputs.md``), any :class:`~memtype.storage.Store` (read by pattern), or a
+            reader (:mod:`memtype.pipeline.readers`). ``report.input`` says which layout was
+            read and what its metadata holds.
         output : path
             The output directory: ``plate.zarr`` (or ``images/``), one ``<table>.csv`` per
             side output, and ``.memtype/`` (the record of finished groups for ``resume``).
@@ -177,7 +197,10 @@ class Pipeline:
             Delete an existing output first, if an earlier run wrote it (it holds
             ``.memtype/done``); a directory memtype did not write is refused.
         pattern : str, optional
-            Overrides the pipeline's file-name pattern.
+            Overrides the pipeline's file-name pattern (and reads by pattern).
+        layout : str, optional
+            Reads the input as this layout (``"imagexpress"``, ``"phenix"``, ``"ome-zarr"``,
+            ``"ome-tiff"``, ``"pattern"``) instead of detecting it.
         progress : bool or Progress, optional
             Show a progress bar (default: when stderr is a terminal).
         intermediate_budget : int, optional
@@ -216,9 +239,10 @@ class Pipeline:
             group runs; a step with several implementations just loses those).
         """
         start = time.perf_counter()
-        store = input_store(source)
-        compiled = FilenamePattern(pattern) if pattern else self.pattern
-        tasks = self._tasks(store, compiled, output_inside_input(store, os.fspath(output)))
+        store = self.reader(source, pattern, layout)
+        compiled = store.pattern
+        tasks = self._tasks(store, output_inside_input(store, os.fspath(output)))
+        metadata = store.metadata  # read here: the workers receive it with the reader
         out = self._output_spec(os.fspath(output), compiled, tasks, plate)
         check_frameworks(self.steps)  # before the output is touched or any group runs
         out.prepare(resume=resume, overwrite=overwrite,
@@ -243,11 +267,12 @@ class Pipeline:
         outputs = out.finish([t.key for t in tasks])
         report = RunReport.collect(names, [*skipped, *results], time.perf_counter() - start,
                                    ex.describe(), outputs)
-        report.plan, report.plan_note = plan, note
+        report.plan, report.plan_note, report.input = plan, note, metadata
         return report
 
     def plan(self, source: PathOrStore | Sequence[Any] | Any, *, pattern: str | None = None,
-             gpu_id: int | None = None, budgets: Mapping[str, int] | None = None) -> Plan:
+             gpu_id: int | None = None, budgets: Mapping[str, int] | None = None,
+             layout: str | None = None) -> Plan:
         """Plan a run: each step's implementation, the conversions, the peak memory.
 
         Parameters
@@ -257,6 +282,8 @@ class Pipeline:
             the first image's dtype; or the images of one stack.
         pattern : str, optional
             Overrides the pipeline's file-name pattern.
+        layout : str, optional
+            Reads the input as this layout instead of detecting it (see :meth:`run`).
         gpu_id : int, optional
             The GPU the run would use.
         budgets : dict of str to int, optional
@@ -282,10 +309,9 @@ class Pipeline:
             A step can run only in frameworks that cannot be imported.
         """
         check_frameworks(self.steps)
-        if isinstance(source, (str, os.PathLike)) or is_store(source):
-            compiled = FilenamePattern(pattern) if pattern else self.pattern
-            store = input_store(source)
-            shapes, dtype = group_shapes(store, self._tasks(store, compiled, None)[0],
+        if isinstance(source, (str, os.PathLike)) or is_store(source) or _is_reader(source):
+            store = self.reader(source, pattern, layout)
+            shapes, dtype = group_shapes(store, self._tasks(store, None)[0],
                                          self.steps[0])
         else:
             shapes, dtype = image_shapes(source)
@@ -369,6 +395,13 @@ def _plate_grid(wells: set[str], plate: int | None = None
     parts = [split_well(w) for w in wells]
     rows = sorted({r for r, _ in parts}, key=lambda r: (len(r), r))
     return tuple(rows), tuple(str(c) for c in sorted({c for _, c in parts}))
+
+
+def _is_reader(source: object) -> bool:
+    """Whether ``source`` is a plate reader."""
+    from memtype.pipeline.readers import Reader
+
+    return isinstance(source, Reader)
 
 
 def _gpu_count() -> int:

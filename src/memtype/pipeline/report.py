@@ -11,6 +11,7 @@ from memtype.pipeline.patterns import Key, key_label, key_order
 
 if TYPE_CHECKING:
     from memtype.pipeline.planning import Plan
+    from memtype.pipeline.readers import PlateMetadata
 
 __all__ = ["StepStats", "GroupResult", "RunReport", "Fallback"]
 
@@ -172,6 +173,9 @@ class RunReport:
     retried : list of StepStats
         Per step, the figures of the attempts that ran out of memory and were run again
         with the next-best plan (not in ``steps``: those count the attempts that finished).
+    input : PlateMetadata or None
+        The input's layout (``input.layout``), what showed it (``input.detected_from``), and
+        its metadata: channel names, pixel size, plate size, images missing.
     """
 
     groups: list[GroupResult]
@@ -182,6 +186,7 @@ class RunReport:
     plan: Plan | None = None
     plan_note: str | None = None
     retried: list[StepStats] = field(default_factory=list)
+    input: PlateMetadata | None = None
 
     @classmethod
     def collect(cls, step_names: Sequence[str], groups: Iterable[GroupResult], wall: float,
