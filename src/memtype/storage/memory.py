@@ -41,9 +41,10 @@ def copy_value(value: Any) -> Any:
 
     NumPy copies are returned read-only (the store owns them); a masked array keeps its
     mask (copied, read-only too). Arrays of every other framework are copied by their
-    adapter's ``copy``, immutable ones included: a JAX array can still be freed by its owner
-    (``x.delete()``, a donated ``jax.jit`` argument), a ``tf.Variable`` reassigned, and an
-    MLX copy is evaluated before it is kept.
+    adapter's ``copy`` (an MLX copy is evaluated before it is kept), immutable ones too
+    unless their adapter has a ``readonly_view`` nobody can change later (TensorFlow: a
+    tensor as it is, a ``tf.Variable``'s current value): a JAX array is immutable but its
+    owner can free it (``x.delete()``, a donated ``jax.jit`` argument).
 
     Raises
     ------
@@ -63,7 +64,10 @@ def copy_value(value: Any) -> Any:
         return _deep_copy(value)
     from memtype.frameworks import load_adapter
 
-    return load_adapter(name).copy(value)
+    adapter = load_adapter(name)
+    if adapter.immutable and adapter.has_readonly_view:
+        return adapter.readonly_view(value)
+    return adapter.copy(value)
 
 
 def _frozen_masked(out: np.ma.MaskedArray[Any, Any]) -> np.ma.MaskedArray[Any, Any]:
