@@ -119,3 +119,15 @@ def test_copy_false_keeps_a_jax_reference() -> None:
     store, x = MemoryStore(), jnp.arange(3.0)
     store.save(x, "x", copy=False)
     assert store.load("x") is x
+
+
+@pytest.mark.requires("tensorflow")
+@pytest.mark.parametrize("make", [MemoryStore, lambda: TieredStore(1 << 20)],
+                         ids=["memory", "tiered"])
+def test_a_saved_tf_tensor_is_kept_as_it_is(make: Any) -> None:
+    """Nobody can change or free a TensorFlow tensor: keeping it costs no copy."""
+    import tensorflow as tf
+
+    store, t = make(), tf.constant([1.0, 2.0])
+    store.save(t, "t")
+    assert store.load("t") is t
