@@ -1,4 +1,4 @@
-"""memtype: move arrays between NumPy, CuPy, PyTorch, TensorFlow, JAX and pyclesperanto.
+"""memtype: move arrays between the frameworks of its table (NumPy, PyTorch, CuPy, JAX...).
 
 Importing memtype loads no framework and sets no environment variable; each framework is
 imported the first time a conversion needs it.
@@ -33,7 +33,7 @@ _LAZY: dict[str, str] = {
     "gpu": "memtype.gpu",
     "storage": "memtype.storage",
     "pipeline": "memtype.pipeline",
-    "variants": "memtype.pipeline",
+    "variants": "memtype.pipeline.variants",
     "chain": "memtype.chaining",
     "frameworks": "memtype.frameworks",
     "dtypes": "memtype.dtypes",
@@ -77,7 +77,7 @@ def __getattr__(name: str) -> Any:
         # not cached here, so that unregistering the framework removes it again
         return getattr(importlib.import_module("memtype.decorators"), name)
     module = importlib.import_module(target)
-    value = module if target.endswith("." + name) else getattr(module, name)
+    value = module if target == f"memtype.{name}" else getattr(module, name)
     globals()[name] = value
     return value
 

@@ -8,7 +8,7 @@ while this stream may still read it); ``handoff.release(y)`` marks results hande
 On exit the caller's stream waits for ours, so the caller can use the results at once.
 
 This holds on any accelerator kind whose adapter has the stream functions (CUDA, a plug-in
-accelerator). Frameworks without them (NumPy, JAX, TensorFlow, pyclesperanto) and host
+accelerator). Frameworks without them (the adapter's ``has_streams`` is False) and host
 devices get a hand-off that does nothing. CuPy has no ``record_stream``; its pool only reuses a
 freed block on the stream that freed it, and the exit wait orders the rest.
 """

@@ -164,7 +164,7 @@ class TieredStore(TreeStore):
         Parameters
         ----------
         data : array
-            NumPy, CuPy, torch, TensorFlow, JAX or pyclesperanto array.
+            An array of any framework in the table (``memtype.frameworks.known_names()``).
         path : str or os.PathLike
             Destination key.
         overwrite, parents : bool
