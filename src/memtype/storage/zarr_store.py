@@ -179,7 +179,8 @@ class ZarrStore(Store):
              scale: Sequence[float] | None = None, unit: str | None = None,
              codec: str | None = None, level: int | None = None,
              chunks: str | Sequence[int] | None = None, pyramid_levels: int = 1,
-             downsample: str = "mean", channel_names: Sequence[str] | None = None) -> None:
+             downsample: str = "mean", channel_names: Sequence[str] | None = None,
+             channel_colors: Sequence[str] | None = None) -> None:
         """Write one image to the field ``row/column/field``.
 
         Parameters
@@ -205,15 +206,25 @@ class ZarrStore(Store):
             How a level is halved: 2 x 2 block means rounded to the dtype (intensities), or
             every other pixel (labels and masks: no new values).
         channel_names : sequence of str, optional
-            One name per channel (needs a ``c`` axis); written as OME ``omero`` metadata.
+            One name per channel (needs a ``c`` axis; default ``"channel 0"``...).
+        channel_colors : sequence of str, optional
+            One colour per channel, ``"RRGGBB"`` (default: white for one channel, else
+            green, magenta, cyan, yellow, red, blue).
+
+        Notes
+        -----
+        Every image gets OME ``omero`` metadata: per channel its name, colour and a display
+        window from robust percentiles (0.1, 99.9) of the lowest pyramid level, sampled at
+        most 512 pixels a side, so viewers open each channel with its own contrast.
         """
         self._require_writable("save", path)
         key = self._field(path)
         a = _ome.as_image(data, key)
         ax = _ome.check_axes(axes, a.ndim, key)
         levels = _pyramid.check_levels(pyramid_levels, downsample, a.shape, key)
-        names = None if channel_names is None else _pyramid.omero(channel_names, a, ax, key)
-        doc = _ome.image_doc(ax, scale, unit, key, levels, names)
+        pyramid = _pyramid.pyramid(a, levels, downsample)
+        omero = _pyramid.omero(channel_names, channel_colors, pyramid, ax, key)
+        doc = _ome.image_doc(ax, scale, unit, key, levels, omero)
         shape = _ome.chunk_shape(self.chunks if chunks is None else chunks, a.shape, key)
         _ngff.check_codec(codec or self.codec)
         parts = key.split("/")
@@ -222,8 +233,8 @@ class ZarrStore(Store):
             raise StoreExistsError(f"{key!r} already exists; pass overwrite=True to replace it.")
         tmp = f"{parts[0]}/{parts[1]}/{temp_name('', parts[2])}"
         try:
-            _ome.write_image(self._paths, tmp, _pyramid.pyramid(a, levels, downsample), ax, doc,
-                             shape, codec or self.codec, self.level if level is None else level)
+            _ome.write_image(self._paths, tmp, pyramid, ax, doc, shape, codec or self.codec,
+                             self.level if level is None else level)
             with self._paths.metadata(key):
                 _ome.commit_field(self._paths, tmp, key, overwrite, self.fsync)
         finally:
