@@ -28,7 +28,7 @@ _DYES = ((frozenset({"dapi", "hoechst", "bfp"}), "0000FF"),
          (frozenset({"rfp", "mcherry", "tritc", "cy3", "af568", "alexa568", "594"}), "FF0000"),
          (frozenset({"cy5", "af647", "alexa647", "647"}), "FF00FF"))
 """Stains named in a channel name, and the colour viewers conventionally give them."""
-_SAMPLE = 512
+_SAMPLE = 256
 _PERCENTILES = (0.1, 99.9)
 
 

@@ -215,7 +215,7 @@ class ZarrStore(Store):
         -----
         Every image gets OME ``omero`` metadata: per channel its name, colour and a display
         window from robust percentiles (0.1, 99.9) of the lowest pyramid level, sampled at
-        most 512 pixels a side, so viewers open each channel with its own contrast.
+        most 256 pixels a side, so viewers open each channel with its own contrast.
         """
         self._require_writable("save", path)
         key = self._field(path)
