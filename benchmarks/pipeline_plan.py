@@ -31,7 +31,7 @@ import torch  # noqa: F401  (import order: torch before anything that loads tens
 
 import memtype as mt
 from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import FunctionStep, Pipeline, Variants
 
 
 def _cle() -> Any:
@@ -63,7 +63,7 @@ FIXED = ["numpy", "torch", "jax", "pyclesperanto", "numpy", "torch"]
 
 def variant_steps() -> list[FunctionStep]:
     """The six steps, each with its four implementations."""
-    return [FunctionStep(impls, name=name) for name, impls in IMPLS]
+    return [FunctionStep(Variants(impls), name=name) for name, impls in IMPLS]
 
 
 def run_chain(steps: list[FunctionStep], stack: np.ndarray[Any, Any]) -> Any:

@@ -90,7 +90,7 @@ def _check_prediction(report: Any) -> None:
 @pytest.mark.filterwarnings("ignore::memtype.gpu.OOMRecoveryWarning")
 def test_group_out_of_memory_in_torch_falls_back_to_numpy(plate_dir: Path, tmp_path: Path,
                                                           limit: dict[str, float]) -> None:
-    scale = FunctionStep({"torch": scale_torch, "numpy": scale_np}, name="scale", **NATIVE)
+    scale = FunctionStep(mt.variants(torch=scale_torch, numpy=scale_np), name="scale", **NATIVE)
     report = Pipeline([scale, FunctionStep(torch_only, **NATIVE)]).run(plate_dir, tmp_path / "o")
     report.raise_for_failures()
     assert report.plan is not None and report.plan.choices == {"scale": "torch"}
@@ -108,7 +108,7 @@ def test_group_out_of_memory_in_torch_falls_back_to_numpy(plate_dir: Path, tmp_p
 @pytest.mark.filterwarnings("ignore::memtype.gpu.OOMRecoveryWarning")
 def test_fallback_is_deterministic(plate_dir: Path, tmp_path: Path,
                                    limit: dict[str, float]) -> None:
-    scale = FunctionStep({"torch": scale_torch, "numpy": scale_np}, name="scale", **NATIVE)
+    scale = FunctionStep(mt.variants(torch=scale_torch, numpy=scale_np), name="scale", **NATIVE)
     pipeline = Pipeline([scale, FunctionStep(torch_only, **NATIVE)])
     runs = [pipeline.run(plate_dir, tmp_path / f"o{i}", executor=ex)
             for i, ex in enumerate(["inline", "threads"])]
@@ -118,7 +118,7 @@ def test_fallback_is_deterministic(plate_dir: Path, tmp_path: Path,
 
 def test_an_error_that_is_not_out_of_memory_does_not_fall_back(plate_dir: Path,
                                                                tmp_path: Path) -> None:
-    scale = FunctionStep({"torch": broken_torch, "numpy": scale_np}, name="scale", **NATIVE)
+    scale = FunctionStep(mt.variants(torch=broken_torch, numpy=scale_np), name="scale", **NATIVE)
     report = Pipeline([scale, FunctionStep(torch_only, **NATIVE)]).run(plate_dir, tmp_path / "o")
     assert len(report.failed) == 2 and report.fallbacks == []
     assert "ValueError: a bug, not memory" in (report.failed[0].error or "")
@@ -128,7 +128,7 @@ def test_an_error_that_is_not_out_of_memory_does_not_fall_back(plate_dir: Path,
 @pytest.mark.filterwarnings("ignore::memtype.gpu.OOMRecoveryWarning")
 def test_out_of_memory_on_the_opencl_device_moves_that_step_to_the_host(
         plate_dir: Path, tmp_path: Path, limit: dict[str, float]) -> None:
-    scale = FunctionStep({"pyclesperanto": scale_cle, "numpy": scale_np}, name="scale",
+    scale = FunctionStep(mt.variants(pyclesperanto=scale_cle, numpy=scale_np), name="scale",
                          **NATIVE)
     report = Pipeline([scale, FunctionStep(cle_only, **NATIVE)]).run(plate_dir, tmp_path / "o")
     report.raise_for_failures()
@@ -182,7 +182,7 @@ def test_toy_device_allocator_out_of_memory_falls_back(toydev: Framework, plate_
     from tests import toydevice as tdv
 
     add = mt.memory_types("toydev", "toydev")(toy_add)
-    scale = FunctionStep({"toydev": toy_scale, "numpy": scale_np}, name="scale", **NATIVE)
+    scale = FunctionStep(mt.variants(toydev=toy_scale, numpy=scale_np), name="scale", **NATIVE)
     # the plan's trial runs on 3 x 32 x 32 (1.2 MB of workspace); the groups' 3 x 64 x 64
     # stacks need 4 x as much, more than the device has: ToyOutOfMemory from its allocator
     tdv.reset(capacity=3 << 20)
@@ -212,7 +212,7 @@ def test_planning_hands_the_device_memory_of_its_trials_back(toydev: Framework) 
     # store spilled (one reload more than predicted)
     from tests import toydevice as tdv
 
-    scale = FunctionStep({"toydev": toy_scale, "numpy": scale_np}, name="scale", **NATIVE)
+    scale = FunctionStep(mt.variants(toydev=toy_scale, numpy=scale_np), name="scale", **NATIVE)
     Pipeline([scale]).plan(np.zeros((3, 32, 32), np.uint16))
     assert tdv.DEVICES[0].peak >= 32 * 32 * 3 * WORKSPACE  # the trial ran on the device
     assert (tdv.DEVICES[0].held, tdv.DEVICES[0].cached) == (0, 0)
@@ -221,7 +221,7 @@ def test_planning_hands_the_device_memory_of_its_trials_back(toydev: Framework) 
 # -- planning for a device without room ----------------------------------------------------
 @pytest.mark.requires("pyclesperanto")
 def test_plan_with_a_budget_too_small_picks_the_host_and_says_why() -> None:
-    scale = FunctionStep({"pyclesperanto": scale_cle, "numpy": scale_np}, name="scale")
+    scale = FunctionStep(mt.variants(pyclesperanto=scale_cle, numpy=scale_np), name="scale")
     pipeline = Pipeline([FunctionStep(cle_only), scale])
     images = np.zeros((4, 32, 32), np.float32)
     device = pipeline.plan(images).phases[1].device
@@ -236,7 +236,7 @@ def test_plan_with_a_budget_too_small_picks_the_host_and_says_why() -> None:
 
 @pytest.mark.requires("pyclesperanto")
 def test_run_with_budgets_follows_the_plan(plate_dir: Path, tmp_path: Path) -> None:
-    scale = FunctionStep({"pyclesperanto": scale_cle, "numpy": scale_np}, name="scale",
+    scale = FunctionStep(mt.variants(pyclesperanto=scale_cle, numpy=scale_np), name="scale",
                          **NATIVE)
     pipeline = Pipeline([FunctionStep(cle_only, **NATIVE), scale])
     plan = pipeline.plan(plate_dir)

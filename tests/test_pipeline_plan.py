@@ -56,12 +56,12 @@ def cle_only(stack: Any) -> Any:
 
 
 def _scale_step(name: str = "scale", **kw: Any) -> FunctionStep:
-    return FunctionStep({"numpy": scale_np, "torch": scale_torch, "jax": scale_jax},
+    return FunctionStep(mt.variants(numpy=scale_np, torch=scale_torch, jax=scale_jax),
                         name=name, **NATIVE, **kw)
 
 
 # -- 1. steps with several implementations -------------------------------------------------
-def test_dict_keyed_by_memory_types_makes_variants() -> None:
+def test_declared_variants_make_a_step_with_implementations() -> None:
     step = _scale_step()
     assert isinstance(step.variants, Variants)
     assert list(step.variants) == ["numpy", "torch", "jax"]
@@ -86,6 +86,37 @@ def test_group_by_dict_still_routes() -> None:
     assert step.variants is None and step.routes is not None
 
 
+def test_a_dict_keyed_by_memory_types_is_a_routing_not_variants() -> None:
+    # issue 22 section 5: implementations are declared (mt.variants), never guessed from keys
+    with pytest.raises(mt.errors.InvalidArgumentError,
+                       match=r"needs group_by=.*keyed \['torch', 'numpy'\].*mt\.variants\("):
+        FunctionStep({"torch": scale_torch, "numpy": scale_np})
+    step = FunctionStep({"torch": torch_only, "numpy": numpy_only}, group_by="channel")
+    assert step.variants is None and step.routes is not None
+
+
+def test_an_unknown_memory_type_key_is_named() -> None:
+    # issue 21 item 18: {"pytorch": f} named only the missing group_by
+    with pytest.raises(mt.errors.InvalidArgumentError,
+                       match=r"'pytorch': not a memory type \(expected one of numpy, .*torch"):
+        FunctionStep({"pytorch": scale_torch})
+
+
+def test_mt_variants_names_an_unknown_memory_type() -> None:
+    with pytest.raises(mt.UnknownMemoryTypeError, match="pytorch"):
+        mt.variants(pytorch=scale_torch)
+
+
+def test_the_variants_module_is_not_shadowed() -> None:
+    import types
+
+    import memtype.pipeline
+    import memtype.pipeline.variants as module
+
+    assert isinstance(memtype.pipeline.variants, types.ModuleType)
+    assert mt.variants is module.variants and memtype.pipeline.Variants is module.Variants
+
+
 def test_unknown_implementation_is_refused() -> None:
     with pytest.raises(mt.errors.InvalidArgumentError, match="offers"):
         _scale_step().with_implementation("pyclesperanto")
@@ -108,7 +139,7 @@ def test_plan_ties_go_to_the_declared_order() -> None:
     images = np.zeros((3, 16, 16), np.float32)
     both = {"numpy": scale_np, "torch": scale_torch}
     for order in (["numpy", "torch"], ["torch", "numpy"]):
-        step = FunctionStep({k: both[k] for k in order}, name="scale", **NATIVE)
+        step = FunctionStep(Variants({k: both[k] for k in order}), name="scale", **NATIVE)
         pipeline = Pipeline([FunctionStep(torch_only, **NATIVE), step, numpy_only])
         assert pipeline.plan(images).choices == {"scale": order[0]}
 
@@ -120,7 +151,7 @@ def test_plan_of_one_step_stays_on_the_host_type() -> None:
 
 @pytest.mark.requires("pyclesperanto")
 def test_plan_avoids_device_copies() -> None:
-    step = FunctionStep({"pyclesperanto": cle_only, "numpy": numpy_only}, name="add")
+    step = FunctionStep(mt.variants(pyclesperanto=cle_only, numpy=numpy_only), name="add")
     plan = Pipeline([step]).plan([np.zeros((16, 16), np.float32)] * 2)
     assert plan.choices == {"add": "numpy"}
     assert f"pyclesperanto {2 * 2 * 16 * 16 * 4 * 8 + 2}," in plan.table()  # 2 host copies
@@ -146,7 +177,7 @@ def test_plan_refuses_a_2d_array() -> None:
 def test_run_matches_the_prediction_exactly(plate_dir: Path, tmp_path: Path,
                                             executor: str) -> None:
     # default dtype_conversion (PRESERVE_INPUT): every step keeps the stacks' dtype
-    scale = {"numpy": scale_np, "torch": scale_torch, "jax": scale_jax}
+    scale = mt.variants(numpy=scale_np, torch=scale_torch, jax=scale_jax)
     steps = [FunctionStep(cle_only), FunctionStep(scale, name="scale"), FunctionStep(torch_only),
              FunctionStep(numpy_only, materialize=True), FunctionStep(scale, name="scale2")]
     report = Pipeline(steps).run(plate_dir, tmp_path / "out", executor=executor)
@@ -434,8 +465,11 @@ def test_cli_run_plan_refuses_object_data_into_torch(plate_dir: Path, tmp_path: 
     out = tmp_path / "out"
     assert main(["run", str(file), "--input", str(plate_dir), "--output", str(out),
                  "--plan"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "numpy -> torch is not possible" in err[0]
+    err = capsys.readouterr().err
+    assert "Traceback" not in err  # one error line, no traceback
+    assert [line for line in err.splitlines() if "error:" in line] == [
+        line for line in err.splitlines() if "numpy -> torch is not possible" in line]
+    assert err.strip().splitlines()[-1].startswith("memtype run: error: No plan")
     assert main(["run", str(file), "--input", str(plate_dir), "--output", str(out)]) == 1
     assert "MemoryConversionError" in capsys.readouterr().err
 

@@ -87,7 +87,7 @@ def test_a_routed_step_with_a_missing_framework_is_refused(ghost: Framework,
 
 def test_a_variants_step_loses_the_missing_implementation(ghost: Framework, plate_dir: Path,
                                                           tmp_path: Path) -> None:
-    step = FunctionStep({"ghost": _double, "numpy": _double}, name="scale")
+    step = FunctionStep(mt.variants(ghost=_double, numpy=_double), name="scale")
     pipeline = Pipeline([step])
     plan = pipeline.plan(plate_dir)
     assert plan.choices == {"scale": "numpy"}

@@ -28,14 +28,13 @@ from memtype.pipeline.planning import Plan
 from memtype.pipeline.report import GroupResult, RunReport, StepStats
 from memtype.pipeline.steps import FunctionStep
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
-from memtype.pipeline.variants import Variants, variants
+from memtype.pipeline.variants import Variants
 
 __all__ = [
     "FunctionStep",
     "Pipeline",
     "Plan",
     "Variants",
-    "variants",
     "FilenamePattern",
     "ImageRecord",
     "DEFAULT_PATTERN",

@@ -33,6 +33,7 @@ from memtype.pipeline.pipeline import Pipeline
 from memtype.pipeline.report import RunReport
 from memtype.pipeline.steps import FunctionStep
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
+from memtype.pipeline.variants import Variants
 from memtype.types import DtypeConversion
 
 __all__ = [
@@ -220,8 +221,8 @@ def demo_pipeline(use_opencl: bool | None = None) -> Pipeline:
         FunctionStep(subtract_background, block=32, sigma=1.0),
         # three implementations: the planner projects where the data already is (JAX), so
         # only one plane, not the whole stack, crosses to the OpenCL device for the median
-        FunctionStep({"jax": max_project_jax, "numpy": max_project,
-                      **({"pyclesperanto": max_project_cle} if cle else {})},
+        FunctionStep(Variants({"jax": max_project_jax, "numpy": max_project,
+                               **({"pyclesperanto": max_project_cle} if cle else {})}),
                      name="max_project"),
         FunctionStep(denoise_cle if cle else denoise_numpy, name="denoise"),
         FunctionStep(count_blobs, outputs=("counts",), threshold=0.2, min_area=9),

@@ -297,7 +297,7 @@ class Pipeline:
         -------
         Plan
             Prints as a table; ``plan.choices`` names the implementation of every step that
-            offers several (``FunctionStep({"torch": f, "numpy": g})``, ``mt.variants``).
+            offers several (``FunctionStep(mt.variants(torch=f, numpy=g))``).
 
         Raises
         ------

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtype.errors import ArgumentTypeError, FieldError, InvalidArgumentError
-from memtype.frameworks import get_framework
+from memtype.frameworks import get_framework, is_registered, iter_frameworks
 from memtype.pipeline.patterns import FieldValue, ImageRecord, Key
-from memtype.pipeline.variants import Variants, is_variants_mapping
+from memtype.pipeline.variants import Variants
 
 __all__ = ["FunctionStep", "FuncSpec", "StepCall", "GroupTask", "writes"]
 
@@ -76,6 +76,25 @@ def _chain(spec: Any, where: str) -> tuple[StepCall, ...]:
     return (_one_call(spec, where),)
 
 
+def _missing_group_by(func: Mapping[Any, Any]) -> str:
+    """Why a dict of functions without ``group_by`` is refused; for keys that name (or were
+    meant to name) memory types, how to declare implementations, and the unknown names."""
+    keys = [getattr(k, "value", k) for k in func]
+    message = ("FunctionStep: a dict of functions routes each stack by the value of a field "
+               "and needs group_by= (the field, e.g. group_by='channel'); received a dict "
+               f"keyed {keys!r} and no group_by")
+    names = [k for k in keys if isinstance(k, str)]
+    if not names:
+        return message + "."
+    message += (". To offer one operation in several frameworks, declare it: "
+                "mt.variants(torch=f, numpy=g)")
+    unknown = [k for k in names if not is_registered(k)]
+    if unknown:
+        known = ", ".join(fw.name for fw in iter_frameworks())
+        message += f"; {', '.join(map(repr, unknown))}: not a memory type (expected one of {known})"
+    return message + "."
+
+
 class FunctionStep:
     """One step of a pipeline: a decorated function applied to every stack of a group.
 
@@ -85,9 +104,9 @@ class FunctionStep:
         A memtype-decorated function; a pair adds keyword arguments; a list is a chain run
         in order with nothing stored between its functions; a dict maps values of the
         ``group_by`` component to what runs on stacks with that value (e.g. one function
-        per channel). Without ``group_by``, a dict keyed by memory types
-        (``{"torch": blur_t, "numpy": blur_np}``) or :func:`memtype.variants` gives the step
-        several implementations; the pipeline's plan picks one (see ``Pipeline.plan``).
+        per channel). Implementations of one operation in several frameworks are declared
+        with :func:`memtype.variants` (``mt.variants(torch=blur_t, numpy=blur_np)``); the
+        pipeline's plan picks one (see ``Pipeline.plan``).
     name : str, optional
         Shown in progress and summaries; the first function's name by default.
     variable_components : sequence of str
@@ -133,8 +152,6 @@ class FunctionStep:
         self.kwargs: dict[str, Any] = dict(kwargs)
         self.routes: dict[FieldValue, tuple[StepCall, ...]] | None = None
         self.chain: tuple[StepCall, ...] = ()
-        if group_by is None and is_variants_mapping(func):
-            func = Variants(func)  # type: ignore[arg-type]  # keys checked just above
         if isinstance(func, Mapping):
             self._set_routes(func)
         else:
@@ -145,9 +162,7 @@ class FunctionStep:
     def _set_routes(self, func: Mapping[FieldValue, FuncSpec]) -> None:
         """Check and store a dict of per-value chains."""
         if self.group_by is None:
-            raise InvalidArgumentError(
-                "FunctionStep: a dict of functions needs group_by= (the field whose value "
-                "picks the function, e.g. group_by='channel').")
+            raise InvalidArgumentError(_missing_group_by(func))
         if self.group_by in self.variable_components:
             raise InvalidArgumentError(f"FunctionStep: group_by={self.group_by!r} cannot also be a "
                              f"variable component {self.variable_components}.")

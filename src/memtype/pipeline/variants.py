@@ -1,4 +1,9 @@
-"""Variants: one operation offered in several frameworks, for the planner to choose from."""
+"""Variants: one operation offered in several frameworks, for the planner to choose from.
+
+Declared as such (``mt.variants(torch=f, numpy=g)``, :class:`Variants`), never guessed from a
+dict's keys: a dict given to a :class:`~memtype.pipeline.FunctionStep` is a routing by
+``group_by``.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
-from memtype.frameworks import get_framework, is_registered
+from memtype.frameworks import get_framework
 from memtype.types import MemoryType
 
-__all__ = ["Variants", "variants", "is_variants_mapping"]
+__all__ = ["Variants", "variants"]
 
 
 def _implementation(key: str, func: Callable[..., Any]) -> Any:
@@ -95,10 +100,3 @@ def variants(**implementations: Callable[..., Any]) -> Variants:
     """
     return Variants(implementations)
 
-
-def is_variants_mapping(func: object) -> bool:
-    """Whether ``func`` is a dict keyed by memory types only (a step's implementations)."""
-    if not isinstance(func, Mapping) or not func:
-        return False
-    return all(isinstance(k, (str, MemoryType)) and is_registered(getattr(k, "value", k))
-               for k in func)
