@@ -33,8 +33,13 @@ $(VENV)/.lint: pyproject.toml constraints.txt | $(BIN)/python
 demo: $(VENV)/.all
 	$(BIN)/memtype demo
 
+# Every extra is installed here, so a skip that names no absent GPU or module fails the run
+# (tests/conftest.py). Its own temp root, emptied first (rm -rf copes with the 3,000-level
+# trees a failed storage test may leave; pytest's cleanup recurses and dies on them).
+PYTEST_TMP := .pytest-tmp
 test: $(VENV)/.test
-	$(BIN)/python -m pytest
+	rm -rf $(PYTEST_TMP)
+	MEMTYPE_TEST_ALL_EXTRAS=1 $(BIN)/python -m pytest --basetemp=$(PYTEST_TMP)
 
 info: $(VENV)/.all
 	$(BIN)/memtype info
@@ -70,4 +75,4 @@ package-matrix: $(VENV)/.test
 	$(BIN)/python scripts/extras_matrix.py --extras none,torch,jax,tensorflow,cle,mlx,zarr,dask
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache $(PYTEST_TMP)

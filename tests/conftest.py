@@ -51,8 +51,9 @@ TOYDEV = Framework(
 # What a test may be skipped for. Nothing else skips: a test that fails is a failure, and
 # a case that cannot run here is listed as a skip naming what is absent (tests.frameworks).
 ALL_EXTRAS_ENV = "MEMTYPE_TEST_ALL_EXTRAS"
-# Modules no extra of memtype[all] installs (`make test` cannot have them on a CPU machine).
-NOT_IN_ALL_EXTRAS = frozenset({"cupy", "pynvml"})
+# Modules that memtype[test] does not install (`make test` has every other one): cupy and
+# pynvml (nvidia-ml-py) are GPU extras; pandas is only an optional side-output type.
+NOT_IN_ALL_EXTRAS = frozenset({"cupy", "pynvml", "pandas"})
 _ALLOWED_SKIP = pytest.StashKey[str]()
 
 
