@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,3 +58,10 @@ def import_if_installed(name: str) -> ModuleType | None:
     naming it). An installed module that fails to import raises: a broken install fails."""
     return None if importlib.util.find_spec(name.partition(".")[0]) is None else \
         importlib.import_module(name)
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove ``path`` however deep it goes. ``shutil.rmtree`` (and pytest's own cleanup of its
+    temp root, at the end of any later run) recurses once per level and dies on a tree a few
+    thousand levels deep; ``rm -rf`` walks it iteratively."""
+    subprocess.run(["rm", "-rf", "--", os.fspath(path)], check=True)

@@ -264,9 +264,8 @@ def test_import_loads_no_framework_and_sets_no_environment(target: str) -> None:
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], True]
 
 
+@pytest.mark.requires("torch")
 def test_subprocess_check_can_see_a_framework_import() -> None:
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("torch not installed")
     code = "import sys, memtype as mt, numpy as np; mt.convert(np.zeros(2), 'torch'); " \
            "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

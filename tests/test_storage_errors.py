@@ -24,6 +24,7 @@ from memtype.errors import (
     StorePathError,
 )
 from memtype.storage import DiskStore, FileManager, MemoryStore, Store, TieredStore, ZarrStore
+from tests.helpers import remove_tree
 from tests.test_storage_disk import tiny_tmpfs  # noqa: F401  (a fixture)
 
 IMAGE = np.arange(64 * 64, dtype=np.uint16).reshape(64, 64)
@@ -138,11 +139,14 @@ def test_name_too_long_is_a_path_error(disk: DiskStore) -> None:
 def test_paths_three_thousand_levels_deep(tmp_path: Path, make: object) -> None:
     store: Store = make(tmp_path)  # type: ignore[operator]
     deep = "/".join(["d"] * 3000) + "/x.npy"
-    store.save(IMAGE, deep, parents=True)
-    np.testing.assert_array_equal(np.asarray(store.load(deep)), IMAGE)
-    assert store.list_files("", recursive=True) == [deep]
-    store.delete_all("d")
-    assert not store.exists("d")
+    try:
+        store.save(IMAGE, deep, parents=True)
+        np.testing.assert_array_equal(np.asarray(store.load(deep)), IMAGE)
+        assert store.list_files("", recursive=True) == [deep]
+        store.delete_all("d")
+        assert not store.exists("d")
+    finally:  # a failure above must not leave a tree pytest's own cleanup dies on
+        remove_tree(tmp_path / "d")
 
 
 def test_store_root_of_the_wrong_type() -> None:
