@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import warnings
 from pathlib import Path
 
@@ -45,3 +46,23 @@ def test_a_run_writes_the_ome_zarr_version_asked(tmp_path: Path, version: str) -
 def test_an_unknown_ome_version_is_refused_before_the_run() -> None:
     with pytest.raises(InvalidArgumentError, match="ome_version must be '0.5' or '0.4'"):
         Pipeline([_project], ome_version="0.6")
+
+
+def test_a_run_writes_physical_pixel_sizes(tmp_path: Path) -> None:
+    plate = SyntheticPlate(wells=1, sites=1, channels=2, z_planes=2, size=32, cells=(1, 1))
+    src = write_plate(tmp_path / "in", plate)
+    report = Pipeline([_project], pixel_size=(0.325, 0.325), pyramid_levels=2).run(
+        src, tmp_path / "out")
+    assert report.ok, report.summary()
+    field = Path(report.outputs["images"], "A/1/1")  # well A01, site 1
+    doc = json.loads((field / "zarr.json").read_text())["attributes"]["ome"]["multiscales"][0]
+    assert [a.get("unit") for a in doc["axes"]] == [None, "micrometer", "micrometer",
+                                                    "micrometer"]
+    assert [d["coordinateTransformations"][0]["scale"] for d in doc["datasets"]] == [
+        [1.0, 1.0, 0.325, 0.325], [1.0, 1.0, 0.65, 0.65]]
+
+
+@pytest.mark.parametrize("size", [(1.0,), (0, 1, 1), (1, -1), "1,1", (True, 1.0)], ids=str)
+def test_an_invalid_pixel_size_is_refused_before_the_run(size: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="pixel_size must be 2 or 3 positive"):
+        Pipeline([_project], pixel_size=size)  # type: ignore[arg-type]

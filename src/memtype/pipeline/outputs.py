@@ -54,6 +54,9 @@ class OutputSpec:
     pyramid_levels: int = 1
     ome_version: str = "0.5"
     """OME-Zarr version of the plates: ``"0.5"`` (zarr v3) or ``"0.4"`` (zarr v2)."""
+    pixel_size: tuple[float, float, float] | None = None
+    """Physical size of a voxel (z, y, x) in ``pixel_unit``, written as each field's scale."""
+    pixel_unit: str = "micrometer"
 
     def _disk(self) -> Any:
         """A DiskStore on the output directory."""
@@ -142,7 +145,8 @@ class OutputSpec:
             if self.image_format == "zarr":
                 _write_zarr(os.path.join(self.root, location), self.rows, self.columns,
                             FilenamePattern(self.pattern).fields, items,
-                            self.pyramid_levels if final else 1, done, self.ome_version)
+                            self.pyramid_levels if final else 1, done, self.ome_version,
+                            self.pixel_size, self.pixel_unit)
             else:
                 _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items, done)
         finally:
@@ -265,10 +269,13 @@ def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
 
 def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: Sequence[str],
                 items: Sequence[Item], pyramid_levels: int = 1,
-                written: list[str] | None = None, ome_version: str = "0.5") -> None:
+                written: list[str] | None = None, ome_version: str = "0.5",
+                pixel_size: tuple[float, float, float] | None = None,
+                pixel_unit: str = "micrometer") -> None:
     """Write a group's stacks into an OME-Zarr plate (of ``ome_version``), one complete
     image per field, with up to ``pyramid_levels`` resolution levels (fewer where the image
-    is too small); each field saved is appended to ``written``."""
+    is too small) and the physical ``pixel_size`` (z, y, x) if given; each field saved is
+    appended to ``written``."""
     from memtype.storage import ZarrStore
 
     roles = zarr_roles(fields)
@@ -285,7 +292,9 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
         image, axes, names = _field_image(planes, roles)
         levels = min(pyramid_levels, int(min(image.shape[-2:])).bit_length())
         field_path = plate.field_path(row, column, site)
-        plate.save(image, field_path, axes=axes, overwrite=True,
-                   parents=True, pyramid_levels=max(levels, 1), channel_names=names)
+        scale = None if pixel_size is None else [1.0] * (len(axes) - 3) + list(pixel_size)
+        plate.save(image, field_path, axes=axes, overwrite=True, parents=True,
+                   pyramid_levels=max(levels, 1), channel_names=names, scale=scale,
+                   unit=None if pixel_size is None else pixel_unit)
         if written is not None:
             written.append(field_path)

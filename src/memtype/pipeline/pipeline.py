@@ -32,6 +32,20 @@ if TYPE_CHECKING:
 __all__ = ["Pipeline"]
 
 
+def _pixel_size(size: Sequence[float] | None) -> tuple[float, float, float] | None:
+    """``(z, y, x)`` from ``(z, y, x)`` or ``(y, x)`` positive numbers (z 1.0), or None."""
+    if size is None:
+        return None
+    values = list(size) if not isinstance(size, (str, bytes)) else []
+    if len(values) not in (2, 3) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        raise InvalidArgumentError(
+            "pixel_size must be 2 or 3 positive numbers, (y, x) or (z, y, x); received "
+            f"{size!r}.")
+    z, y, x = ([1.0] + values)[-3:]
+    return float(z), float(y), float(x)
+
+
 def _as_step(step: FunctionStep | Callable[..., Any]) -> FunctionStep:
     """A FunctionStep from a step or a bare decorated function."""
     return step if isinstance(step, FunctionStep) else FunctionStep(step)
@@ -77,6 +91,11 @@ class Pipeline:
     ome_version : {"0.5", "0.4"}
         OME-Zarr version of the plates written (``output_format="zarr"``): 0.5 (zarr v3,
         the default) or 0.4 (zarr v2, what Fiji, MoBIE and OMERO open).
+    pixel_size : sequence of float, optional
+        Physical size of a voxel, ``(z, y, x)`` or ``(y, x)``, in ``pixel_unit``: the
+        scale of each OME-Zarr field (viewers show physical distances).
+    pixel_unit : str
+        The unit of ``pixel_size`` (default ``"micrometer"``, an OME-NGFF unit name).
 
     Examples
     --------
@@ -88,7 +107,9 @@ class Pipeline:
     def __init__(self, steps: Sequence[FunctionStep | Callable[..., Any]], *,
                  pattern: str = DEFAULT_PATTERN, task_by: Sequence[str] = ("well",),
                  output_format: str = "zarr", name: str = "pipeline",
-                 pyramid_levels: int = 1, ome_version: str = "0.5") -> None:
+                 pyramid_levels: int = 1, ome_version: str = "0.5",
+                 pixel_size: Sequence[float] | None = None,
+                 pixel_unit: str = "micrometer") -> None:
         if not steps:
             raise InvalidArgumentError("A pipeline needs at least one step.")
         if output_format not in ("zarr", "tiff"):
@@ -109,6 +130,8 @@ class Pipeline:
             raise InvalidArgumentError(
                 f"ome_version must be '0.5' or '0.4'; received {ome_version!r}.")
         self.ome_version = ome_version
+        self.pixel_size = _pixel_size(pixel_size)
+        self.pixel_unit = pixel_unit
 
     def __repr__(self) -> str:
         names = ", ".join(s.name for s in self.steps)
@@ -352,7 +375,8 @@ class Pipeline:
         wells = {str(r.get("well")) for t in tasks for r in t.records}
         rows, columns = _plate_grid(wells, plate)
         return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels,
-                          ome_version=self.ome_version)
+                          ome_version=self.ome_version, pixel_size=self.pixel_size,
+                          pixel_unit=self.pixel_unit)
 
     def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
                  bar: Progress) -> list[GroupResult]:
