@@ -64,6 +64,15 @@ def np_fail_if_bright(stack: np.ndarray, limit: float = 1e9) -> np.ndarray:
 
 
 @mt.numpy
+def np_fail_if_bright_while(stack: np.ndarray, limit: float = 1e9, flag: str = "") -> np.ndarray:
+    """np_fail_if_bright while the file ``flag`` exists: the same pipeline resumes once the
+    cause is gone (a changed pipeline may not resume an output)."""
+    if os.path.exists(flag) and float(stack.max()) > limit:
+        raise RuntimeError(f"too bright: {float(stack.max())}")
+    return stack
+
+
+@mt.numpy
 def np_channel_mean(stack: np.ndarray) -> np.ndarray:
     """A [C*Z, Y, X] stack -> its mean over everything but Y, X, as one plane."""
     return stack.astype(np.float32).mean(axis=0, keepdims=True)
@@ -298,7 +307,10 @@ def test_a_failing_group_keeps_the_others_and_resume_finishes(plate_dir: Path, t
                                                               reference: Any) -> None:
     dim, bright, limit = _split_wells(reference)
     out = tmp_path / "out"
-    failing = [np_project, FunctionStep(np_fail_if_bright, name="check", limit=limit)]
+    flag = tmp_path / "broken"
+    flag.touch()
+    failing = [np_project, FunctionStep(np_fail_if_bright_while, name="check", limit=limit,
+                                        flag=str(flag))]
     report = _run(plate_dir, out, failing)
     assert [g.label for g in report.done] == [f"well={dim}"]
     [bad] = report.failed
@@ -312,7 +324,11 @@ def test_a_failing_group_keeps_the_others_and_resume_finishes(plate_dir: Path, t
 
     with pytest.raises(FileExistsError, match="resume"):
         _run(plate_dir, out, [np_project])
-    fixed = [np_project, FunctionStep(np_fail_if_bright, name="check")]
+    changed = [np_project, FunctionStep(np_fail_if_bright, name="check")]
+    with pytest.raises(FileExistsError, match="produced by a different pipeline"):
+        _run(plate_dir, out, changed, resume=True)  # would mix two pipelines' results
+    flag.unlink()  # the cause is gone: the same pipeline finishes the run
+    fixed = failing
     again = _run(plate_dir, out, fixed, resume=True)
     assert [g.label for g in again.skipped] == [f"well={dim}"]
     assert [g.label for g in again.done] == [f"well={bright}"] and again.ok
@@ -348,11 +364,13 @@ def test_overwrite_refuses_a_directory_memtype_did_not_write(plate_dir: Path,
 def test_side_tables_survive_resume(plate_dir: Path, tmp_path: Path, reference: Any) -> None:
     dim, bright, limit = _split_wells(reference)
     out = tmp_path / "out"
+    flag = tmp_path / "broken"
+    flag.touch()
     steps = [np_project, FunctionStep(np_sum_count, outputs=("totals", "n")),
-             FunctionStep(np_fail_if_bright, limit=limit)]
+             FunctionStep(np_fail_if_bright_while, limit=limit, flag=str(flag))]
     first = _run(plate_dir, out, steps)
     assert [r["well"] for r in read_csv(first.outputs["totals"])] == [dim] * 4
-    steps[-1] = FunctionStep(np_fail_if_bright)
+    flag.unlink()
     second = _run(plate_dir, out, steps, resume=True)
     rows = read_csv(second.outputs["totals"])
     assert [r["well"] for r in rows] == ["A01"] * 4 + ["A02"] * 4

@@ -92,19 +92,22 @@ def test_pipeline_file_runs_on_workers_and_matches_numpy(client: Any, plate_dir:
 
 def test_a_failing_group_on_a_worker_is_reported_and_resumed(client: Any, plate_dir: Path,
                                                              tmp_path: Path) -> None:
-    from tests.test_pipeline import _split_wells, np_fail_if_bright, np_project
+    from tests.test_pipeline import _split_wells, np_fail_if_bright_while, np_project
 
     dim, bright, limit = _split_wells(stacks(SMALL))
     out = tmp_path / "out"
-    steps = [np_project, FunctionStep(np_fail_if_bright, name="check", limit=limit)]
+    flag = tmp_path / "broken"  # the workers see the same file system
+    flag.touch()
+    steps = [np_project, FunctionStep(np_fail_if_bright_while, name="check", limit=limit,
+                                      flag=str(flag))]
     report = Pipeline(steps).run(plate_dir, out, client=client)
     [bad] = report.failed
     assert bad.label == f"well={bright}" and "np_fail_if_bright" in bad.error
     assert "too bright" in bad.error and "Traceback" in (bad.traceback or "")
     assert load_field(out / "plate.zarr", dim, 1).shape == (2, 1, 64, 64)
 
-    fixed = [np_project, FunctionStep(np_fail_if_bright, name="check")]
-    again = Pipeline(fixed).run(plate_dir, out, client=client, resume=True)
+    flag.unlink()
+    again = Pipeline(steps).run(plate_dir, out, client=client, resume=True)
     assert [g.label for g in again.skipped] == [f"well={dim}"]
     assert [g.label for g in again.done] == [f"well={bright}"]
     np.testing.assert_array_equal(load_field(out / "plate.zarr", bright, 2)[1, 0],

@@ -51,8 +51,10 @@ def np_base_exception_if_bright(stack: np.ndarray, limit: float = 1e9) -> np.nda
 
 
 @mt.numpy
-def np_interrupt_if_bright(stack: np.ndarray, limit: float = 1e9) -> np.ndarray:
-    if float(stack.max()) > limit:
+def np_interrupt_if_bright(stack: np.ndarray, limit: float = 1e9, flag: str = "") -> np.ndarray:
+    """Ctrl-C on a bright stack while the file ``flag`` exists (a resumed run uses the same
+    pipeline: a changed one may not resume an output)."""
+    if os.path.exists(flag) and float(stack.max()) > limit:
         raise KeyboardInterrupt
     return stack.max(axis=0, keepdims=True)
 
@@ -90,12 +92,16 @@ def test_ctrl_c_in_a_step_stops_the_run_and_resume_finishes_it(
         plate_dir: Path, tmp_path: Path, split: tuple[str, str, float], executor: str) -> None:
     dim, bright, limit = split
     out = tmp_path / "out"
-    stopping = Pipeline([FunctionStep(np_interrupt_if_bright, name="p", limit=limit)])
+    flag = tmp_path / "interrupt"
+    flag.touch()
+    stopping = Pipeline([FunctionStep(np_interrupt_if_bright, name="p", limit=limit,
+                                      flag=str(flag))])
     with pytest.raises(KeyboardInterrupt):
         stopping.run(plate_dir, out, executor=executor, workers=2)
     assert not (out / ".memtype" / "done" / f"{bright}.json").exists()
     assert not (out / ".memtype" / "spill").exists() or not os.listdir(out / ".memtype" / "spill")
-    again = Pipeline([FunctionStep(np_project, name="p")]).run(plate_dir, out, resume=True)
+    flag.unlink()
+    again = stopping.run(plate_dir, out, resume=True)
     assert again.ok and f"well={bright}" in [g.label for g in again.done]
     assert len(again.done) + len(again.skipped) == 2
     for well in (dim, bright):
@@ -109,11 +115,15 @@ def test_inline_ctrl_c_keeps_the_groups_finished_before_it(plate_dir: Path, tmp_
     if bright < dim:  # inline runs wells in order: the dim one must come first
         pytest.skip("the bright well comes first in this plate")
     out = tmp_path / "out"
-    stopping = Pipeline([FunctionStep(np_interrupt_if_bright, name="p", limit=limit)])
+    flag = tmp_path / "interrupt"
+    flag.touch()
+    stopping = Pipeline([FunctionStep(np_interrupt_if_bright, name="p", limit=limit,
+                                      flag=str(flag))])
     with pytest.raises(KeyboardInterrupt):
         stopping.run(plate_dir, out)
     assert (out / ".memtype" / "done" / f"{dim}.json").is_file()
-    again = Pipeline([FunctionStep(np_project, name="p")]).run(plate_dir, out, resume=True)
+    flag.unlink()
+    again = stopping.run(plate_dir, out, resume=True)
     assert [g.label for g in again.skipped] == [f"well={dim}"]
     assert [g.label for g in again.done] == [f"well={bright}"]
 

@@ -20,6 +20,7 @@ from memtype.pipeline.patterns import (
 from memtype.pipeline.planning import Plan, Replanner, group_shapes, image_shapes, make_plan
 from memtype.pipeline.plates import PlateLayout, layout_of
 from memtype.pipeline.progress import Progress, make_progress
+from memtype.pipeline.provenance import check_resume, run_record
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.requirements import check_frameworks
 from memtype.pipeline.runner import RunContext, execute_group
@@ -30,20 +31,6 @@ if TYPE_CHECKING:
     from memtype.pipeline.readers import Reader
 
 __all__ = ["Pipeline"]
-
-
-def _pixel_size(size: Sequence[float] | None) -> tuple[float, float, float] | None:
-    """``(z, y, x)`` from ``(z, y, x)`` or ``(y, x)`` positive numbers (z 1.0), or None."""
-    if size is None:
-        return None
-    values = list(size) if not isinstance(size, (str, bytes)) else []
-    if len(values) not in (2, 3) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
-        raise InvalidArgumentError(
-            "pixel_size must be 2 or 3 positive numbers, (y, x) or (z, y, x); received "
-            f"{size!r}.")
-    z, y, x = ([1.0] + values)[-3:]
-    return float(z), float(y), float(x)
 
 
 def _as_step(step: FunctionStep | Callable[..., Any]) -> FunctionStep:
@@ -91,11 +78,6 @@ class Pipeline:
     ome_version : {"0.5", "0.4"}
         OME-Zarr version of the plates written (``output_format="zarr"``): 0.5 (zarr v3,
         the default) or 0.4 (zarr v2, what Fiji, MoBIE and OMERO open).
-    pixel_size : sequence of float, optional
-        Physical size of a voxel, ``(z, y, x)`` or ``(y, x)``, in ``pixel_unit``: the
-        scale of each OME-Zarr field (viewers show physical distances).
-    pixel_unit : str
-        The unit of ``pixel_size`` (default ``"micrometer"``, an OME-NGFF unit name).
 
     Examples
     --------
@@ -107,9 +89,7 @@ class Pipeline:
     def __init__(self, steps: Sequence[FunctionStep | Callable[..., Any]], *,
                  pattern: str = DEFAULT_PATTERN, task_by: Sequence[str] = ("well",),
                  output_format: str = "zarr", name: str = "pipeline",
-                 pyramid_levels: int = 1, ome_version: str = "0.5",
-                 pixel_size: Sequence[float] | None = None,
-                 pixel_unit: str = "micrometer") -> None:
+                 pyramid_levels: int = 1, ome_version: str = "0.5") -> None:
         if not steps:
             raise InvalidArgumentError("A pipeline needs at least one step.")
         if output_format not in ("zarr", "tiff"):
@@ -130,8 +110,6 @@ class Pipeline:
             raise InvalidArgumentError(
                 f"ome_version must be '0.5' or '0.4'; received {ome_version!r}.")
         self.ome_version = ome_version
-        self.pixel_size = _pixel_size(pixel_size)
-        self.pixel_unit = pixel_unit
 
     def __repr__(self) -> str:
         names = ", ".join(s.name for s in self.steps)
@@ -215,7 +193,8 @@ class Pipeline:
         workers : int, optional
             Threads or worker processes (one per CPU core by default).
         resume : bool
-            Keep an existing output and skip the groups it already holds.
+            Keep an existing output and skip the groups it already holds; refused when
+            they were produced by a different pipeline (see Raises).
         overwrite : bool
             Delete an existing output first, if an earlier run wrote it (it holds
             ``.memtype/done``); a directory memtype did not write is refused.
@@ -253,6 +232,10 @@ class Pipeline:
         FileExistsError
             ``output`` exists and is not empty, without ``resume`` or ``overwrite``; or
             memtype did not write it, without ``overwrite_foreign``.
+            With ``resume``, groups of ``output`` are done and were produced by a different
+            pipeline (another step, function, option, pattern, pipeline file content or
+            memtype version): the error names what changed (see
+            :mod:`memtype.pipeline.provenance`).
         ValueError
             The output is (or contains) the input directory; a pattern without the
             ``task_by`` fields; a plate output the grouping cannot fill; a ``plate`` size
@@ -270,6 +253,8 @@ class Pipeline:
         check_frameworks(self.steps)  # before the output is touched or any group runs
         out.prepare(resume=resume, overwrite=overwrite,
                     overwrite_foreign=overwrite_foreign)
+        check_resume(out.root, run_record(self.steps, self._settings(compiled, out)),
+                     resume and any(out.is_done(t.key) for t in tasks))
         todo = [t for t in tasks if not (resume and out.is_done(t.key))]
         done = {t.key for t in todo}
         skipped = [GroupResult(t.key, "skipped") for t in tasks if t.key not in done]
@@ -320,7 +305,7 @@ class Pipeline:
         -------
         Plan
             Prints as a table; ``plan.choices`` names the implementation of every step that
-            offers several (``FunctionStep(mt.variants(torch=f, numpy=g))``).
+            offers several (``FunctionStep({"torch": f, "numpy": g})``, ``mt.variants``).
 
         Raises
         ------
@@ -354,6 +339,12 @@ class Pipeline:
             return None, f"no plan ({type(exc).__name__}: {exc}); first implementations run", None
         return plan, None, Replanner(self.steps, plan, shapes, dtype, gpu_id, budgets)
 
+    def _settings(self, pattern: FilenamePattern, out: OutputSpec) -> dict[str, Any]:
+        """The run settings that shape its results (for the resume record)."""
+        return {"pattern": pattern.template, "task by": list(self.task_by),
+                "output format": self.output_format, "pyramid levels": self.pyramid_levels,
+                "plate rows": list(out.rows), "plate columns": list(out.columns)}
+
     def _output_spec(self, output: str, pattern: FilenamePattern,
                      tasks: Sequence[GroupTask], plate: int | None = None) -> OutputSpec:
         """Where and how this run writes; for a plate, its rows and columns.
@@ -375,8 +366,7 @@ class Pipeline:
         wells = {str(r.get("well")) for t in tasks for r in t.records}
         rows, columns = _plate_grid(wells, plate)
         return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels,
-                          ome_version=self.ome_version, pixel_size=self.pixel_size,
-                          pixel_unit=self.pixel_unit)
+                          ome_version=self.ome_version)
 
     def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
                  bar: Progress) -> list[GroupResult]:
