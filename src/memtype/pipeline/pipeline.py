@@ -21,6 +21,7 @@ from memtype.pipeline.planning import Plan, Replanner, group_shapes, image_shape
 from memtype.pipeline.plates import PlateLayout, layout_of
 from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.provenance import check_resume, run_record
+from memtype.pipeline.provenance import check_resume, run_record
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.requirements import check_frameworks
 from memtype.pipeline.runner import RunContext, execute_group
@@ -236,6 +237,10 @@ class Pipeline:
             pipeline (another step, function, option, pattern, pipeline file content or
             memtype version): the error names what changed (see
             :mod:`memtype.pipeline.provenance`).
+            With ``resume``, groups of ``output`` are done and were produced by a different
+            pipeline (another step, function, option, pattern, pipeline file content or
+            memtype version): the error names what changed (see
+            :mod:`memtype.pipeline.provenance`).
         ValueError
             The output is (or contains) the input directory; a pattern without the
             ``task_by`` fields; a plate output the grouping cannot fill; a ``plate`` size
@@ -253,6 +258,8 @@ class Pipeline:
         check_frameworks(self.steps)  # before the output is touched or any group runs
         out.prepare(resume=resume, overwrite=overwrite,
                     overwrite_foreign=overwrite_foreign)
+        check_resume(out.root, run_record(self.steps, self._settings(compiled, out)),
+                     resume and any(out.is_done(t.key) for t in tasks))
         check_resume(out.root, run_record(self.steps, self._settings(compiled, out)),
                      resume and any(out.is_done(t.key) for t in tasks))
         todo = [t for t in tasks if not (resume and out.is_done(t.key))]
@@ -338,6 +345,12 @@ class Pipeline:
         except (MemtypeError, OSError) as exc:  # the run goes on with declared implementations
             return None, f"no plan ({type(exc).__name__}: {exc}); first implementations run", None
         return plan, None, Replanner(self.steps, plan, shapes, dtype, gpu_id, budgets)
+
+    def _settings(self, pattern: FilenamePattern, out: OutputSpec) -> dict[str, Any]:
+        """The run settings that shape its results (for the resume record)."""
+        return {"pattern": pattern.template, "task by": list(self.task_by),
+                "output format": self.output_format, "pyramid levels": self.pyramid_levels,
+                "plate rows": list(out.rows), "plate columns": list(out.columns)}
 
     def _settings(self, pattern: FilenamePattern, out: OutputSpec) -> dict[str, Any]:
         """The run settings that shape its results (for the resume record)."""
