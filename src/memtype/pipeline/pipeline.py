@@ -21,7 +21,6 @@ from memtype.pipeline.planning import Plan, Replanner, group_shapes, image_shape
 from memtype.pipeline.plates import PlateLayout, layout_of
 from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.provenance import check_resume, run_record
-from memtype.pipeline.provenance import check_resume, run_record
 from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.requirements import check_frameworks
 from memtype.pipeline.runner import RunContext, execute_group
@@ -32,6 +31,20 @@ if TYPE_CHECKING:
     from memtype.pipeline.readers import Reader
 
 __all__ = ["Pipeline"]
+
+
+def _pixel_size(size: Sequence[float] | None) -> tuple[float, float, float] | None:
+    """``(z, y, x)`` from ``(z, y, x)`` or ``(y, x)`` positive numbers (z 1.0), or None."""
+    if size is None:
+        return None
+    values = list(size) if not isinstance(size, (str, bytes)) else []
+    if len(values) not in (2, 3) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        raise InvalidArgumentError(
+            "pixel_size must be 2 or 3 positive numbers, (y, x) or (z, y, x); received "
+            f"{size!r}.")
+    z, y, x = ([1.0] + values)[-3:]
+    return float(z), float(y), float(x)
 
 
 def _as_step(step: FunctionStep | Callable[..., Any]) -> FunctionStep:
@@ -79,6 +92,11 @@ class Pipeline:
     ome_version : {"0.5", "0.4"}
         OME-Zarr version of the plates written (``output_format="zarr"``): 0.5 (zarr v3,
         the default) or 0.4 (zarr v2, what Fiji, MoBIE and OMERO open).
+    pixel_size : sequence of float, optional
+        Physical size of a voxel, ``(z, y, x)`` or ``(y, x)``, in ``pixel_unit``: the
+        scale of each OME-Zarr field (viewers show physical distances).
+    pixel_unit : str
+        The unit of ``pixel_size`` (default ``"micrometer"``, an OME-NGFF unit name).
 
     Examples
     --------
@@ -90,7 +108,9 @@ class Pipeline:
     def __init__(self, steps: Sequence[FunctionStep | Callable[..., Any]], *,
                  pattern: str = DEFAULT_PATTERN, task_by: Sequence[str] = ("well",),
                  output_format: str = "zarr", name: str = "pipeline",
-                 pyramid_levels: int = 1, ome_version: str = "0.5") -> None:
+                 pyramid_levels: int = 1, ome_version: str = "0.5",
+                 pixel_size: Sequence[float] | None = None,
+                 pixel_unit: str = "micrometer") -> None:
         if not steps:
             raise InvalidArgumentError("A pipeline needs at least one step.")
         if output_format not in ("zarr", "tiff"):
@@ -111,6 +131,8 @@ class Pipeline:
             raise InvalidArgumentError(
                 f"ome_version must be '0.5' or '0.4'; received {ome_version!r}.")
         self.ome_version = ome_version
+        self.pixel_size = _pixel_size(pixel_size)
+        self.pixel_unit = pixel_unit
 
     def __repr__(self) -> str:
         names = ", ".join(s.name for s in self.steps)
@@ -237,10 +259,6 @@ class Pipeline:
             pipeline (another step, function, option, pattern, pipeline file content or
             memtype version): the error names what changed (see
             :mod:`memtype.pipeline.provenance`).
-            With ``resume``, groups of ``output`` are done and were produced by a different
-            pipeline (another step, function, option, pattern, pipeline file content or
-            memtype version): the error names what changed (see
-            :mod:`memtype.pipeline.provenance`).
         ValueError
             The output is (or contains) the input directory; a pattern without the
             ``task_by`` fields; a plate output the grouping cannot fill; a ``plate`` size
@@ -258,8 +276,6 @@ class Pipeline:
         check_frameworks(self.steps)  # before the output is touched or any group runs
         out.prepare(resume=resume, overwrite=overwrite,
                     overwrite_foreign=overwrite_foreign)
-        check_resume(out.root, run_record(self.steps, self._settings(compiled, out)),
-                     resume and any(out.is_done(t.key) for t in tasks))
         check_resume(out.root, run_record(self.steps, self._settings(compiled, out)),
                      resume and any(out.is_done(t.key) for t in tasks))
         todo = [t for t in tasks if not (resume and out.is_done(t.key))]
@@ -312,7 +328,7 @@ class Pipeline:
         -------
         Plan
             Prints as a table; ``plan.choices`` names the implementation of every step that
-            offers several (``FunctionStep({"torch": f, "numpy": g})``, ``mt.variants``).
+            offers several (``FunctionStep(mt.variants(torch=f, numpy=g))``).
 
         Raises
         ------
@@ -352,12 +368,6 @@ class Pipeline:
                 "output format": self.output_format, "pyramid levels": self.pyramid_levels,
                 "plate rows": list(out.rows), "plate columns": list(out.columns)}
 
-    def _settings(self, pattern: FilenamePattern, out: OutputSpec) -> dict[str, Any]:
-        """The run settings that shape its results (for the resume record)."""
-        return {"pattern": pattern.template, "task by": list(self.task_by),
-                "output format": self.output_format, "pyramid levels": self.pyramid_levels,
-                "plate rows": list(out.rows), "plate columns": list(out.columns)}
-
     def _output_spec(self, output: str, pattern: FilenamePattern,
                      tasks: Sequence[GroupTask], plate: int | None = None) -> OutputSpec:
         """Where and how this run writes; for a plate, its rows and columns.
@@ -379,7 +389,8 @@ class Pipeline:
         wells = {str(r.get("well")) for t in tasks for r in t.records}
         rows, columns = _plate_grid(wells, plate)
         return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels,
-                          ome_version=self.ome_version)
+                          ome_version=self.ome_version, pixel_size=self.pixel_size,
+                          pixel_unit=self.pixel_unit)
 
     def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
                  bar: Progress) -> list[GroupResult]:
