@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memtype.errors import InvalidArgumentError, MemtypeError
@@ -26,6 +26,7 @@ from memtype.pipeline.requirements import check_frameworks
 from memtype.pipeline.runner import RunContext, execute_group
 from memtype.pipeline.sources import PathOrStore, is_store, output_inside_input
 from memtype.pipeline.steps import FunctionStep, GroupTask
+from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES, FailureWatch
 
 if TYPE_CHECKING:
     from memtype.pipeline.readers import Reader
@@ -196,6 +197,7 @@ class Pipeline:
             intermediate_budget: int | None = None,
             overwrite_foreign: bool = False,
             budgets: Mapping[str, int] | None = None,
+            max_failures: int = DEFAULT_MAX_FAILURES,
             plate: int | None = None, layout: str | None = None) -> RunReport:
         """Run every step on every group and write the results.
 
@@ -237,6 +239,11 @@ class Pipeline:
             :meth:`plan`). A group that runs out of memory in a step runs again with the
             next-best plan avoiding that device (that framework, on the host), the host last;
             ``report.fallbacks`` lists them.
+        max_failures : int
+            Stop the run when the first this many groups all fail with the same error,
+            before any succeeds (default 3; 0: never); a full disk (``ENOSPC``, ``EDQUOT``)
+            stops it at once. ``report.stopped`` says why; the groups not run are
+            ``report.not_run``, and ``resume=True`` does them later.
         plate : {96, 384}, optional
             The standard plate whose rows and columns the OME-Zarr output declares (default:
             the smallest that has every well; wells beyond 384's grid keep just the rows and
@@ -245,8 +252,9 @@ class Pipeline:
         Returns
         -------
         RunReport
-            Per-group outcomes (a failed group is recorded, the others go on) and per-step
-            figures; ``report.raise_for_failures()`` raises for failures.
+            Per-group outcomes (a failed group is recorded, the others go on unless the run
+            stops, see ``max_failures``) and per-step figures;
+            ``report.raise_for_failures()`` raises for failures.
 
         Raises
         ------
@@ -268,6 +276,7 @@ class Pipeline:
             group runs; a step with several implementations just loses those).
         """
         start = time.perf_counter()
+        watch = FailureWatch(max_failures)
         store = self.reader(source, pattern, layout)
         compiled = store.pattern
         tasks = self._tasks(store, output_inside_input(store, os.fspath(output)))
@@ -290,14 +299,18 @@ class Pipeline:
         gpus = _gpu_count() if uses_gpu else 0
         ex = make_executor(executor, workers, client, scheduler, gpus)
         try:
-            results = self._execute(ex, ctx, todo, bar)
+            results, stopped = self._execute(ex, ctx, todo, bar, watch)
         finally:
             if ex is not executor:  # a given Executor stays open for the caller
                 ex.close()
+        if stopped is not None:  # groups running at the stop may have finished since
+            seen = {r.key for r in results}
+            results += [GroupResult(t.key, "done" if out.is_done(t.key) else "not_run")
+                        for t in todo if t.key not in seen]
         names = ["[load]", *(s.name for s in self.steps), "[write]"]
         outputs = out.finish([t.key for t in tasks])
         report = RunReport.collect(names, [*skipped, *results], time.perf_counter() - start,
-                                   ex.describe(), outputs)
+                                   ex.describe(), outputs, stopped)
         report.plan, report.plan_note, report.input = plan, note, metadata
         return report
 
@@ -392,18 +405,26 @@ class Pipeline:
                           ome_version=self.ome_version, pixel_size=self.pixel_size,
                           pixel_unit=self.pixel_unit)
 
-    def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask],
-                 bar: Progress) -> list[GroupResult]:
-        """Run the groups on the executor, feeding the progress bar."""
+    def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask], bar: Progress,
+                 watch: FailureWatch) -> tuple[list[GroupResult], str | None]:
+        """Run the groups on the executor, feeding the progress bar, until they are all done
+        or ``watch`` stops the run: the results, and why it stopped (None: it did not)."""
         results: list[GroupResult] = []
+        stopped: str | None = None
         bar.start(len(todo), f"{self.name} [{ex.describe()}]")
+        mapped = ex.map_unordered(execute_group, ctx, todo)
         try:
-            for result in ex.map_unordered(execute_group, ctx, todo):
+            for result in mapped:
                 results.append(result)
                 bar.group_done(result)
+                stopped = watch.stop_reason(result)
+                if stopped is not None:
+                    break
         finally:
+            if isinstance(mapped, Generator):
+                mapped.close()  # the executor cancels the groups that have not started
             bar.close()
-        return results
+        return results, stopped
 
 
 def _plate_grid(wells: set[str], plate: int | None = None

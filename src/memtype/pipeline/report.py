@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = ["StepStats", "GroupResult", "RunReport", "Fallback"]
 
-GroupStatus = Literal["done", "failed", "skipped"]
+GroupStatus = Literal["done", "failed", "skipped", "not_run"]
 _MIB = 1024 * 1024
 
 
@@ -113,8 +113,9 @@ class GroupResult:
     ----------
     key : Key
         The group's field values (``(("well", "A01"),)``).
-    status : {"done", "failed", "skipped"}
-        ``skipped``: already written by an earlier run (``resume=True``).
+    status : {"done", "failed", "skipped", "not_run"}
+        ``skipped``: already written by an earlier run (``resume=True``); ``not_run``: the
+        run stopped before the group ran (see ``RunReport.stopped``).
     error : str or None
         For a failed group: the message, naming the group, the step and the function.
     traceback : str or None
@@ -132,6 +133,11 @@ class GroupResult:
     retried : list of StepStats
         The figures of the attempts that ran out of memory before a fallback (merged; not in
         ``steps``, which are the last attempt's).
+    cause : str or None
+        For a failed group: its error without the group, ``step 2 'check' (function f):
+        ValueError: too bright``; groups that failed with the same cause failed alike.
+    disk_full : bool
+        The failure was a full disk or an exhausted quota (``ENOSPC``, ``EDQUOT``).
     """
 
     key: Key
@@ -144,6 +150,8 @@ class GroupResult:
     fallbacks: list[Fallback] = field(default_factory=list)
     predicted: dict[str, tuple[int, int]] | None = None
     retried: list[StepStats] = field(default_factory=list)
+    cause: str | None = None
+    disk_full: bool = False
 
     @property
     def label(self) -> str:
@@ -170,6 +178,9 @@ class RunReport:
     plan : Plan or None
         The plan the run followed (made from its first group); ``plan_note`` says why there
         is none.
+    stopped : str or None
+        Why the run stopped before every group ran (the first groups all failed alike, or
+        the disk is full); None when it did not stop.
     retried : list of StepStats
         Per step, the figures of the attempts that ran out of memory and were run again
         with the next-best plan (not in ``steps``: those count the attempts that finished).
@@ -185,12 +196,14 @@ class RunReport:
     outputs: dict[str, str] = field(default_factory=dict)
     plan: Plan | None = None
     plan_note: str | None = None
+    stopped: str | None = None
     retried: list[StepStats] = field(default_factory=list)
     input: PlateMetadata | None = None
 
     @classmethod
     def collect(cls, step_names: Sequence[str], groups: Iterable[GroupResult], wall: float,
-                executor: str, outputs: dict[str, str]) -> RunReport:
+                executor: str, outputs: dict[str, str], stopped: str | None = None
+                ) -> RunReport:
         """Merge the groups' step figures into one row per step."""
         ordered = sorted(groups, key=lambda g: key_order(g.key))
         merged = {name: StepStats(name) for name in step_names}
@@ -202,7 +215,8 @@ class RunReport:
                 retried.setdefault(stats.name, StepStats(stats.name)).merge(stats)
         order = {name: i for i, name in enumerate(merged)}
         return cls(ordered, list(merged.values()), wall, executor, outputs,
-                   retried=sorted(retried.values(), key=lambda s: order.get(s.name, 0)))
+                   retried=sorted(retried.values(), key=lambda s: order.get(s.name, 0)),
+                   stopped=stopped)
 
     def _with(self, status: GroupStatus) -> list[GroupResult]:
         """Groups with one status."""
@@ -224,16 +238,41 @@ class RunReport:
         return self._with("failed")
 
     @property
+    def not_run(self) -> list[GroupResult]:
+        """Groups the run did not get to, because it stopped (see :attr:`stopped`)."""
+        return self._with("not_run")
+
+    @property
     def ok(self) -> bool:
-        """True when no group failed."""
-        return not self.failed
+        """True when no group failed and the run did not stop."""
+        return not self.failed and self.stopped is None
+
+    @property
+    def errors(self) -> list[tuple[str, list[GroupResult]]]:
+        """Each distinct error once, with the groups that failed with it, most frequent
+        first (then in group order): ``[(cause, [group, ...]), ...]``."""
+        by_cause: dict[str, list[GroupResult]] = {}
+        for group in self.failed:
+            by_cause.setdefault(group.cause or group.error or "", []).append(group)
+        return sorted(by_cause.items(), key=lambda item: -len(item[1]))
+
+    def error_lines(self) -> list[str]:
+        """One line per distinct error: how many groups, which (the first five), and what."""
+        lines = []
+        for cause, groups in self.errors:
+            labels = ", ".join(g.label for g in groups[:5])
+            more = f" and {len(groups) - 5} more" if len(groups) > 5 else ""
+            count = f"{len(groups)} group{'s' if len(groups) != 1 else ''}"
+            lines.append(f"{count} failed ({labels}{more}): {cause}")
+        return lines
 
     def raise_for_failures(self) -> None:
         """Raise :class:`~memtype.errors.PipelineError` (the first failure) if any group failed."""
         failed = self.failed
         if failed:
             more = f" (and {len(failed) - 1} more failed groups)" if len(failed) > 1 else ""
-            raise PipelineError(f"{failed[0].error}{more}")
+            stop = f"; {self.stopped}" if self.stopped else ""
+            raise PipelineError(f"{failed[0].error}{more}{stop}")
 
     def plan_vs_actual(self) -> list[tuple[str, int, int, int, int]]:
         """Per phase: predicted conversions and bytes (per group x groups done), and counted."""
@@ -291,10 +330,13 @@ class RunReport:
                          f"{s.bytes_converted / _MIB:>10.1f}{s.zero_copy:>8}{s.copied:>8}"
                          f"{s.peak_rss / _MIB:>9.0f}{s.peak_device / _MIB:>9.0f}")
         lines.append("-" * len(header))
+        not_run = f", {len(self.not_run)} not run" if self.not_run else ""
         lines.append(f"{len(self.groups)} groups: {len(self.done)} done, "
-                     f"{len(self.skipped)} skipped, {len(self.failed)} failed; "
+                     f"{len(self.skipped)} skipped, {len(self.failed)} failed{not_run}; "
                      f"{self.wall_seconds:.2f} s wall on {self.executor}")
-        lines.extend(f"FAILED {g.label}: {g.error}" for g in self.failed)
+        if self.stopped:
+            lines.append(f"STOPPED: {self.stopped}")
+        lines.extend(f"FAILED {line}" for line in self.error_lines())
         lines.extend(f"fallback {label}: {f.describe()}" for label, f in self.fallbacks)
         lines.extend(self._retried_lines())
         every = {s.name: StepStats(s.name) for s in self.steps}

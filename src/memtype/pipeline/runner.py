@@ -10,6 +10,8 @@ into slices and restacked. Only materialized steps and the last step are written
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -220,6 +222,10 @@ class _GroupState:
     stats: dict[str, StepStats] = field(default_factory=dict)
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     where: str = "loading the input images"
+    phase: str = "loading the input images"
+    """``where`` without the stack: the same in every group (errors are counted by it)."""
+    written: list[tuple[str, str]] = field(default_factory=list)
+    """The images this attempt wrote, removed again if it fails."""
     index: int | None = 0
     """The step whose device is in use (0 while loading; None while writing)."""
     buffers: list[Any] = field(default_factory=list)
@@ -239,8 +245,9 @@ def _run_step(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep]
     with measure(state.step_stats(step.name)) as stats:
         for stack in _regroup(ctx, state, stacks, step, gpu_id):
             calls = step.calls_for(stack.fixed)
-            state.where = (f"step {index + 1} {step.name!r} (function "
-                           f"{', '.join(c.label for c in calls)}) on {key_label(stack.fixed)}")
+            state.phase = (f"step {index + 1} {step.name!r} (function "
+                           f"{', '.join(c.label for c in calls)})")
+            state.where = f"{state.phase} on {key_label(stack.fixed)}"
             image, side = step.run(state.tier.take(stack.ref), stack.fixed, gpu_id,
                                    lazy=not writes(steps, index))
             inner = _output_slices(step, stack, image)
@@ -256,7 +263,7 @@ def _run_step(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep]
 def _write(ctx: RunContext, state: _GroupState, step: FunctionStep, final: bool,
            stacks: list[Stack]) -> None:
     """Write a step's stacks to the output (as host arrays)."""
-    state.where = f"writing the output of step {step.name!r}"
+    state.where = state.phase = f"writing the output of step {step.name!r}"
     state.index = None
     with measure(state.step_stats("[write]")) as stats:
         items = []
@@ -264,7 +271,7 @@ def _write(ctx: RunContext, state: _GroupState, step: FunctionStep, final: bool,
             host = convert(state.tier.peek(s.ref), "numpy")
             items.append((s.slice_keys(ctx.pattern.fields), host))
             stats.stacks += 1
-        ctx.output.write_images(step.name, final, items, state.task.key)
+        ctx.output.write_images(step.name, final, items, state.task.key, state.written)
 
 
 def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
@@ -280,7 +287,7 @@ def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
         stacks = _run_step(ctx, state, steps, index, stacks, gpu_id)
         if writes(steps, index):
             _write(ctx, state, step, index == last, stacks)
-    state.where = "writing the side-output tables"
+    state.where = state.phase = "writing the side-output tables"
     ctx.output.write_tables(state.task.key, state.tables)
     ctx.output.mark_done(state.task.key, [s.name for s in steps])
 
@@ -319,12 +326,49 @@ def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
                 for stats in state.stats.values():
                     retried.setdefault(stats.name, StepStats(stats.name)).merge(stats)
                 continue
+        notes = "".join(f"; {n}" for n in getattr(error, "__notes__", ()))
         message = (f"group {key_label(task.key)} failed in {state.where}: "
-                   f"{type(error).__name__}: {error}")
+                   f"{type(error).__name__}: {error}{notes}")
         return GroupResult(task.key, "failed", message,
                            "".join(traceback.format_exception(error)),
                            list(state.stats.values()), time.perf_counter() - start, worker,
-                           fallbacks, None, list(retried.values()))
+                           fallbacks, None, list(retried.values()),
+                           f"{state.phase}: {_what(error)}", disk_full(error))
+
+
+FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""Errors that fail every later group alike: a run stops at the first one."""
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether ``error``, or an error it was raised from, is a full disk or quota."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError) and current.errno in FULL_DISK:
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _what(error: BaseException) -> str:
+    """An error as ``Type: message``; an operating-system error by its errno alone (its
+    message names a file of one group, and every group's file fails alike)."""
+    code = error.errno if isinstance(error, OSError) else None
+    if code:
+        return f"{type(error).__name__} [{errno.errorcode.get(code, code)}]: {os.strerror(code)}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _discard(ctx: RunContext, state: _GroupState, error: BaseException) -> None:
+    """Remove the images a failed attempt wrote; if that fails too, say so on ``error``."""
+    try:
+        ctx.output.discard_images(state.written)
+    except OSError as exc:  # a note on the group's error: its images stay until a rerun
+        error.add_note(f"its partly written images could not be removed ({exc}); "
+                       "a resumed run writes them again")
+    state.written.clear()
 
 
 def _attempt(ctx: RunContext, task: GroupTask, steps: Sequence[FunctionStep],
@@ -335,12 +379,14 @@ def _attempt(ctx: RunContext, task: GroupTask, steps: Sequence[FunctionStep],
     error: BaseException | None = None
     try:
         _process(ctx, state, steps, gpu_id)
-    except KeyboardInterrupt:  # the user stops the run (finished groups stay marked done)
+    except KeyboardInterrupt as exc:  # the user stops the run (finished groups stay done)
+        _discard(ctx, state, exc)
         raise
     except BaseException as exc:  # recorded in the result: the other groups go on
         # sys.exit() in a step (SystemExit), or any other BaseException a step raises,
         # fails its group only; escaping, it would end the whole run (or a dask worker)
         error = exc
+        _discard(ctx, state, exc)
     finally:
         state.tier.close()
         if spill is not None:
