@@ -254,3 +254,47 @@ def test_a_single_implementation_step_runs_whatever_the_budget() -> None:
     plan = Pipeline([FunctionStep(torch_only)]).plan(np.zeros((2, 8, 8), np.float32),
                                                      budgets={"cpu": 1})
     assert plan.phases[1].memory_type == "torch"
+
+
+# -- budgets are checked before anything runs (issue 21 item 11) ---------------------------
+@mt.numpy
+def add_one(stack: Any) -> Any:
+    return stack + 1
+
+
+BAD_BUDGETS = {
+    "str-bytes": ({"opencl:0": "1GB"}, mt.errors.ArgumentTypeError, r"int number of bytes.*'1GB'"),
+    "bool": ({"cpu": True}, mt.errors.ArgumentTypeError, r"int number of bytes.*True \(bool\)"),
+    "float": ({"cpu": 1.5e9}, mt.errors.ArgumentTypeError, r"int number of bytes.*float"),
+    "negative": ({"cpu": -5}, mt.errors.InvalidArgumentError, r"at least 0 bytes; received -5"),
+    "misspelled-kind": ({"opnecl:0": 1 << 30}, mt.DeviceError, r"'opnecl:0' names no device"),
+    "no-index": ({"cuda": 1 << 30}, mt.DeviceError, r"'cuda' names no device"),
+    "one-device-twice": ({"cuda:0": 1, 0: 2}, mt.errors.InvalidArgumentError,
+                         r"two keys name the device cuda:0"),
+    "not-a-dict": ([("cpu", 1)], mt.errors.ArgumentTypeError, r"dict of device -> bytes.*list"),
+}
+
+
+@pytest.mark.parametrize(("budgets", "error", "message"), list(BAD_BUDGETS.values()),
+                         ids=list(BAD_BUDGETS))
+def test_plan_refuses_bad_budgets(budgets: Any, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        Pipeline([add_one]).plan(np.zeros((2, 8, 8), np.float32), budgets=budgets)
+
+
+@pytest.mark.parametrize(("budgets", "error", "message"), list(BAD_BUDGETS.values()),
+                         ids=list(BAD_BUDGETS))
+def test_run_refuses_bad_budgets_before_anything_runs(plate_dir: Path, tmp_path: Path,
+                                                     budgets: Any, error: type[Exception],
+                                                     message: str) -> None:
+    with pytest.raises(error, match=message):
+        Pipeline([add_one]).run(plate_dir, tmp_path / "out", budgets=budgets)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("budgets", [{"cpu": 1 << 30}, {0: 1 << 30}, {"opencl:1": 0},
+                                     {"cpu": np.int64(1 << 30)}, {}, None],
+                         ids=["name", "gpu-index", "zero", "numpy-int", "empty", "none"])
+def test_plan_takes_budgets_keyed_by_any_device_spelling(budgets: Any) -> None:
+    plan = Pipeline([add_one]).plan(np.zeros((2, 8, 8), np.float32), budgets=budgets)
+    assert plan.cost == 0

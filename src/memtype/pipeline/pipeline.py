@@ -17,7 +17,14 @@ from memtype.pipeline.patterns import (
     group_records,
     split_well,
 )
-from memtype.pipeline.planning import Plan, Replanner, group_shapes, image_shapes, make_plan
+from memtype.pipeline.planning import (
+    Plan,
+    Replanner,
+    device_budgets,
+    group_shapes,
+    image_shapes,
+    make_plan,
+)
 from memtype.pipeline.plates import PlateLayout, layout_of
 from memtype.pipeline.progress import Progress, make_progress
 from memtype.pipeline.provenance import check_resume, run_record
@@ -276,6 +283,7 @@ class Pipeline:
             group runs; a step with several implementations just loses those).
         """
         start = time.perf_counter()
+        budgets = device_budgets(budgets)  # checked before anything is read or written
         watch = FailureWatch(max_failures)
         store = self.reader(source, pattern, layout)
         compiled = store.pattern
@@ -335,7 +343,10 @@ class Pipeline:
             ``GPUMemoryManager`` has left: ``budget(device) - used_bytes(device)``): an
             implementation whose step input and output do not fit takes no part, and the
             plan says why. A managed GPU also needs the free memory and is refused over
-            90% ``memory_pressure``.
+            90% ``memory_pressure``. A key is anything ``memtype.gpu.as_device`` takes (a
+            name, a ``Device``, a GPU index), a value an int number of bytes, at least 0:
+            checked first (``DeviceError``, ``ArgumentTypeError``, ``InvalidArgumentError``),
+            in :meth:`run` too.
 
         Returns
         -------
@@ -352,6 +363,7 @@ class Pipeline:
         FrameworkNotInstalledError
             A step can run only in frameworks that cannot be imported.
         """
+        budgets = device_budgets(budgets)
         check_frameworks(self.steps)
         if isinstance(source, (str, os.PathLike)) or is_store(source) or _is_reader(source):
             store = self.reader(source, pattern, layout)

@@ -15,7 +15,7 @@ One concept, four modules, each importing only those listed before it:
 
 from __future__ import annotations
 
-from memtype.pipeline.planning.measurement import group_shapes, image_shapes
+from memtype.pipeline.planning.measurement import device_budgets, group_shapes, image_shapes
 from memtype.pipeline.planning.model import (
     HOST_STACK,
     HOST_WEIGHT,
@@ -27,4 +27,4 @@ from memtype.pipeline.planning.replanning import Replanner
 from memtype.pipeline.planning.search import make_plan
 
 __all__ = ["Plan", "PlannedConversion", "PlannedStep", "HOST_WEIGHT", "HOST_STACK",
-           "make_plan", "Replanner", "group_shapes", "image_shapes"]
+           "make_plan", "Replanner", "device_budgets", "group_shapes", "image_shapes"]

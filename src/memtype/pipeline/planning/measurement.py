@@ -10,6 +10,7 @@ conversions are hidden from the user's conversion hooks (:func:`memtype.capture_
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,14 +20,21 @@ import numpy as np
 from memtype.convert import capture_conversions, convert
 from memtype.detect import detect_framework
 from memtype.dtypes import entry_dtype
-from memtype.errors import InvalidArgumentError, MemoryBudgetError, MemtypeError, ShapeError
+from memtype.errors import (
+    ArgumentTypeError,
+    DeviceError,
+    InvalidArgumentError,
+    MemoryBudgetError,
+    MemtypeError,
+    ShapeError,
+)
 from memtype.frameworks import load_adapter
 from memtype.pipeline.patterns import stack_keys
 from memtype.pipeline.planning.model import Boundary, Shape
 from memtype.pipeline.steps import FunctionStep, GroupTask, writes
 
-__all__ = ["Probe", "Prober", "PRESSURE_LIMIT", "group_shapes", "image_shapes",
-           "infer_boundaries"]
+__all__ = ["Probe", "Prober", "PRESSURE_LIMIT", "device_budgets", "group_shapes",
+           "image_shapes", "infer_boundaries"]
 
 PRESSURE_LIMIT = 0.9
 """A managed GPU at least this full (``memory_pressure``) takes no planned step."""
@@ -47,9 +55,9 @@ class Probe:
 class Prober:
     """Samples per (memory type, shape, dtype) and the conversions between them, cached."""
 
-    def __init__(self, gpu_id: int | None, budgets: Mapping[str, int] | None = None) -> None:
+    def __init__(self, gpu_id: int | None, budgets: Mapping[Any, Any] | None = None) -> None:
         self.gpu_id = gpu_id
-        self.budgets = dict(budgets or {})
+        self.budgets = device_budgets(budgets)
         self._samples: dict[tuple[str, Shape, str], Any] = {}
         self._probes: dict[tuple[str, str, Shape, str], Probe] = {}
 
@@ -121,6 +129,54 @@ class Prober:
         if device.is_managed_gpu:
             return _gpu_room(device.index, need)
         return None
+
+
+def device_budgets(budgets: object) -> dict[str, int]:
+    """``budgets`` checked: device name -> bytes of room (``{"opencl:0": 2 << 30}``).
+
+    A key is anything :func:`memtype.gpu.as_device` takes (``"cuda:0"``, ``"opencl:0"``,
+    ``"cpu"``, a ``Device``, a managed GPU's index), named as the device prints; a value is
+    an int number of bytes, at least 0. None is no budgets.
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``budgets`` is not a mapping, or a value is not an int (a bool, ``"1GB"``, a float).
+    DeviceError
+        A key that names no device of a kind the framework table knows (``"opnecl:0"``).
+    InvalidArgumentError
+        A negative value, or two keys that name one device (``"cuda:0"`` and ``0``).
+    """
+    if budgets is None:
+        return {}
+    if not isinstance(budgets, Mapping):
+        raise ArgumentTypeError("budgets must be a dict of device -> bytes of room (e.g. "
+                                f"{{'opencl:0': 2 << 30}}); received {type(budgets).__name__}.")
+    checked: dict[str, int] = {}
+    for key, room in budgets.items():
+        device = _budget_device(key)
+        if isinstance(room, bool) or not isinstance(room, numbers.Integral):
+            raise ArgumentTypeError(
+                f"budgets[{key!r}] must be an int number of bytes (e.g. 2 << 30 for 2 GiB); "
+                f"received {room!r} ({type(room).__name__}).")
+        if room < 0:
+            raise InvalidArgumentError(f"budgets[{key!r}] must be at least 0 bytes; "
+                                       f"received {room}.")
+        if device in checked:
+            raise InvalidArgumentError(f"budgets: two keys name the device {device}; expected "
+                                       f"one entry per device; received {list(budgets)!r}.")
+        checked[device] = int(room)
+    return checked
+
+
+def _budget_device(key: object) -> str:
+    """The name of the device a budgets key names (DeviceError naming the key otherwise)."""
+    from memtype.gpu import as_device
+
+    try:
+        return str(as_device(key))
+    except DeviceError as exc:
+        raise DeviceError(f"budgets: the key {key!r} names no device. {exc}") from None
 
 
 def _host_zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
