@@ -218,6 +218,19 @@ def test_default_recovery_retries_the_same_computation_and_never_slices() -> Non
     assert "slice_separable=True" in " ".join(info.value.__notes__)
 
 
+def test_oom_note_on_the_host_names_no_cpu_fallback() -> None:
+    import torch
+
+    @mt.torch
+    def f(image: Any) -> Any:
+        raise torch.OutOfMemoryError("host tensors (simulated)")
+
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        f(torch.ones(2, 3, 4))  # on the CPU already: oom_fallback="cpu" would change nothing
+    note = " ".join(info.value.__notes__)
+    assert "slice_separable=True" in note and "oom_fallback" not in note
+
+
 def test_default_recovery_never_returns_a_per_slice_result() -> None:
     @mt.numpy
     def normalised(image: np.ndarray) -> np.ndarray:  # needs the whole volume

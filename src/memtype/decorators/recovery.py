@@ -33,7 +33,7 @@ class Recovery:
     """The recovery of one call: the function, its conversion policy and the caller's
     arguments (stages run by :func:`memtype.gpu.oom.recover`)."""
 
-    __slots__ = ("func", "policy", "name", "args", "kwargs", "opts", "separable")
+    __slots__ = ("func", "policy", "name", "args", "kwargs", "opts", "separable", "on_gpu")
 
     def __init__(self, func: Callable[..., Any], policy: Policy, name: str,
                  args: tuple[Any, ...], kwargs: dict[str, Any], opts: CallOptions,
@@ -45,6 +45,7 @@ class Recovery:
         self.kwargs = kwargs
         self.opts = opts
         self.separable = separable
+        self.on_gpu = False  # whether the first attempt ran on a GPU (set by stages)
 
     def attempt(self, by_slice: bool, host: bool = False) -> tuple[Inputs, Any]:
         """One recovery attempt on the caller's arguments, converted afresh.
@@ -81,10 +82,11 @@ class Recovery:
 
         ``failed``: the inputs of the first attempt."""
         opts = self.opts
+        self.on_gpu = failed.device.is_gpu
         stages: list[Stage] = [("retry", lambda: self.attempt(opts.slice_by_slice))]
         if self.separable and not opts.slice_by_slice and can_slice(failed):
             stages.append(("slice by slice", lambda: self.attempt(True)))
-        if opts.oom_fallback == "cpu" and failed.device.is_gpu:
+        if opts.oom_fallback == "cpu" and self.on_gpu:
             stages.append(("on the CPU", self.on_cpu))
         return stages
 
@@ -98,7 +100,7 @@ class Recovery:
             hints.append("declare the function slice_separable=True (if its result on a 3D "
                          "image equals its 2D slices' results stacked) to let recovery run it "
                          "slice by slice, or call it with slice_by_slice=True")
-        if self.opts.oom_fallback is None and self.policy.framework.gpu_kind is not None:
+        if self.opts.oom_fallback is None and self.on_gpu and not self.policy.framework.gpu_only:
             hints.append('pass oom_fallback="cpu" to run it on the host after that')
         if hints:
             error.add_note(f"memtype {tried}; {'; '.join(hints)}.")
