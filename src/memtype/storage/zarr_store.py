@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from memtype._optional import require
@@ -55,7 +55,7 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
-from memtype.storage import _ngff, _ome, _plate_groups, _pyramid
+from memtype.storage import _labels, _ngff, _ome, _plate_groups, _pyramid
 from memtype.storage._atomic import temp_name
 from memtype.storage._plate_paths import PlatePaths, check_name
 from memtype.storage._readers import decoding
@@ -269,6 +269,67 @@ class ZarrStore(Store):
                                       path=level, mode="r",
                                       zarr_format=self._paths.layout.zarr_format)
             return self._read(arr, index, key)
+
+    # -- labels (segmentations beside their image; see _labels) ------------------------------
+    def save_labels(self, labels: Any, path: PathLike, name: str, *, overwrite: bool = False,
+                    colors: Mapping[int, Sequence[int]] | None = None,
+                    chunks: str | Sequence[int] | None = None) -> None:
+        """Write a label image (integer object ids) beside the image of field ``path``.
+
+        Written as ``<field>/labels/<name>/`` with OME ``image-label`` metadata, the
+        image's pyramid levels (downsampled by nearest neighbour: an id stays an id) and
+        scales; napari, ome-zarr-py and Fiji show it over the image.
+
+        Parameters
+        ----------
+        labels : array
+            Integer ids (0: background), the image's shape without its channel axis.
+        path : str or os.PathLike
+            The field, which must hold an image.
+        name : str
+            The label image's name (``"nuclei"``).
+        overwrite : bool
+            Replace labels of that name (otherwise ``StoreExistsError``).
+        colors : mapping, optional
+            ``{id: (r, g, b) or (r, g, b, a)}``; by default each id gets a distinct colour
+            (up to 4096 ids; more are left to the viewer) and 0 is transparent.
+        chunks : optional
+            As for :meth:`save` (default ``"plane"``).
+
+        Notes
+        -----
+        Saving the field's image again with ``overwrite=True`` replaces the field, its
+        labels included.
+        """
+        self._require_writable("save labels", path)
+        key = self._field(path)
+        _labels.check_label_name(name, key)
+        _labels.save(self._paths, key, name, labels, overwrite=overwrite, colors=colors,
+                     chunks=chunks, codec=self.codec, level=self.level, fsync=self.fsync)
+
+    def load_labels(self, path: PathLike, name: str, *, index: Any = None,
+                    resolution: int = 0) -> Any:
+        """Read label image ``name`` of field ``path`` (``index`` and ``resolution`` as for
+        :meth:`load`); :meth:`list_labels` names them."""
+        import zarr
+
+        key = self._field(path)
+        _labels.check_label_name(name, key)
+        group = f"{key}/labels/{name}"
+        with self._paths.lock(_ome.well_lock_name(key.rsplit("/", 1)[0]), shared=True):
+            if not self._paths.exists(group):
+                raise StoreNotFoundError(f"No labels {name!r} for {key!r} in the plate "
+                                         f"{self.root!r}; it has {self.list_labels(key)}.")
+            with self._paths.metadata(group):
+                level = self._resolution(group, resolution)
+                arr = zarr.open_array(store=self._paths.zarr_store(group, read_only=True),
+                                      path=level, mode="r",
+                                      zarr_format=self._paths.layout.zarr_format)
+            return self._read(arr, index, group)
+
+    def list_labels(self, path: PathLike) -> list[str]:
+        """The names of the label images of field ``path``."""
+        return _labels.names(self._paths, self._field(path))
 
     def _read(self, arr: Any, index: Any, key: str) -> Any:
         """``arr[index]``: an index outside is StoreIndexError, a bad chunk StoreFormatError."""
