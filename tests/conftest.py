@@ -37,14 +37,14 @@ from tests.helpers import registered  # noqa: E402
 
 TOY = Framework(
     name="toy", module="tests.toyarrays", array_types=("tests.toyarrays:ToyArray",),
-    adapter="tests.toy_adapter", device_kinds=("cpu",), dlpack=False, immutable=False,
+    adapter="tests.toy_adapter:ToyAdapter", device_kinds=("cpu",),
     install_hint="(ships with the tests)",
 )
 
 TOYDEV = Framework(
     name="toydev", module="tests.toydevice", array_types=("tests.toydevice:ToyDeviceArray",),
-    adapter="tests.toydevice_adapter", device_kinds=("toyaccel",), dlpack=False,
-    immutable=False, install_hint="(ships with the tests)",
+    adapter="tests.toydevice_adapter:ToyDeviceAdapter", device_kinds=("toyaccel",),
+    install_hint="(ships with the tests)",
 )
 
 

@@ -51,9 +51,9 @@ def test_cupy_without_gpu_is_a_device_error() -> None:
     with pytest.raises(mt.DeviceError):
         mt.convert(np.zeros(3, np.float32), "cupy")
 
+
 @pytest.mark.requires("pyclesperanto")
 @pytest.mark.opencl
-
 def test_opencl_device_that_does_not_exist() -> None:
     with pytest.raises(mt.DeviceError) as info:
         mt.convert(np.zeros(3, np.float32), "pyclesperanto", gpu_id=99)
@@ -68,9 +68,9 @@ def test_pyclesperanto_refuses_complex(dtype: str) -> None:
         mt.convert(np.ones(3, dtype), "pyclesperanto")
     assert dtype in str(info.value) and "float32" in str(info.value)
 
+
 @pytest.mark.requires("pyclesperanto")
 @pytest.mark.opencl
-
 def test_pyclesperanto_refuses_empty_and_4d() -> None:
     for shape in [(0, 3), (), (2, 2, 2, 2)]:
         with pytest.raises(mt.MemoryConversionError) as info:
@@ -91,9 +91,10 @@ def test_errors_are_builtins() -> None:
 def test_missing_framework_gives_install_hint() -> None:
     from memtype.frameworks import Framework, load_adapter, register_framework, unregister_framework
 
-    register_framework(Framework("ghost", "memtype_no_such_module", ("memtype_no_such_module:A",),
-                                 "memtype_no_such_module.adapter", ("cpu",), False, False,
-                                 "pip install ghost-arrays"))
+    register_framework(Framework(name="ghost", module="memtype_no_such_module",
+                                 array_types=("memtype_no_such_module:A",),
+                                 adapter="memtype_no_such_module.adapter:GhostAdapter",
+                                 device_kinds=("cpu",), install_hint="pip install ghost-arrays"))
     try:
         with pytest.raises(mt.errors.FrameworkNotInstalledError) as info:
             load_adapter("ghost")

@@ -99,7 +99,9 @@ def test_a_row_whose_module_is_still_being_imported_is_not_loaded(
     from memtype.frameworks import Framework, array_types
 
     monkeypatch.setitem(sys.modules, "memtype_half_imported", _importing("memtype_half_imported"))
-    row = Framework("halfimported", "memtype_half_imported", ("memtype_half_imported:Array",),
-                    "tests.toy_adapter", ("cpu",), False, False, "nothing to install")
+    row = Framework(name="halfimported", module="memtype_half_imported",
+                    array_types=("memtype_half_imported:Array",),
+                    adapter="tests.toy_adapter:ToyAdapter", device_kinds=("cpu",),
+                    install_hint="nothing to install")
     assert not is_loaded(row)
     assert array_types(row) == ()  # no attribute lookup on the half-built module

@@ -21,7 +21,7 @@ from tests.pipeline_support import ROOT, SMALL, load_field, stacks, write_plate
 GHOST_MODULE = "memtype_tests_ghost_framework"  # a module that exists nowhere
 GHOST = Framework(
     name="ghost", module=GHOST_MODULE, array_types=(f"{GHOST_MODULE}:Array",),
-    adapter="tests.toy_adapter", device_kinds=("cpu",), dlpack=False, immutable=False,
+    adapter="tests.toy_adapter:ToyAdapter", device_kinds=("cpu",),
     install_hint="pip install ghost-arrays",
 )
 

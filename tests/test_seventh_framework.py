@@ -1,4 +1,5 @@
-"""Adding a framework is one table row plus one adapter module: proven with a toy framework."""
+"""Adding a framework is one table row plus one module with its Adapter subclass: proven with
+a toy framework."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import memtype as mt
 from memtype.frameworks import Framework, register_framework, unregister_framework
 from tests.frameworks import builtin_names, type_params
-from tests.helpers import host
+from tests.helpers import host, registered
 
 
 @pytest.mark.parametrize("other", type_params())
@@ -96,3 +97,64 @@ def test_a_run_time_member_leaves_the_enum_with_its_row(toy: object) -> None:
     with pytest.raises(ValueError):
         mt.MemoryType("toy")
     register_framework(toy)  # type: ignore[arg-type]  # the fixture unregisters it again
+
+
+def test_an_adapter_path_without_its_class_is_refused(toy: Framework) -> None:
+    from dataclasses import replace
+
+    with pytest.raises(mt.errors.InvalidArgumentError, match="'module:Class'"):
+        register_framework(replace(toy, name="toymodule", adapter="tests.toy_adapter"))
+
+
+def test_an_adapter_that_is_not_an_adapter_subclass_is_refused(toy: Framework) -> None:
+    from dataclasses import replace
+
+    from memtype.frameworks import load_adapter
+
+    with registered(replace(toy, name="toynotadapter", adapter="tests.toyarrays:ToyArray")):
+        with pytest.raises(mt.errors.ArgumentTypeError, match="subclass of memtype.frameworks"):
+            load_adapter("toynotadapter")
+
+
+def test_the_toy_adapter_gets_the_base_class_defaults(toy: Framework) -> None:
+    from memtype.frameworks import CPU, Adapter, load_adapter
+    from tests.toyarrays import ToyArray
+
+    adapter = load_adapter("toy")
+    assert isinstance(adapter, Adapter)
+    x = ToyArray(np.ones(2))
+    assert adapter.device_of(x) == CPU and adapter.on_host(x) and adapter.gpu_count() == 0
+    assert adapter.shape_of(x) == (2,) and adapter.holds_dtype(np.dtype("c16"))
+    assert adapter.is_oom(MemoryError()) and adapter.runtime_started()
+
+
+def test_capability_flags_follow_the_overridden_methods() -> None:
+    from memtype.frameworks import Adapter
+    from tests.toy_adapter import ToyAdapter
+
+    class Casting(ToyAdapter):
+        def astype(self, x: object, dtype: np.dtype) -> object:
+            return x
+
+    assert not ToyAdapter.casts_on_device and Casting.casts_on_device
+    assert not Adapter.casts_on_device
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_each_builtin_row_names_one_adapter_class_in_its_module(name: str) -> None:
+    row = mt.frameworks.get_framework(name)
+    module, _, cls = row.adapter.partition(":")
+    assert module == f"memtype.frameworks.{name}_adapter"
+    assert cls.endswith("Adapter") and cls.lower() == f"{name}adapter"
+
+
+def test_nothing_outside_frameworks_probes_an_adapter() -> None:
+    import re
+    from pathlib import Path
+
+    root = Path(mt.__file__).parent
+    probe = re.compile(r"(getattr|hasattr)\([^)]*adapter|frameworks\._hooks|frameworks\._protocol")
+    found = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py")
+             if p.parent.name != "frameworks"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if probe.search(line)]
+    assert found == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from memtype.frameworks import get_framework
+from memtype.frameworks import builtin_frameworks, load_adapter
 from tests import expectations, test_convert_matrix, test_decorators
 from tests.frameworks import builtin_names
 
@@ -19,12 +19,15 @@ def test_host_sharing_declares_every_row(name: str) -> None:
         f"tests/test_convert_matrix.py HOST_SHARING has no entry for {name!r}")
 
 
-@pytest.mark.parametrize("name", builtin_names())
+@pytest.mark.parametrize("name", [  # immutability is the adapter's: it needs the module
+    pytest.param(fw.name, marks=pytest.mark.requires(fw.module), id=fw.name)
+    for fw in builtin_frameworks()])
 def test_mutable_in_place_declares_every_mutable_row(name: str) -> None:
     declared = name in test_decorators.MUTABLE_IN_PLACE
-    assert declared is not get_framework(name).immutable, (
+    immutable = load_adapter(name).immutable
+    assert declared is not immutable, (
         f"tests/test_decorators.py MUTABLE_IN_PLACE: {name!r} is "
-        f"{'im' if get_framework(name).immutable else ''}mutable; "
+        f"{'im' if immutable else ''}mutable; "
         f"{'remove' if declared else 'add'} its entry")
 
 
@@ -38,3 +41,23 @@ def test_no_table_names_an_unknown_row() -> None:
     for table in (test_convert_matrix.HOST_SHARING, test_decorators.MUTABLE_IN_PLACE,
                   expectations.COVERED):
         assert set(table) <= names
+
+
+def _extras() -> set[str]:
+    import tomllib
+    from pathlib import Path
+
+    with open(Path(__file__).parents[1] / "pyproject.toml", "rb") as f:
+        return set(tomllib.load(f)["project"]["optional-dependencies"])
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_a_rows_extra_is_a_memtype_extra_named_by_its_install_hint(name: str) -> None:
+    from memtype.frameworks import get_framework
+
+    row = get_framework(name)
+    if row.extra:  # NumPy, the host, is a dependency, not an extra
+        assert row.extra in _extras()
+        assert f"memtype[{row.extra}]" in row.install_hint
+    else:
+        assert "memtype[" not in row.install_hint

@@ -1,107 +1,37 @@
-"""Adapter of the toy framework: the one module a seventh framework needs."""
+"""Adapter of the toy framework: the one module a seventh framework needs. It overrides only
+what the :class:`~memtype.frameworks.Adapter` base cannot know (a host-only framework without
+DLPack); every other capability is the base class's default."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from memtype.frameworks import CPU, Device
+from memtype.frameworks import Adapter, Device
 from tests.toyarrays import ToyArray
 
-HOST_NATIVE = False
 
+class ToyAdapter(Adapter):
+    """The toy framework's adapter: host arrays held by tests.toyarrays.ToyArray."""
 
-def version() -> str:
-    return "0.0-toy"
+    dlpack = False
 
+    def version(self) -> str:
+        return "0.0-toy"
 
-def device_of(x: Any) -> Device:
-    return CPU
+    def dtype_of(self, x: Any) -> np.dtype[Any]:
+        return np.dtype(x.dtype)
 
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        return np.asarray(x.values())
 
-def gpu_count() -> int:
-    return 0
+    def from_numpy(self, a: np.ndarray[Any, Any], device: Device) -> Any:
+        return ToyArray(a)
 
+    def copy(self, x: Any) -> Any:
+        return ToyArray(x.values())
 
-def devices() -> list[str]:
-    return ["cpu"]
-
-
-def dlpack_version() -> str:
-    return ""
-
-
-def dtype_of(x: Any) -> np.dtype:
-    return x.dtype
-
-
-def shape_of(x: Any) -> tuple[int, ...]:
-    return x.shape
-
-
-def to_numpy(x: Any) -> np.ndarray:
-    return x.values()
-
-
-def from_numpy(a: np.ndarray, device: Device) -> Any:
-    return ToyArray(a)
-
-
-def from_dlpack(x: Any, device: Device) -> Any:
-    return ToyArray(np.from_dlpack(x))
-
-
-def dlpack_dtype_ok(dtype: np.dtype) -> bool:
-    return False
-
-
-def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
-    return None
-
-
-def data_ptr(x: Any) -> int | None:
-    return None
-
-
-def to_device(x: Any, device: Device) -> Any:
-    return x
-
-
-def copy(x: Any) -> Any:
-    return ToyArray(x.values())
-
-
-def stack(arrays: Sequence[Any]) -> Any:
-    return ToyArray(np.stack([a.values() for a in arrays]))
-
-
-def namespace() -> ModuleType | None:
-    return None
-
-
-def synchronize(device: Device) -> None:
-    return None
-
-
-def stream(device: Device) -> AbstractContextManager[Any]:
-    return nullcontext()
-
-
-def empty_cache() -> None:
-    return None
-
-
-def memory_info(gpu_id: int) -> dict[str, int]:
-    return {}
-
-
-def oom_errors() -> tuple[type[BaseException], ...]:
-    return (MemoryError,)
-
-
-def is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, MemoryError)
+    def stack(self, arrays: Sequence[Any]) -> Any:
+        return ToyArray(np.stack([a.values() for a in arrays]))

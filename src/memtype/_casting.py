@@ -18,7 +18,6 @@ from memtype.detect import detect_framework
 from memtype.errors import DtypePolicyError
 from memtype.frameworks import DTYPE_KIN as KIN
 from memtype.frameworks import Adapter, load_adapter
-from memtype.frameworks import _hooks as hooks
 
 __all__ = ["Scaling", "SCALINGS", "check_scaling", "cast", "holds_dtype", "nearest_held_dtype",
            "Ops", "ops_for", "int_range", "float_max", "cast_in", "Bounds"]
@@ -46,7 +45,7 @@ def holds_dtype(adapter: Adapter, dtype: np.dtype[Any]) -> bool:
     """Whether the adapter's framework can hold ``dtype`` (JAX without x64, pyclesperanto)."""
     holds = _HOLDS.get(adapter)
     if holds is None:  # the function is kept, not its answers (JAX's x64 can change)
-        holds = _HOLDS[adapter] = hooks.holds_dtype(adapter)
+        holds = _HOLDS[adapter] = adapter.holds_dtype
     return bool(holds(dtype))
 
 
@@ -146,7 +145,7 @@ def ops_for(name: str, adapter: Adapter) -> Ops | None:
     seen = _OPS.get(key)
     if seen is not None and seen[0] is adapter:
         return seen[1]
-    usable = adapter.namespace() is not None and hooks.dtype_ops(adapter) is not None
+    usable = adapter.namespace() is not None and adapter.casts_on_device
     ops = Ops(adapter) if usable else None
     _OPS[key] = adapter, ops
     return ops
@@ -170,9 +169,8 @@ class Ops:
 
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
-        ops = hooks.dtype_ops(adapter)
-        assert ops is not None, "callers build Ops only for adapters with astype/rint"
-        self.ops = ops
+        assert adapter.casts_on_device, "callers build Ops only for adapters with astype/rint"
+        self.ops = adapter
         self.xp: Any = adapter.namespace()
         self.has64 = holds_dtype(adapter, _F64)
         self._held: dict[np.dtype[Any], bool] = {}  # per x64 setting, as this Ops is

@@ -21,7 +21,6 @@ import numpy as np
 
 from memtype.errors import MemoryConversionError, MemtypeError, UnsupportedArrayError
 from memtype.frameworks import Framework, load_adapter
-from memtype.frameworks import _hooks as hooks
 from memtype.frameworks._host import is_extension
 
 __all__ = ["conversion_failure", "unsupported_reason"]
@@ -32,13 +31,13 @@ _NUMERIC_EXTRAS = ("bfloat16", "float8", "float4", "float6", "int4", "uint4", "i
 
 def unsupported_reason(fw: Framework, x: Any) -> str | None:
     """Why ``x`` cannot leave its framework ``fw`` (``None`` when nothing is known against it)."""
-    return hooks.unsupported(load_adapter(fw.name))(x)
+    return load_adapter(fw.name).unsupported(x)
 
 
 def _is_oom(exc: BaseException, *frameworks: Framework) -> bool:
     for fw in frameworks:
         adapter = load_adapter(fw.name)
-        if isinstance(exc, adapter.oom_errors()) and hooks.is_oom(adapter, exc):
+        if isinstance(exc, adapter.oom_errors()) and adapter.is_oom(exc):
             return True
     return isinstance(exc, MemoryError)
 
@@ -69,7 +68,7 @@ def conversion_failure(x: Any, sfw: Framework, dfw: Framework,
         return None
     dtype = _dtype(sfw, x)
     what = f"a {sfw.name} array" + ("" if dtype is None else f" of dtype {dtype}")
-    holds = hooks.holds_dtype(load_adapter(dfw.name))
+    holds = load_adapter(dfw.name).holds_dtype
     if dtype is not None and is_extension(dtype) and not holds(dtype):
         return MemoryConversionError(
             f"{dfw.name} cannot hold dtype {dtype}; received {what}. Cast it to a dtype "

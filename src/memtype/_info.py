@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from memtype.errors import FrameworkNotInstalledError
 from memtype.frameworks import Framework, iter_frameworks, load_adapter, loaded_frameworks
-from memtype.frameworks import _hooks as hooks
 
 __all__ = ["info_report", "framework_rows", "runtime_lines"]
 
@@ -27,11 +26,10 @@ def runtime_lines() -> list[str]:
     lines: list[str] = []
     for fw in loaded_frameworks():
         adapter = load_adapter(fw.name)
-        describe = hooks.runtime_info(adapter)
-        if describe is not None:
-            lines.append(f"{fw.name}: {describe()}")
-        missing = hooks.no_device_reason(adapter)
-        reason = missing() if missing is not None else ""
+        described = adapter.runtime_info()
+        if described:
+            lines.append(f"{fw.name}: {described}")
+        reason = adapter.no_device_reason()
         if reason:
             lines.append(f"{fw.name}: {reason}")
     return lines

@@ -39,7 +39,6 @@ from memtype.frameworks import (
     load_adapter,
     on_table_change,
 )
-from memtype.frameworks import _hooks as hooks
 from memtype.types import MemoryTypeLike
 
 __all__ = [
@@ -123,8 +122,8 @@ def _require_device(fw: Framework, adapter: Adapter, kind: str, index: int) -> D
     count = adapter.gpu_count()
     if index >= count:
         have = f"only devices 0..{count - 1} exist" if count else f"no {kind} device is available"
-        explain = hooks.no_device_reason(adapter)
-        why = f" {explain()}" if explain is not None and not count else ""
+        explain = "" if count else adapter.no_device_reason()
+        why = f" {explain}" if explain else ""
         raise DeviceError(f"{fw.name} on {kind} device {index} was requested, but {have}.{why}")
     return Device(kind, index)
 
@@ -155,9 +154,8 @@ def target_device(fw: Framework, source: Device, gpu_id: int | None) -> Device:
 def _dlpack_importer(src: Adapter, dst: Adapter) -> Callable[[Any, Device], Any | None]:
     """Zero-copy DLPack import into ``dst`` (after an on-device copy where the layout needs
     one), or None where it is unsafe (dtype, layout): the caller then copies."""
-    rules = hooks.rules(dst)  # once per route: importers are built with the route
-    any_dtype, contiguous = rules.dlpack_any_dtype, rules.dlpack_contiguous
-    align = rules.dlpack_align
+    any_dtype, contiguous = dst.dlpack_any_dtype, dst.dlpack_contiguous  # once per route
+    align = dst.dlpack_align
     export, from_dlpack = src.dlpack_export, dst.from_dlpack
     dtype_ok, dtype_of, exports = dst.dlpack_dtype_ok, src.dtype_of, src.dlpack_dtype_ok
 
@@ -234,11 +232,9 @@ def _host_route(sfw: Framework, dfw: Framework) -> Callable[[Any], Any] | None:
         return _identity
     src, dst = load_adapter(sfw.name), load_adapter(dfw.name)
     to_numpy, from_numpy = src.to_numpy, dst.from_numpy
-    dst_rules = hooks.rules(dst)
-    if dst_rules.host_native:
+    if dst.host_native:
         return to_numpy
-    if (sfw.dlpack and dfw.dlpack and dst_rules.dlpack_on_host
-            and not hooks.rules(src).host_native):
+    if src.dlpack and dst.dlpack and dst.dlpack_on_host and not src.host_native:
         return _dlpack_host_route(src, dst)
     # the hub's own buffer knowledge (a NumPy subclass's overrides are never asked)
     return lambda x: from_numpy(to_numpy(x), CPU)
@@ -267,10 +263,11 @@ def _build_route(x: Any, to: object) -> _Route:
         reason = unsupported_reason(sfw, x)
         if reason is not None:  # e.g. a type whose instances can never leave (masked arrays)
             raise UnsupportedArrayError(f"cannot convert to {dfw.name}: {reason}")
-    on_host = None if sfw.gpu_kind is None else hooks.on_host(src)  # host-only: no check
+    on_host = None if sfw.gpu_kind is None else src.on_host  # host-only: no check
     device_dlpack = None
-    if sfw is not dfw and sfw.dlpack and dfw.dlpack and sfw.gpu_kind == dfw.gpu_kind:
-        device_dlpack = _dlpack_importer(src, load_adapter(dfw.name))
+    dst = load_adapter(dfw.name)
+    if sfw is not dfw and src.dlpack and dst.dlpack and sfw.gpu_kind == dfw.gpu_kind:
+        device_dlpack = _dlpack_importer(src, dst)
     route = _Route(sfw, dfw, on_host, _host_route(sfw, dfw), device_dlpack)
     _routes[(type(x), to)] = route
     return route

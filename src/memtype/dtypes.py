@@ -58,7 +58,6 @@ from memtype._casting import (
 )
 from memtype.detect import detect_framework
 from memtype.frameworks import DTYPE_KIN, Adapter, load_adapter
-from memtype.frameworks import _hooks as hooks
 from memtype.types import DtypeConversion
 
 __all__ = ["Scaling", "SCALINGS", "cast", "check_scaling", "result_dtype", "output_dtype",
@@ -85,7 +84,7 @@ def entry_dtype(dtype: np.dtype[Any],
     into : str or callable
         The framework's memory type, or its adapter's ``holds_dtype``.
     """
-    holds = hooks.holds_dtype(load_adapter(into)) if isinstance(into, str) else into
+    holds = load_adapter(into).holds_dtype if isinstance(into, str) else into
     try:
         kin = _kin[dtype]
     except KeyError:

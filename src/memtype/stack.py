@@ -18,7 +18,6 @@ from memtype._failures import unsupported_reason
 from memtype.convert import convert
 from memtype.detect import detect_framework
 from memtype.errors import ArgumentTypeError, DtypePolicyError, ShapeError, UnsupportedArrayError
-from memtype.frameworks import _hooks as hooks
 from memtype.frameworks import get_framework, load_adapter
 from memtype.frameworks._host import is_extension
 from memtype.types import MemoryTypeLike
@@ -128,15 +127,14 @@ def _same_dtype(arrays: list[Any], name: str) -> list[Any]:
     """Converted slices cast to their common dtype in the target framework (exactly)."""
     adapter = load_adapter(name)
     common = _common_dtype(arrays)
-    if not hooks.holds_dtype(adapter)(common):
+    if not adapter.holds_dtype(common):
         raise DtypePolicyError(
             f"stack_slices: the slices' common dtype is {common}, which {name} cannot hold. "
             "Cast the slices to one dtype it holds first."
         )
-    ops = hooks.dtype_ops(adapter)
-    if ops is None:  # the adapter's stack promotes (pyclesperanto)
+    if not adapter.casts_on_device:  # the adapter's stack promotes (pyclesperanto)
         return arrays
-    return [a if adapter.dtype_of(a) == common else ops.astype(a, common) for a in arrays]
+    return [a if adapter.dtype_of(a) == common else adapter.astype(a, common) for a in arrays]
 
 
 def stack_slices(slices: Sequence[Any], memory_type: MemoryTypeLike,

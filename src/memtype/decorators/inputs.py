@@ -45,7 +45,6 @@ from memtype.frameworks import (
     load_adapter,
     on_table_change,
 )
-from memtype.frameworks import _hooks as hooks
 from memtype.gpu.streams import call_device
 
 __all__ = ["Inputs", "Policy", "prepare", "arrays_in", "write_count", "read_only",
@@ -219,20 +218,22 @@ class Policy:
     """The adapter's ``holds_dtype`` (every dtype where it has none)."""
 
     def __post_init__(self) -> None:
-        readonly = hooks.readonly_view(self.adapter)
+        adapter = self.adapter
+        readonly = adapter.readonly_view if adapter.has_readonly_view else None
         isolate: Callable[[Any], Any] = _unchanged
-        if self.copy_inputs and not self.framework.immutable:
-            isolate = self.adapter.copy
-        elif self.framework.immutable and readonly is not None:
+        if self.copy_inputs and not adapter.immutable:
+            isolate = adapter.copy
+        elif adapter.immutable and readonly is not None:
             isolate = readonly  # a tf.Variable becomes its value
         object.__setattr__(self, "same_type", isolate)
         object.__setattr__(self, "readonly", readonly)
         object.__setattr__(self, "passes_writable", isolate is _unchanged
-                           and not self.framework.immutable)
+                           and not adapter.immutable)
         object.__setattr__(self, "device_of", _device_lookup(self.adapter, self.framework))
-        object.__setattr__(self, "current_device", hooks.current_device(self.adapter))
-        object.__setattr__(self, "restricts_dtypes", hooks.has_holds_dtype(self.adapter))
-        object.__setattr__(self, "holds", hooks.holds_dtype(self.adapter))
+        object.__setattr__(self, "current_device",
+                           adapter.current_device if adapter.has_device_context else None)
+        object.__setattr__(self, "restricts_dtypes", adapter.restricts_dtypes)
+        object.__setattr__(self, "holds", adapter.holds_dtype)
 
 
 def _unchanged(v: Any) -> Any:
@@ -312,9 +313,9 @@ class _Converter:
         is asked after the call, and only if the write count changed.
         """
         policy = self.policy
-        if policy.framework.immutable:  # a tf.Variable becomes its value
+        if policy.adapter.immutable:  # a tf.Variable becomes its value
             return out if out is not v or policy.readonly is None else policy.readonly(out)
-        locked = vfw.immutable or read_only(v)
+        locked = _adapter(vfw).immutable or read_only(v)
         if policy.copy_inputs:
             return self.private(v, out, vfw)
         if not locked:  # the caller's mutable data, passed as it is
@@ -372,11 +373,11 @@ def _fit_float(v: Any, vfw: Framework, holds: Callable[[np.dtype[Any]], bool],
     kin = entry_dtype(dtype, holds)  # the one rule, shared with the pipeline's planner
     if kin == dtype:
         return v
-    ops, xp = hooks.dtype_ops(source), source.namespace()
-    if ops is None or xp is None:
+    xp = source.namespace()
+    if not source.casts_on_device or xp is None:
         return v
     with np.errstate(over="ignore"):  # overflow is checked just below
-        narrowed = ops.astype(v, kin)
+        narrowed = source.astype(v, kin)
     if bool(xp.any(xp.isinf(narrowed) & xp.isfinite(v))):
         raise MemoryConversionError(
             f"the function runs in {kin} here and some {dtype} values exceed "
@@ -432,9 +433,9 @@ def _device_lookup(adapter: Adapter, framework: Framework) -> Callable[[Any], De
     """A framework's ``device_of``, short-cut for host arrays (``on_host`` is the fast check)."""
     if framework.gpu_kind is None:
         return _on_cpu
-    on_host = hooks.host_check(adapter)
-    if on_host is None:
+    if not adapter.has_host_check:
         return adapter.device_of
+    on_host = adapter.on_host
     device_of = adapter.device_of
     return lambda x: CPU if on_host(x) else device_of(x)
 

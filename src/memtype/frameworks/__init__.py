@@ -1,9 +1,9 @@
-"""THE framework table: one record per memory type, one small adapter module per framework.
+"""THE framework table: one row per memory type, one :class:`Adapter` subclass per framework.
 
-Adding a framework means one :class:`Framework` row (here, or at run time with
-:func:`register_framework`) plus one adapter module implementing :class:`Adapter` (the
-contract and its optional groups: :mod:`memtype.frameworks._protocol`; their defaults:
-:mod:`memtype.frameworks._hooks`). Nothing else in memtype names a framework.
+A row (:class:`Framework`) holds what must be known before the framework is imported; its
+adapter class (a subclass of :class:`Adapter`, whose methods are the defaults) holds the rest.
+Adding a framework means one row (here, or at run time with :func:`register_framework`) plus
+one module defining the subclass. Nothing else in memtype names a framework.
 """
 
 from __future__ import annotations
@@ -18,18 +18,23 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import Any, cast
 
-from memtype.errors import FrameworkNotInstalledError, ImportOrderError, UnknownMemoryTypeError
-from memtype.frameworks import _hooks
-from memtype.frameworks._host import KIN as DTYPE_KIN
-from memtype.frameworks._protocol import (
+from memtype.errors import (
+    ArgumentTypeError,
+    FrameworkNotInstalledError,
+    ImportOrderError,
+    InvalidArgumentError,
+    UnknownMemoryTypeError,
+)
+from memtype.frameworks._adapter import Adapter
+from memtype.frameworks._device import (
     CPU,
     GPU_KIND,
-    Adapter,
     Device,
     DeviceProperties,
     gpu_index,
     managed_gpu,
 )
+from memtype.frameworks._host import KIN as DTYPE_KIN
 from memtype.frameworks._settings import Setting
 
 __all__ = [
@@ -61,9 +66,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Framework:
-    """One row of the framework table.
+    """One row of the framework table: what is known before the framework is imported.
 
     Parameters
     ----------
@@ -74,15 +79,15 @@ class Framework:
     array_types : tuple of str
         ``"module:Attr"`` names of the array classes, resolved only once ``module`` is loaded.
     adapter : str
-        Import path of the adapter module.
+        ``"module:Class"``, the framework's :class:`Adapter` subclass (imported with the
+        framework, after it).
     device_kinds : tuple of str
         Where arrays may live: ``"cpu"``, ``"cuda"``, ``"opencl"``. The first is the default.
-    dlpack : bool
-        Whether the framework imports and exports DLPack.
-    immutable : bool
-        Whether the framework treats its arrays as immutable (jax, tensorflow).
     install_hint : str
         What to run to install it.
+    extra : str
+        memtype's optional extra that installs it (``pip install 'memtype[extra]'``); ``""``
+        for none.
     import_before : tuple of str
         Installed modules memtype imports before this one (preferred order when both are used).
     crashes_after : tuple of str
@@ -105,9 +110,8 @@ class Framework:
     array_types: tuple[str, ...]
     adapter: str
     device_kinds: tuple[str, ...]
-    dlpack: bool
-    immutable: bool
     install_hint: str
+    extra: str = ""
     import_before: tuple[str, ...] = field(default=())
     crashes_after: tuple[str, ...] = field(default=())
     prepare: str = ""
@@ -131,26 +135,34 @@ class Framework:
 
 
 _BUILTIN: tuple[Framework, ...] = (
-    Framework("numpy", "numpy", ("numpy:ndarray",), "memtype.frameworks.numpy_adapter",
-              ("cpu",), True, False, "pip install numpy"),
-    Framework("cupy", "cupy", ("cupy:ndarray",), "memtype.frameworks.cupy_adapter",
-              ("cuda",), True, False,
-              "pip install 'memtype[cupy]'  (cupy-cuda12x; needs a CUDA GPU)"),
-    Framework("torch", "torch", ("torch:Tensor",), "memtype.frameworks.torch_adapter",
-              ("cpu", "cuda"), True, False, "pip install 'memtype[torch]'  (torch==2.13.0)",
+    Framework(name="numpy", module="numpy", array_types=("numpy:ndarray",),
+              adapter="memtype.frameworks.numpy_adapter:NumpyAdapter", device_kinds=("cpu",),
+              install_hint="pip install numpy"),
+    Framework(name="cupy", module="cupy", array_types=("cupy:ndarray",),
+              adapter="memtype.frameworks.cupy_adapter:CupyAdapter", device_kinds=("cuda",),
+              install_hint="pip install 'memtype[cupy]'  (cupy-cuda12x; needs a CUDA GPU)",
+              extra="cupy"),
+    Framework(name="torch", module="torch", array_types=("torch:Tensor",),
+              adapter="memtype.frameworks.torch_adapter:TorchAdapter",
+              device_kinds=("cpu", "cuda"), extra="torch",
+              install_hint="pip install 'memtype[torch]'  (torch==2.13.0)",
               settings=(Setting("torch_allocator", "PYTORCH_CUDA_ALLOC_CONF", "text",
                                 doc="PyTorch's CUDA caching allocator settings, e.g. "
                                     "'expandable_segments:True'"),)),
-    Framework("tensorflow", "tensorflow", ("tensorflow:Tensor", "tensorflow:Variable"),
-              "memtype.frameworks.tensorflow_adapter", ("cpu", "cuda"), True, True,
-              "pip install 'memtype[tensorflow]'  (tensorflow-cpu, or tensorflow[and-cuda] on GPU)",
+    Framework(name="tensorflow", module="tensorflow",
+              array_types=("tensorflow:Tensor", "tensorflow:Variable"),
+              adapter="memtype.frameworks.tensorflow_adapter:TensorflowAdapter",
+              device_kinds=("cpu", "cuda"), extra="tensorflow",
+              install_hint="pip install 'memtype[tensorflow]'  "
+                           "(tensorflow-cpu, or tensorflow[and-cuda] on GPU)",
               import_before=("torch", "pyclesperanto"),
               settings=(Setting("tensorflow_memory_growth", "TF_FORCE_GPU_ALLOW_GROWTH", "flag",
                                 startup=False, default=True,
                                 doc="TensorFlow allocates GPU memory as needed instead of all "
                                     "at start"),)),
-    Framework("jax", "jax", ("jax:Array",), "memtype.frameworks.jax_adapter",
-              ("cpu", "cuda"), True, True, "pip install 'memtype[jax]'  (jax[cuda12] on GPU)",
+    Framework(name="jax", module="jax", array_types=("jax:Array",),
+              adapter="memtype.frameworks.jax_adapter:JaxAdapter", device_kinds=("cpu", "cuda"),
+              install_hint="pip install 'memtype[jax]'  (jax[cuda12] on GPU)", extra="jax",
               settings=(
                   Setting("jax_preallocate", "XLA_PYTHON_CLIENT_PREALLOCATE", "flag",
                           unset="true", default=False,
@@ -160,23 +172,26 @@ _BUILTIN: tuple[Framework, ...] = (
                           unset="0.75", doc="the fraction of GPU memory JAX may use"),
                   Setting("jax_enable_x64", "JAX_ENABLE_X64", "flag", startup=False,
                           doc="64-bit JAX arrays; may be changed at any time"))),
-    Framework("pyclesperanto", "pyclesperanto", ("pyclesperanto:Array",),
-              "memtype.frameworks.pyclesperanto_adapter", ("opencl",), False, False,
-              "pip install 'memtype[cle]'  (with pocl, a CPU OpenCL runtime, on Linux x86-64)",
+    Framework(name="pyclesperanto", module="pyclesperanto", array_types=("pyclesperanto:Array",),
+              adapter="memtype.frameworks.pyclesperanto_adapter:PyclesperantoAdapter",
+              device_kinds=("opencl",), extra="cle",
+              install_hint="pip install 'memtype[cle]'  "
+                           "(with pocl, a CPU OpenCL runtime, on Linux x86-64)",
               # With the pocl OpenCL runtime, importing pyclesperanto after tensorflow segfaults.
               crashes_after=("tensorflow",), prepare="memtype.frameworks._opencl:prepare",
               # its hint (install a backend) is wrong when the backend lacks an OpenCL runtime;
               # memtype says what is missing (no_device_reason, memtype info)
               quiet_import=("No pyclesperanto backend installed",)),
-    Framework("mlx", "mlx", ("mlx.core:array",), "memtype.frameworks.mlx_adapter",
-              ("cpu",), False, False, "pip install 'memtype[mlx]'  (mlx[cpu] on Linux)"),
+    Framework(name="mlx", module="mlx", array_types=("mlx.core:array",),
+              adapter="memtype.frameworks.mlx_adapter:MlxAdapter", device_kinds=("cpu",),
+              install_hint="pip install 'memtype[mlx]'  (mlx[cpu] on Linux)", extra="mlx"),
 )
 
 _table: dict[str, Framework] = {fw.name: fw for fw in _BUILTIN}
 FRAMEWORKS: MappingProxyType[str, Framework] = MappingProxyType(_table)
 """Read-only view of the table, keyed by memory type value, in registration order."""
 
-_adapters: dict[str, ModuleType] = {}
+_adapters: dict[str, Adapter] = {}
 _resolved_types: dict[str, tuple[type, ...]] = {}
 _on_change: list[Callable[[], None]] = []
 # One loader at a time: a framework is imported once while other threads wait, and no thread
@@ -240,16 +255,24 @@ def get_framework(name: object) -> Framework:
 
 
 def register_framework(framework: Framework, *, replace: bool = False) -> None:
-    """Add a row to the table (a seventh framework is one row plus one adapter module).
+    """Add a row to the table (a seventh framework is one row plus one module with its
+    :class:`Adapter` subclass).
 
     Raises
     ------
-    ValueError
+    UnknownMemoryTypeError
         If the name is taken and ``replace`` is false, or the name is not lower case.
+    InvalidArgumentError
+        If ``adapter`` is not ``"module:Class"``.
     """
     if framework.name != framework.name.lower() or not framework.name.isidentifier():
         raise UnknownMemoryTypeError(
             f"Framework name must be a lower-case identifier; received {framework.name!r}."
+        )
+    if framework.adapter.count(":") != 1 or not all(framework.adapter.split(":")):
+        raise InvalidArgumentError(
+            f"Framework {framework.name!r}: adapter must name its Adapter subclass as "
+            f"'module:Class'; received {framework.adapter!r}."
         )
     if framework.name in _table and not replace:
         raise UnknownMemoryTypeError(
@@ -344,7 +367,8 @@ def _import_framework_module(framework: Framework) -> ModuleType:
 
 
 def load_adapter(name: object) -> Adapter:
-    """The adapter module of a memory type, importing the framework if needed.
+    """The adapter of a memory type (one instance per framework), importing the framework if
+    needed.
 
     Raises
     ------
@@ -352,6 +376,8 @@ def load_adapter(name: object) -> Adapter:
         Unknown name.
     FrameworkNotInstalledError
         The framework is not installed.
+    ArgumentTypeError
+        The row's adapter is not a subclass of :class:`Adapter`.
     """
     framework = get_framework(name)
     adapter = _adapters.get(framework.name)
@@ -361,9 +387,20 @@ def load_adapter(name: object) -> Adapter:
             if adapter is None:
                 if ready_module(framework.module) is None:
                     _import_framework_module(framework)
-                adapter = importlib.import_module(framework.adapter)
+                adapter = _adapter_class(framework)()
                 _adapters[framework.name] = adapter
-    return cast("Adapter", adapter)
+    return adapter
+
+
+def _adapter_class(framework: Framework) -> type[Adapter]:
+    module_name, _, attr = framework.adapter.partition(":")
+    found = getattr(importlib.import_module(module_name), attr, None)
+    if not (isinstance(found, type) and issubclass(found, Adapter)):
+        raise ArgumentTypeError(
+            f"Framework {framework.name!r}: its adapter {framework.adapter!r} must be a subclass "
+            f"of memtype.frameworks.Adapter; received {found!r}."
+        )
+    return found
 
 
 def array_types(framework: Framework) -> tuple[type, ...]:
@@ -412,5 +449,5 @@ def gpu_adapters(*, started: bool = True, every_kind: bool = False
         if not (fw.managed_gpu or (every_kind and fw.gpu_kind is not None)):
             continue
         adapter = load_adapter(fw.name)
-        if not started or _hooks.runtime_started(adapter):
+        if not started or adapter.runtime_started():
             yield fw, adapter

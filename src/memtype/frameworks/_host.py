@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -51,7 +49,7 @@ def base_ndarray(x: Any) -> np.ndarray[Any, Any]:
 
 def is_aligned(a: np.ndarray[Any, Any], align: int = ALIGN) -> bool:
     """Whether ``a``'s first byte sits on an ``align``-byte boundary."""
-    return a.__array_interface__["data"][0] % align == 0
+    return bool(a.__array_interface__["data"][0] % align == 0)
 
 
 def shareable(a: np.ndarray[Any, Any], *, contiguous: bool, align: int = 1) -> bool:
@@ -82,7 +80,8 @@ def aligned_copy(a: np.ndarray[Any, Any], align: int = ALIGN,
     nbytes = max(a.size * dtype.itemsize, 1)
     raw = np.empty(nbytes + align + past, dtype=np.uint8)
     offset = (-raw.__array_interface__["data"][0]) % align + past
-    out = raw[offset:offset + a.size * dtype.itemsize].view(dtype).reshape(a.shape)
+    out: np.ndarray[Any, Any] = raw[offset:offset + a.size * dtype.itemsize].view(dtype).reshape(
+        a.shape)
     np.copyto(out, a, casting="unsafe" if dtype != a.dtype else "no")
     return out
 
@@ -107,18 +106,3 @@ def narrow_lossless(a: np.ndarray[Any, Any], target: np.dtype[Any], framework: s
             "numpy", framework,
         )
     return out
-
-
-def host_checker(gpu_count: Callable[[], int],
-                 device_of: Callable[[Any], Any]) -> Callable[[Any], bool]:
-    """An ``on_host(x)`` for a framework with host and GPU arrays.
-
-    While the framework sees no GPU (asked once: devices do not appear later) every array is
-    on the host and no device lookup is made.
-    """
-    gpus_visible = functools.cache(lambda: gpu_count() > 0)
-
-    def on_host(x: Any) -> bool:
-        return not gpus_visible() or device_of(x).kind == "cpu"
-
-    return on_host

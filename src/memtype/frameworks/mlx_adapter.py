@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
 from typing import Any
 
@@ -20,14 +19,9 @@ import ml_dtypes
 import mlx.core as mx
 import numpy as np
 
+from memtype.frameworks._adapter import Adapter
+from memtype.frameworks._device import Device
 from memtype.frameworks._host import base_ndarray, narrow_lossless, native_copy, negative_strides
-from memtype.frameworks._protocol import CPU, Device
-
-HOST_NATIVE = False
-DLPACK_ON_HOST = False  # host arrays enter through from_numpy (MLX copies every import)
-DLPACK_CONTIGUOUS = True
-DLPACK_ALIGN = 1
-DLPACK_ANY_DTYPE = False
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _NARROW_HINT = "MLX has no complex128; cast to complex64 first."
@@ -49,62 +43,19 @@ def _numpy_dtypes() -> dict[Any, np.dtype[Any]]:
     return {v: k for k, v in _dtypes().items()}
 
 
-def version() -> str:
-    return str(vars(mx)["__version__"])  # not in mlx's stubs
-
-
-def device_of(x: Any) -> Device:
-    return CPU  # MLX arrays carry no device: memory is host (or unified) memory
-
-
-def gpu_count() -> int:
-    return 0  # Metal (unified memory) is not a device kind memtype moves arrays to
-
-
-def devices() -> list[str]:
-    return ["cpu"]
-
-
-def dlpack_version() -> str:
-    return "1.0"  # export only (see the module documentation)
-
-
-def dtype_of(x: Any) -> np.dtype[Any]:
-    return _numpy_dtypes()[x.dtype]
-
-
-def shape_of(x: Any) -> tuple[int, ...]:
-    return tuple(x.shape)
-
-
-def to_numpy(x: Any) -> np.ndarray[Any, Any]:
-    """NumPy's view of ``x``'s buffer (evaluates ``x``; zero-copy, writable like ``x``)."""
-    if x.dtype == mx.bfloat16:  # PEP 3118 has no bfloat16 format
-        return np.asarray(x.view(mx.uint16)).view(_BF16)
-    return np.asarray(x)
-
-
-def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
-    """A copy of ``a`` as an MLX array of the same dtype (complex128 narrowed exactly)."""
-    a = base_ndarray(a)
-    if a.dtype.kind == "c" and a.dtype.itemsize == 16:
-        a = narrow_lossless(a, np.dtype("c8"), "mlx", _NARROW_HINT)
-    if not a.dtype.isnative or negative_strides(a):  # MLX refuses both
-        a = native_copy(a)
-    if a.dtype == _BF16:  # mx.array raises std::bad_cast on ml_dtypes.bfloat16
-        return _private(mx.array(a.view(np.uint16)).view(mx.bfloat16))
-    target = _dtypes().get(a.dtype)
-    if target is None:
-        return _refuse(a.dtype)
-    return _private(mx.array(a, dtype=target))
-
-
 def _private(x: Any) -> Any:
     """``x`` evaluated: MLX computes lazily, so an unevaluated copy, cast or stack would read
     its source's buffer only when first used, after the caller's later writes (through
     NumPy's zero-copy view of an MLX array) had reached it."""
     mx.eval(x)
     return x
+
+
+@functools.cache
+def _namespace() -> ModuleType:
+    xp = ModuleType("memtype.frameworks.mlx_adapter.xp", "mlx.core with amin and amax")
+    xp.__dict__.update(amin=mx.min, amax=mx.max, __getattr__=lambda name: getattr(mx, name))
+    return xp
 
 
 def _refuse(dtype: np.dtype[Any]) -> Any:
@@ -115,106 +66,98 @@ def _refuse(dtype: np.dtype[Any]) -> Any:
         f"mlx cannot hold dtype {dtype}; it holds {held}.", "numpy", "mlx")
 
 
-def from_dlpack(x: Any, device: Device) -> Any:
-    return from_numpy(np.from_dlpack(x), device)  # MLX copies host imports anyway
-
-
-def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
-    """False for float64 (``mx.from_dlpack`` narrows it to float32) and unheld dtypes."""
-    return dtype in _dtypes() and dtype != np.dtype("f8")
-
-
-def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
-    if x.dtype == mx.bfloat16:
-        return None
-    view = np.asarray(x)
-    if contiguous and not view.flags.c_contiguous:
-        return None
-    if align > 1 and view.size and view.__array_interface__["data"][0] % align:
-        return None
-    return x
-
-
-def on_host(x: Any) -> bool:
-    return True
-
-
-def data_ptr(x: Any) -> int | None:
-    return int(to_numpy(x).__array_interface__["data"][0])
-
-
-def to_device(x: Any, device: Device) -> Any:
-    return x
-
-
-def copy(x: Any) -> Any:
-    return _private(mx.array(x))  # a new buffer, filled now (mx.array(x) alone is lazy)
-
-
-def stack(arrays: Sequence[Any]) -> Any:
-    out = mx.stack(list(arrays))
-    if len(arrays) == 1:  # MLX's stack of one array is a view of it; NumPy's is a copy
-        out = mx.array(out)
-    return _private(out)
-
-
-@functools.cache
-def namespace() -> ModuleType | None:
-    """``mlx.core`` under the NumPy names memtype's dtype policy uses (``amin``/``amax``)."""
-    xp = ModuleType("memtype.frameworks.mlx_adapter.xp", "mlx.core with amin and amax")
-    xp.__dict__.update(amin=mx.min, amax=mx.max, __getattr__=lambda name: getattr(mx, name))
-    return xp
-
-
-def synchronize(device: Device) -> None:
-    mx.synchronize()
-
-
-def stream(device: Device) -> AbstractContextManager[Any]:
-    return nullcontext()  # host arrays: MLX's CPU stream is its default
-
-
-def empty_cache() -> None:
-    mx.clear_cache()
-
-
-def memory_info(gpu_id: int) -> dict[str, int]:
-    return {}  # no GPU device here (Metal is not handled)
-
-
-def oom_errors() -> tuple[type[BaseException], ...]:
-    return (MemoryError,)  # std::bad_alloc, as nanobind translates it
-
-
-def is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, MemoryError)
-
-
-def runtime_started() -> bool:
-    return False  # no device runtime
-
-
 # --- dtype policy primitives (memtype.dtypes) ---
 
 
-def astype(x: Any, dtype: np.dtype[Any]) -> Any:
-    target = _dtypes().get(np.dtype(dtype))
-    return _private(x.astype(target)) if target is not None else _refuse(np.dtype(dtype))
+class MlxAdapter(Adapter):
+    """MLX arrays on the host (CPU only here).
 
+    The base class's defaults hold: every array is on the host (MLX arrays carry no device;
+    Metal's unified memory is not a device kind memtype moves arrays to), and running out of
+    memory is ``std::bad_alloc``, which nanobind raises as ``MemoryError``.
+    """
 
-def rint(x: Any) -> Any:
-    return _private(mx.round(x))  # half to even, as np.rint
+    dlpack = False  # no zero-copy import (see the module documentation): from_numpy copies
 
+    def version(self) -> str:
+        return str(vars(mx)["__version__"])  # not in mlx's stubs
 
-def holds_dtype(dtype: np.dtype[Any]) -> bool:
-    """Whether MLX has ``dtype`` (no complex128, no float8 or other ml_dtypes but bfloat16)."""
-    return np.dtype(dtype).newbyteorder("=") in _dtypes()
+    def dlpack_version(self) -> str:
+        return "1.0"  # export only (see the module documentation)
 
+    def dtype_of(self, x: Any) -> np.dtype[Any]:
+        return _numpy_dtypes()[x.dtype]
 
-def unsupported(x: Any) -> str | None:
-    return None
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        """NumPy's view of ``x``'s buffer (evaluates ``x``; zero-copy, writable like ``x``)."""
+        if x.dtype == mx.bfloat16:  # PEP 3118 has no bfloat16 format
+            return np.asarray(x.view(mx.uint16)).view(_BF16)
+        return np.asarray(x)
 
+    def from_numpy(self, a: np.ndarray[Any, Any], device: Device) -> Any:
+        """A copy of ``a`` as an MLX array of the same dtype (complex128 narrowed exactly)."""
+        a = base_ndarray(a)
+        if a.dtype.kind == "c" and a.dtype.itemsize == 16:
+            a = narrow_lossless(a, np.dtype("c8"), "mlx", _NARROW_HINT)
+        if not a.dtype.isnative or negative_strides(a):  # MLX refuses both
+            a = native_copy(a)
+        if a.dtype == _BF16:  # mx.array raises std::bad_cast on ml_dtypes.bfloat16
+            return _private(mx.array(a.view(np.uint16)).view(mx.bfloat16))
+        target = _dtypes().get(a.dtype)
+        if target is None:
+            return _refuse(a.dtype)
+        return _private(mx.array(a, dtype=target))
 
-def parse_dtype(dtype: object) -> np.dtype[Any] | None:
-    """The NumPy dtype of an MLX dtype object (``mx.float32``), or None for anything else."""
-    return _numpy_dtypes().get(dtype) if isinstance(dtype, mx.Dtype) else None
+    def dlpack_dtype_ok(self, dtype: np.dtype[Any]) -> bool:
+        """False for float64 (``mx.from_dlpack`` narrows it to float32) and unheld dtypes."""
+        return dtype in _dtypes() and dtype != np.dtype("f8")
+
+    def dlpack_export(self, x: Any, contiguous: bool, align: int) -> Any | None:
+        if x.dtype == mx.bfloat16:
+            return None
+        view = np.asarray(x)
+        if contiguous and not view.flags.c_contiguous:
+            return None
+        if align > 1 and view.size and view.__array_interface__["data"][0] % align:
+            return None
+        return x
+
+    def data_ptr(self, x: Any) -> int | None:
+        return int(self.to_numpy(x).__array_interface__["data"][0])
+
+    def copy(self, x: Any) -> Any:
+        return _private(mx.array(x))  # a new buffer, filled now (mx.array(x) alone is lazy)
+
+    def stack(self, arrays: Sequence[Any]) -> Any:
+        out = mx.stack(list(arrays))
+        if len(arrays) == 1:  # MLX's stack of one array is a view of it; NumPy's is a copy
+            out = mx.array(out)
+        return _private(out)
+
+    def namespace(self) -> ModuleType | None:
+        """``mlx.core`` under the NumPy names memtype's dtype policy uses (``amin``/``amax``)."""
+        return _namespace()
+
+    def synchronize(self, device: Device) -> None:
+        mx.synchronize()
+
+    def empty_cache(self) -> None:
+        mx.clear_cache()
+
+    def runtime_started(self) -> bool:
+        return False  # no device runtime
+
+    def astype(self, x: Any, dtype: np.dtype[Any]) -> Any:
+        target = _dtypes().get(np.dtype(dtype))
+        return _private(x.astype(target)) if target is not None else _refuse(np.dtype(dtype))
+
+    def rint(self, x: Any) -> Any:
+        return _private(mx.round(x))  # half to even, as np.rint
+
+    def holds_dtype(self, dtype: np.dtype[Any]) -> bool:
+        """Whether MLX has ``dtype`` (no complex128, no float8 or other ml_dtypes but bfloat16)."""
+        return np.dtype(dtype).newbyteorder("=") in _dtypes()
+
+    def parse_dtype(self, dtype: object) -> np.dtype[Any] | None:
+        """The NumPy dtype of an MLX dtype object (``mx.float32``), or None for anything else."""
+        return _numpy_dtypes().get(dtype) if isinstance(dtype, mx.Dtype) else None

@@ -12,8 +12,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -21,6 +19,8 @@ import pyclesperanto as cle
 
 from memtype.errors import DeviceError, MemoryConversionError
 from memtype.frameworks import _opencl
+from memtype.frameworks._adapter import Adapter
+from memtype.frameworks._device import Device
 from memtype.frameworks._host import (
     NARROWER,
     WIDER,
@@ -29,18 +29,8 @@ from memtype.frameworks._host import (
     narrow_lossless,
     native_copy,
 )
-from memtype.frameworks._protocol import Device
-
-HOST_NATIVE = False
-DLPACK_CONTIGUOUS = True
-DLPACK_ALIGN = 1
-DLPACK_ANY_DTYPE = False
 
 _HINT = "Cast it to a 32-bit dtype first (e.g. x.astype('float32'))."
-
-
-def version() -> str:
-    return str(cle.__version__)
 
 
 @functools.cache
@@ -60,58 +50,27 @@ def _probe() -> tuple[tuple[str, ...], str]:
     return names, "" if names else "the OpenCL runtime lists no device"
 
 
-def _device_names() -> tuple[str, ...]:
-    return _probe()[0]
-
-
-def no_device_reason() -> str:
-    """Why pyclesperanto has no device, with the way out ("" when it has one)."""
+def _no_device_reason() -> str:
     names, why = _probe()
     if names:
         return ""
     return f"no OpenCL device ({why}). Fix: {_opencl.fix()}."
 
 
-def runtime_info() -> str:
-    """Which OpenCL runtime pyclesperanto uses, and from where (for ``memtype info``)."""
-    chosen = _opencl.runtime()
-    where = f" ({chosen.library})" if chosen.library else ""
-    state = f"{len(_device_names())} device(s)" if _device_names() else "no device"
-    return f"OpenCL runtime: {chosen.source}{where} — {chosen.detail}; {state}"
+def _holds(dtype: np.dtype[Any]) -> bool:
+    if is_extension(dtype):
+        return False
+    return dtype.kind in "iuf" and dtype.itemsize <= 4 and dtype.kind + str(dtype.itemsize) != "f2"
+
+
+def _device_names() -> tuple[str, ...]:
+    return _probe()[0]
 
 
 @functools.cache
 def _index_of(name: str) -> int:
     names = _device_names()
     return names.index(name) if name in names else 0
-
-
-def device_of(x: Any) -> Device:
-    return Device("opencl", _index_of(x.device.name))
-
-
-def gpu_count() -> int:
-    return len(_device_names())
-
-
-def devices() -> list[str]:
-    return [f"opencl:{i} {n}" for i, n in enumerate(_device_names())]
-
-
-def dlpack_version() -> str:
-    return ""
-
-
-def dtype_of(x: Any) -> np.dtype[Any]:
-    return np.dtype(x.dtype)
-
-
-def shape_of(x: Any) -> tuple[int, ...]:
-    return tuple(x.shape)
-
-
-def to_numpy(x: Any) -> np.ndarray[Any, Any]:
-    return np.asarray(x.get())
 
 
 def _fit(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -125,7 +84,7 @@ def _fit(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         return a.astype(WIDER[code])
     if code in NARROWER and a.dtype.kind != "c":  # complex: refused below
         return narrow_lossless(a, np.dtype(NARROWER[code]), "pyclesperanto", _HINT)
-    if not holds_dtype(a.dtype):  # also float8 (kind 'f' in ml_dtypes) and other extensions
+    if not _holds(a.dtype):  # also float8 (kind 'f' in ml_dtypes) and other extensions
         raise MemoryConversionError(
             f"pyclesperanto cannot hold dtype {a.dtype}; it holds int8..int32, uint8..uint32 "
             f"and float32. {_HINT}",
@@ -137,7 +96,7 @@ def _fit(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 def _select(device: Device) -> Any:
     names = _device_names()
     if not names:
-        raise DeviceError(f"pyclesperanto cannot hold arrays here: {no_device_reason()} "
+        raise DeviceError(f"pyclesperanto cannot hold arrays here: {_no_device_reason()} "
                           f"OpenCL runtime: {_opencl.runtime().detail}.")
     if device.index >= len(names):
         raise DeviceError(
@@ -147,85 +106,6 @@ def _select(device: Device) -> Any:
     if _index_of(current.name) != device.index:
         current = cle.select_device(names[device.index])
     return current
-
-
-def from_numpy(a: np.ndarray[Any, Any], device: Device) -> Any:
-    fitted = _fit(base_ndarray(a))
-    if not fitted.flags.c_contiguous or not fitted.dtype.isnative:
-        fitted = native_copy(fitted)
-    return cle.push(fitted, device=_select(device))
-
-
-def from_dlpack(x: Any, device: Device) -> Any:
-    raise MemoryConversionError("pyclesperanto does not import DLPack.", "", "pyclesperanto")
-
-
-def dlpack_dtype_ok(dtype: np.dtype[Any]) -> bool:
-    return False
-
-
-def dlpack_export(x: Any, contiguous: bool, align: int) -> Any | None:
-    return None  # consumers crash on its DLPack capsules
-
-
-def data_ptr(x: Any) -> int | None:
-    return None
-
-
-def to_device(x: Any, device: Device) -> Any:
-    return cle.push(to_numpy(x), device=_select(device))
-
-
-def copy(x: Any) -> Any:
-    return x.copy()
-
-
-def stack(arrays: Sequence[Any]) -> Any:
-    """Stack 2D arrays on their device, in their common (NumPy-promoted) dtype.
-
-    A plane of that dtype is copied byte for byte (``out[z] = plane``); only a plane of
-    another dtype goes through ``cle.paste``, whose kernel computes in float32 (exact for
-    the int8/16, uint8/16 and float32 planes memtype.stack_slices lets through; an int32
-    or uint32 value above 2**24 would be rounded by it).
-    """
-    first = arrays[0]
-    dtype = np.result_type(*(np.dtype(a.dtype) for a in arrays))
-    if len(first.shape) != 2:
-        # not 2D: stacked on the host (pyclesperanto refuses the 4D result of 3D inputs)
-        host = np.stack([to_numpy(a) for a in arrays]).astype(dtype, copy=False)
-        return cle.push(host, device=first.device)
-    out = cle.create((len(arrays), *first.shape), dtype=dtype, device=first.device)
-    for z, plane in enumerate(arrays):
-        if np.dtype(plane.dtype) == dtype:
-            out[z] = plane
-        else:
-            cle.paste(plane, out, 0, 0, z)
-    return out
-
-
-def namespace() -> ModuleType | None:
-    return None
-
-
-def synchronize(device: Device) -> None:
-    if _device_names():  # without a device no kernel can be queued
-        cle.wait_for_kernel_to_finish(True)
-
-
-def stream(device: Device) -> AbstractContextManager[Any]:
-    return nullcontext()
-
-
-def empty_cache() -> None:
-    return None  # buffers are released with their arrays
-
-
-def memory_info(gpu_id: int) -> dict[str, int]:
-    return {}
-
-
-def oom_errors() -> tuple[type[BaseException], ...]:
-    return (MemoryError, RuntimeError)
 
 
 # pyclesperanto (CLIc, through pybind11) raises a plain RuntimeError for every OpenCL failure,
@@ -252,24 +132,105 @@ def _raised_in_pyclesperanto(exc: BaseException) -> bool:
     return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PACKAGE)
 
 
-def is_oom(exc: BaseException) -> bool:
-    """``MemoryError`` (``std::bad_alloc``), or an OpenCL out-of-memory status raised by
-    pyclesperanto itself (see ``_OOM_STATUSES``)."""
-    if isinstance(exc, MemoryError):
-        return True
-    return (type(exc) is RuntimeError and str(exc).endswith(_OOM_STATUSES)
-            and _raised_in_pyclesperanto(exc))
+class PyclesperantoAdapter(Adapter):
+    """pyclesperanto arrays on OpenCL devices."""
 
+    dlpack = False  # torch.from_dlpack on its arrays crashes: data moves through the host
 
-# --- dtype policy primitives (memtype.dtypes) ---
+    def version(self) -> str:
+        return str(cle.__version__)
 
+    def no_device_reason(self) -> str:
+        """Why pyclesperanto has no device, with the way out ("" when it has one)."""
+        return _no_device_reason()
 
-def holds_dtype(dtype: np.dtype[Any]) -> bool:
-    """int8..int32, uint8..uint32 and float32 only (NumPy's own: no ml_dtypes int4...)."""
-    if is_extension(dtype):
+    def runtime_info(self) -> str:
+        """Which OpenCL runtime pyclesperanto uses, and from where (for ``memtype info``)."""
+        chosen = _opencl.runtime()
+        where = f" ({chosen.library})" if chosen.library else ""
+        state = f"{len(_device_names())} device(s)" if _device_names() else "no device"
+        return f"OpenCL runtime: {chosen.source}{where} — {chosen.detail}; {state}"
+
+    def device_of(self, x: Any) -> Device:
+        return Device("opencl", _index_of(x.device.name))
+
+    def gpu_count(self) -> int:
+        return len(_device_names())
+
+    def devices(self) -> list[str]:
+        return [f"opencl:{i} {n}" for i, n in enumerate(_device_names())]
+
+    def dlpack_version(self) -> str:
+        return ""
+
+    def dtype_of(self, x: Any) -> np.dtype[Any]:
+        dtype: np.dtype[Any] = np.dtype(x.dtype)
+        return dtype
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        return np.asarray(x.get())
+
+    def from_numpy(self, a: np.ndarray[Any, Any], device: Device) -> Any:
+        fitted = _fit(base_ndarray(a))
+        if not fitted.flags.c_contiguous or not fitted.dtype.isnative:
+            fitted = native_copy(fitted)
+        return cle.push(fitted, device=_select(device))
+
+    def from_dlpack(self, x: Any, device: Device) -> Any:
+        raise MemoryConversionError("pyclesperanto does not import DLPack.", "", "pyclesperanto")
+
+    def dlpack_dtype_ok(self, dtype: np.dtype[Any]) -> bool:
         return False
-    return dtype.kind in "iuf" and dtype.itemsize <= 4 and dtype.kind + str(dtype.itemsize) != "f2"
 
+    def to_device(self, x: Any, device: Device) -> Any:
+        return cle.push(self.to_numpy(x), device=_select(device))
 
-def runtime_started() -> bool:
-    return True  # importing pyclesperanto initialises its OpenCL context
+    def copy(self, x: Any) -> Any:
+        return x.copy()
+
+    def stack(self, arrays: Sequence[Any]) -> Any:
+        """Stack 2D arrays on their device, in their common (NumPy-promoted) dtype.
+
+        A plane of that dtype is copied byte for byte (``out[z] = plane``); only a plane of
+        another dtype goes through ``cle.paste``, whose kernel computes in float32 (exact for
+        the int8/16, uint8/16 and float32 planes memtype.stack_slices lets through; an int32
+        or uint32 value above 2**24 would be rounded by it).
+        """
+        first = arrays[0]
+        dtype = np.result_type(*(np.dtype(a.dtype) for a in arrays))
+        if len(first.shape) != 2:
+            # not 2D: stacked on the host (pyclesperanto refuses the 4D result of 3D inputs)
+            host = np.stack([self.to_numpy(a) for a in arrays]).astype(dtype, copy=False)
+            return cle.push(host, device=first.device)
+        out = cle.create((len(arrays), *first.shape), dtype=dtype, device=first.device)
+        for z, plane in enumerate(arrays):
+            if np.dtype(plane.dtype) == dtype:
+                out[z] = plane
+            else:
+                cle.paste(plane, out, 0, 0, z)
+        return out
+
+    def synchronize(self, device: Device) -> None:
+        if _device_names():  # without a device no kernel can be queued
+            cle.wait_for_kernel_to_finish(True)
+
+    def empty_cache(self) -> None:
+        return None  # buffers are released with their arrays
+
+    def oom_errors(self) -> tuple[type[BaseException], ...]:
+        return (MemoryError, RuntimeError)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """``MemoryError`` (``std::bad_alloc``), or an OpenCL out-of-memory status raised by
+        pyclesperanto itself (see ``_OOM_STATUSES``)."""
+        if isinstance(exc, MemoryError):
+            return True
+        return (type(exc) is RuntimeError and str(exc).endswith(_OOM_STATUSES)
+                and _raised_in_pyclesperanto(exc))
+
+    def holds_dtype(self, dtype: np.dtype[Any]) -> bool:
+        """int8..int32, uint8..uint32 and float32 only (NumPy's own: no ml_dtypes int4...)."""
+        return _holds(dtype)
+
+    def runtime_started(self) -> bool:
+        return True  # importing pyclesperanto initialises its OpenCL context

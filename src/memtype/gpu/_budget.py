@@ -11,7 +11,6 @@ import numpy as np
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.frameworks import Device, load_adapter, loaded_frameworks
-from memtype.frameworks import _hooks as hooks
 from memtype.gpu.devices import get_gpu_manager
 
 __all__ = ["Allocation", "as_dtype", "as_shape", "device_total", "empty_caches", "check_limit"]
@@ -38,8 +37,7 @@ def as_dtype(dtype: Any) -> np.dtype[Any]:
     except TypeError:
         pass  # not NumPy's: ask the loaded frameworks (a framework's dtype implies it is loaded)
     for fw in loaded_frameworks():
-        parse = hooks.parse_dtype(load_adapter(fw.name))
-        parsed = None if parse is None else parse(dtype)
+        parsed = load_adapter(fw.name).parse_dtype(dtype)
         if parsed is not None:
             return parsed
     raise ArgumentTypeError(f"dtype {dtype!r} is not a dtype memtype understands.")

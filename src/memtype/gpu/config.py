@@ -15,7 +15,6 @@ import os
 
 from memtype.errors import ArgumentTypeError, ConfigurationError
 from memtype.frameworks import Framework, Setting, is_loaded, iter_frameworks, load_adapter
-from memtype.frameworks import _hooks as hooks
 from memtype.frameworks._settings import ALREADY
 
 __all__ = ["configure"]
@@ -23,7 +22,7 @@ __all__ = ["configure"]
 
 def _started(fw: Framework) -> bool:
     """Whether the framework is imported and its runtime has started (imports nothing)."""
-    return is_loaded(fw) and hooks.runtime_started(load_adapter(fw.name))
+    return is_loaded(fw) and load_adapter(fw.name).runtime_started()
 
 
 def _startup(fw: Framework, setting: Setting, value: str) -> str:
@@ -46,8 +45,7 @@ def _apply(fw: Framework, setting: Setting, value: str) -> str:
     framework's own API for settings that may change at any time."""
     if setting.startup:
         return _startup(fw, setting, value)
-    apply = hooks.apply_setting(load_adapter(fw.name)) if is_loaded(fw) else None
-    applied = value if apply is None else apply(setting.name, value)
+    applied = load_adapter(fw.name).apply_setting(setting.name, value) if is_loaded(fw) else value
     if applied != ALREADY:
         os.environ[setting.env] = value  # also for devices or imports that come later
     return applied

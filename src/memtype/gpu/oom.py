@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from memtype.errors import MemoryBudgetError
-from memtype.frameworks import _hooks as hooks
 from memtype.frameworks import load_adapter, loaded_frameworks
 from memtype.gpu.caches import cleanup_all_gpu_frameworks
 
@@ -57,7 +56,7 @@ def is_oom_error(exc: BaseException) -> bool:
         return not isinstance(exc, MemoryBudgetError)  # before the adapters' types too
     for fw in loaded_frameworks():
         adapter = load_adapter(fw.name)
-        if isinstance(exc, adapter.oom_errors()) and hooks.is_oom(adapter, exc):
+        if isinstance(exc, adapter.oom_errors()) and adapter.is_oom(exc):
             return True
     return False
 

@@ -20,7 +20,6 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Self, TypeVar, overload
 
 from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
-from memtype.frameworks import _hooks as hooks
 from memtype.frameworks import gpu_adapters, load_adapter
 from memtype.gpu.devices import get_gpu_manager
 from memtype.gpu.memory import memory_usage
@@ -119,8 +118,8 @@ def _hook(delta: int) -> None:
 
 
 def _peak_key(name: str) -> str | None:
-    """Which of a framework's ``memory_info`` figures is its peak (adapter ``PEAK_KEY``)."""
-    return hooks.rules(load_adapter(name)).peak_key
+    """Which of a framework's ``memory_info`` figures is its peak (adapter ``peak_key``)."""
+    return load_adapter(name).peak_key
 
 
 def _read_peaks() -> dict[str, int]:
@@ -146,19 +145,17 @@ def _reset_peaks() -> None:
     (managed GPUs: those the GPU manager lists)."""
     count = get_gpu_manager().count
     for fw, adapter in gpu_adapters(every_kind=True):  # a runtime not started has no peak
-        reset = hooks.reset_peak(adapter)
-        if reset is not None:
+        if adapter.resets_peak:
             seen = adapter.gpu_count()
             for gpu_id in range(min(count, seen) if fw.managed_gpu else seen):
-                reset(gpu_id)
+                adapter.reset_peak(gpu_id)
 
 
 def _start_events() -> tuple[Any, Any] | None:
     """A recorded start event and an end event from the first started framework that times
     device work (adapter ``timing_events``), or None."""
     for _fw, adapter in gpu_adapters(every_kind=True):
-        timing = hooks.timing_events(adapter)
-        events = None if timing is None else timing()
+        events = adapter.timing_events()
         if events is not None:
             return events
     return None

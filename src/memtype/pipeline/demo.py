@@ -196,7 +196,6 @@ def count_blobs(stack: np.ndarray[Any, Any], threshold: float = 0.2,
 
 def opencl_missing() -> str:
     """Why the demo cannot use pyclesperanto here ("" when it can)."""
-    from memtype.frameworks import _hooks as hooks
     from memtype.frameworks import get_framework, load_adapter
 
     if importlib.util.find_spec("pyclesperanto") is None:
@@ -204,8 +203,7 @@ def opencl_missing() -> str:
     adapter = load_adapter("pyclesperanto")
     if adapter.gpu_count() > 0:
         return ""
-    explain = hooks.no_device_reason(adapter)
-    return explain() if explain is not None else "pyclesperanto sees no OpenCL device"
+    return adapter.no_device_reason() or "pyclesperanto sees no OpenCL device"
 
 
 def opencl_available() -> bool:

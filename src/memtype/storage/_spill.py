@@ -78,22 +78,19 @@ def to_host(value: Any, memory_type: str, device: Device, pin: bool) -> Any:
     """A host copy of a device array: the framework's own pinned host array where its adapter
     has ``pinned_host_copy`` (if ``pin``), else a NumPy array (a view for arrays that already
     live in host memory)."""
-    from memtype.frameworks import _hooks as hooks
     from memtype.frameworks import load_adapter
 
     adapter = load_adapter(memory_type)
-    pinned = hooks.pinned_host_copy(adapter) if pin and device.is_gpu else None
-    out = None if pinned is None else pinned(value)
+    out = adapter.pinned_host_copy(value) if pin and device.is_gpu else None
     return adapter.to_numpy(value) if out is None else out
 
 
 def reload(host: Any, memory_type: str, device: Device) -> Any:
     """A host copy brought back to ``device`` as a ``memory_type`` array."""
-    from memtype.frameworks import _hooks as hooks
     from memtype.frameworks import load_adapter
 
-    if isinstance(host, np.ndarray) and not device.is_gpu and hooks.rules(
-            load_adapter(memory_type)).host_native:
+    if isinstance(host, np.ndarray) and not device.is_gpu and load_adapter(
+            memory_type).host_native:
         return host  # already what was saved (a masked array keeps its mask)
     if not isinstance(host, np.ndarray):  # a pinned host array of the framework's own
         return load_adapter(memory_type).to_device(host, device)
