@@ -365,7 +365,7 @@ def test_no_framework_name_outside_frameworks_beyond_the_known_leftovers() -> No
     found = [f"{path}:{line} {value!r}" for path, tree in _outside_frameworks()
              for line, value in _literals(tree)
              if value in names and value not in _NAMED_OUTSIDE.get(path, set())]
-    assert found == [], "ask the adapters (frameworks/_hooks) instead: " + str(found)
+    assert found == [], "ask the adapters (their methods and flags) instead: " + str(found)
 
 
 def test_the_literal_scan_sees_a_device_kind() -> None:
