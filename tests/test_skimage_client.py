@@ -4,10 +4,16 @@ direct scikit-image call under the documented default dtype policy."""
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 
 import numpy as np
 import pytest
+
+_ABSENT = [m for m in ("skimage", "torch") if importlib.util.find_spec(m) is None]
+if _ABSENT:  # the reference table (benchmarks/skimage_table.py) imports both at module level
+    pytest.skip(f"needs {', '.join(_ABSENT)}, not installed (an optional extra)",
+                allow_module_level=True)
 
 import memtype as mt  # noqa: E402
 from benchmarks.skimage_table import (  # noqa: E402
@@ -30,7 +36,7 @@ from memtype.dtypes import DtypePolicyWarning  # noqa: E402
 from memtype.frameworks import load_adapter  # noqa: E402
 from tests.frameworks import type_params
 
-pytestmark = pytest.mark.requires("skimage")
+pytestmark = pytest.mark.requires("skimage", "torch")
 
 NAMES = [case.name for case in CASES]
 
