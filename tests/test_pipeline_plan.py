@@ -374,7 +374,8 @@ def test_plan_of_host_only_images(dtype: np.dtype[Any]) -> None:
 @pytest.mark.parametrize("dtype", list(_HOST_ONLY.values()), ids=list(_HOST_ONLY))
 def test_plan_refuses_host_only_data_into_torch(plate_dir: Path, dtype: np.dtype[Any]) -> None:
     pipeline = Pipeline([FunctionStep(_as(dtype), **NATIVE), FunctionStep(torch_only, **NATIVE)])
-    refusal = "No plan.*numpy -> torch is not possible"
+    refusal = (r"No plan.*numpy -> torch is not possible: .*dtype.*torch cannot hold the "
+               r"stacks \(\(3, 64, 64\) ")
     with pytest.raises(mt.errors.InvalidArgumentError, match=refusal):
         pipeline.plan(plate_dir)
 

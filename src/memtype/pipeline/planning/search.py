@@ -122,12 +122,19 @@ class _Planner:
                  into_function: bool) -> PlannedConversion | None:
         """Probe the conversion of every stack shape."""
         probes: list[Probe] = []
-        try:
-            for shape in shapes:
+        for shape in shapes:
+            try:
+                self.prober.sample(source, shape, dtype)
+            except MemtypeError as exc:  # no stack of the source type: no path through it
+                self.notes.append(f"{source} cannot hold the stacks ({shape} {dtype}): "
+                                  f"{str(exc).rstrip('.')}")
+                return None
+            try:
                 probes.append(self.prober.probe(source, target, shape, dtype, into_function))
-        except MemtypeError as exc:  # an impossible edge: no path through it
-            self.notes.append(f"{source} -> {target} is not possible: {exc}")
-            return None
+            except MemtypeError as exc:  # an impossible edge: no path through it
+                self.notes.append(f"{source} -> {target} is not possible: "
+                                  f"{str(exc).rstrip('.')}")
+                return None
         first = probes[0]
         return PlannedConversion(source, target, first.source_device, first.target_device,
                                  sum(p.events for p in probes), sum(p.nbytes for p in probes),
@@ -288,7 +295,7 @@ def _reasons(planner: _Planner) -> list[str]:
     """Why implementations are unavailable, and the planner's notes."""
     out = [f"step {planner.steps[i].name!r} in {planner.options[i][j].name}: {why}"
            for (i, j), why in sorted(planner.unavailable.items())]
-    return out + planner.notes or ["no reason recorded"]
+    return list(dict.fromkeys(out + planner.notes)) or ["no reason recorded"]
 
 
 def _nbytes(bound: Boundary) -> int:
