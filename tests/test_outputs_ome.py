@@ -12,7 +12,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline import Pipeline
+from memtype.pipeline import FunctionStep, Pipeline
 from memtype.pipeline.synthetic import SyntheticPlate
 from memtype.storage import ZarrStore
 from tests.pipeline_support import write_plate
@@ -66,3 +66,55 @@ def test_a_run_writes_physical_pixel_sizes(tmp_path: Path) -> None:
 def test_an_invalid_pixel_size_is_refused_before_the_run(size: object) -> None:
     with pytest.raises(InvalidArgumentError, match="pixel_size must be 2 or 3 positive"):
         Pipeline([_project], pixel_size=size)  # type: ignore[arg-type]
+
+
+@mt.numpy
+def _threshold(stack: np.ndarray) -> np.ndarray:
+    return (stack > stack.mean()).astype(np.uint16)
+
+
+@mt.numpy
+def _copy(stack: np.ndarray) -> np.ndarray:
+    return stack.copy()
+
+
+@pytest.mark.requires("ome_zarr_models")
+@pytest.mark.parametrize("version", ["0.5", "0.4"])
+def test_a_labels_step_writes_ome_zarr_labels_beside_the_final_images(
+        tmp_path: Path, version: str) -> None:
+    import zarr
+
+    plate = SyntheticPlate(wells=2, sites=1, channels=1, z_planes=2, size=32, cells=(1, 1))
+    src = write_plate(tmp_path / "in", plate)
+    steps = [FunctionStep(_threshold, labels="mask"), FunctionStep(_copy)]
+    report = Pipeline(steps, ome_version=version).run(src, tmp_path / "out")
+    assert report.ok, report.summary()
+    out = ZarrStore(report.outputs["images"], read_only=True)
+    fields = out.list_files("", recursive=True)
+    assert len(fields) == 2
+    for field in fields:
+        assert out.list_labels(field) == ["mask"]
+        np.testing.assert_array_equal(out.load_labels(field, "mask"), out.load(field)[0])
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".memtype", "plate.zarr"]
+    assert not list((tmp_path / "out/.memtype").glob("labels/*"))  # the staging is cleared
+    labels = importlib.import_module(f"ome_zarr_models.v0{version[-1]}.labels")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        labels.Labels.from_zarr(zarr.open_group(Path(out.root, fields[0], "labels"), mode="r"))
+
+
+def test_a_final_labels_step_labels_its_own_image(tmp_path: Path) -> None:
+    plate = SyntheticPlate(wells=1, sites=1, channels=1, z_planes=2, size=32, cells=(1, 1))
+    src = write_plate(tmp_path / "in", plate)
+    report = Pipeline([_project, FunctionStep(_threshold, labels="nuclei")]).run(
+        src, tmp_path / "out")
+    assert report.ok, report.summary()
+    out = ZarrStore(report.outputs["images"], read_only=True)
+    [field] = out.list_files("", recursive=True)
+    np.testing.assert_array_equal(out.load_labels(field, "nuclei"), out.load(field)[0])
+
+
+@pytest.mark.parametrize("name", ["", "a/b", ".x", 5], ids=repr)
+def test_an_invalid_labels_name_is_refused(name: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="labels must be a name"):
+        FunctionStep(_threshold, labels=name)  # type: ignore[arg-type]

@@ -57,6 +57,9 @@ class OutputSpec:
     pixel_size: tuple[float, float, float] | None = None
     """Physical size of a voxel (z, y, x) in ``pixel_unit``, written as each field's scale."""
     pixel_unit: str = "micrometer"
+    label_steps: tuple[tuple[str, str, bool], ...] = ()
+    """(step name, label name, materialized) of the steps whose output is a label image:
+    written as OME-Zarr labels of the final plate's fields (see :meth:`write_images`)."""
 
     def _disk(self) -> Any:
         """A DiskStore on the output directory."""
@@ -138,7 +141,17 @@ class OutputSpec:
     def write_images(self, step: str, final: bool, items: Sequence[Item], group: Key,
                      written: list[tuple[str, str]] | None = None) -> None:
         """Write one group's stacks of one step; each image written (or being written) is
-        appended to ``written`` as ``(location, path)``, for :meth:`discard_images`."""
+        appended to ``written`` as ``(location, path)``, for :meth:`discard_images`.
+
+        A labels step's stacks become OME-Zarr labels of the final plate's fields: staged
+        under ``.memtype/labels/<group>/`` until the group's final images are written (a
+        field is written whole, so labels go in after it), then saved beside them. A labels
+        step that is not materialized writes nothing else."""
+        label = next((entry for entry in self.label_steps if entry[0] == step), None)
+        if label is not None and self.image_format == "zarr" and not final:
+            self._stage_labels(label[1], items, group)
+            if not label[2]:
+                return
         location = self.image_location(step, final)
         done: list[str] = []
         try:
@@ -152,6 +165,42 @@ class OutputSpec:
         finally:
             if written is not None:
                 written.extend((location, path) for path in done)
+        if final and self.image_format == "zarr":
+            self._write_labels(location, group, {label[1]: items} if label else {})
+
+    def _stage_labels(self, name: str, items: Sequence[Item], group: Key) -> None:
+        """Keep a labels step's stacks until the group's final images are written."""
+        disk = self._disk()
+        base = f"{_STATE}/labels/{group_file_label(group)}/{name}"
+        for i, (keys, stack) in enumerate(items):
+            disk.save(stack, f"{base}/{i}.npy", overwrite=True, parents=True)
+            disk.save([[list(pair) for pair in key] for key in keys], f"{base}/{i}.json",
+                      overwrite=True)
+
+    def _staged_labels(self, group: Key) -> dict[str, list[Item]]:
+        """The labels staged for a group, by label name (and their staging removed)."""
+        disk = self._disk()
+        base = f"{_STATE}/labels/{group_file_label(group)}"
+        if not disk.is_dir(base):
+            return {}
+        out: dict[str, list[Item]] = {}
+        for name in disk.list_dir(base):
+            items: list[Item] = []
+            for path in disk.list_files(f"{base}/{name}", extensions=".npy"):
+                keys = [tuple((str(k), v) for k, v in key)
+                        for key in disk.load(path[:-4] + ".json")]
+                items.append((keys, disk.load(path)))
+            out[name] = items
+        disk.delete_all(base)
+        return out
+
+    def _write_labels(self, location: str, group: Key, final: dict[str, Sequence[Item]]) -> None:
+        """Save the group's label images (staged, and the final step's if it is a labels
+        step) beside the fields of the plate at ``location``."""
+        labels = {**self._staged_labels(group), **final}
+        if labels:
+            _write_zarr_labels(os.path.join(self.root, location),
+                               FilenamePattern(self.pattern).fields, labels, self.ome_version)
 
     def discard_images(self, written: Sequence[tuple[str, str]]) -> None:
         """Remove images a group wrote before it failed: a plate lists only the wells of
@@ -237,6 +286,33 @@ def zarr_roles(fields: Sequence[str]) -> dict[str, str]:
         raise InvalidArgumentError("An OME-Zarr plate output needs a {well} field in the pattern; "
                          "use output_format='tiff'.")
     return roles
+
+
+def _write_zarr_labels(path: str, fields: Sequence[str], labels: dict[str, Sequence[Item]],
+                       ome_version: str) -> None:
+    """Save label stacks as OME-Zarr labels of the plate's fields (one channel each)."""
+    from memtype.storage import ZarrStore
+
+    roles = zarr_roles(fields)
+    site_field = next((f for f, r in roles.items() if r == "site"), None)
+    plate = ZarrStore(path, ome_version=ome_version)
+    for name, items in labels.items():
+        by_field: dict[tuple[str, str], list[tuple[dict[str, Any], np.ndarray[Any, Any]]]] = {}
+        for keys, stack in items:
+            for key, plane in zip(keys, stack, strict=True):
+                values = dict(key)
+                site = str(values[site_field]) if site_field else "0"
+                by_field.setdefault((str(values["well"]), site), []).append((values, plane))
+        for (well, site), planes in by_field.items():
+            image, axes, _ = _field_image(planes, roles)
+            if image.shape[axes.index("c")] != 1:
+                raise InvalidArgumentError(
+                    f"The labels {name!r} of well {well} hold {image.shape[axes.index('c')]} "
+                    "channels; a label image has one (label one channel, or give the labels "
+                    "step group_by='channel' with one channel's function).")
+            row, column = split_well(well)
+            plate.save_labels(np.take(image, 0, axis=axes.index("c")),
+                              plate.field_path(row, column, site), name, overwrite=True)
 
 
 def _rank(values: Sequence[Any]) -> dict[Any, int]:

@@ -415,7 +415,9 @@ class Pipeline:
         rows, columns = _plate_grid(wells, plate)
         return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels,
                           ome_version=self.ome_version, pixel_size=self.pixel_size,
-                          pixel_unit=self.pixel_unit)
+                          pixel_unit=self.pixel_unit,
+                          label_steps=tuple((s.name, s.labels, s.materialize)
+                                            for s in self.steps if s.labels is not None))
 
     def _execute(self, ex: Executor, ctx: RunContext, todo: list[GroupTask], bar: Progress,
                  watch: FailureWatch) -> tuple[list[GroupResult], str | None]:

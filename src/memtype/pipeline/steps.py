@@ -116,6 +116,10 @@ class FunctionStep:
         The field whose value picks the function when ``func`` is a dict.
     materialize : bool
         Write this step's output to the output store (the last step always does).
+    labels : str, optional
+        The step's output is a label image (integer object ids) named ``labels``: it is
+        written as OME-Zarr labels (``<field>/labels/<name>/``) beside the final plate's
+        images, whether or not the step is materialized.
     outputs : sequence of str, optional
         Names of the side outputs (the extra elements of tuple results), written as CSV
         tables ``<name>.csv``. By default ``<step name>`` (one) or ``<step name>_<i>``.
@@ -145,6 +149,7 @@ class FunctionStep:
     def __init__(self, func: FuncSpec | Mapping[FieldValue, FuncSpec], name: str | None = None,
                  *, variable_components: Sequence[str] = ("z",), group_by: str | None = None,
                  materialize: bool = False, outputs: Sequence[str] | None = None,
+                 labels: str | None = None,
                  **kwargs: Any) -> None:
         self.variable_components: tuple[str, ...] = tuple(variable_components)
         self.group_by = group_by
@@ -158,6 +163,12 @@ class FunctionStep:
             self.chain = _chain(func, "FunctionStep")
         self.name = name or self._default_name()
         self.output_names: tuple[str, ...] | None = tuple(outputs) if outputs else None
+        if labels is not None and (not isinstance(labels, str) or not labels[:1].isalnum()
+                                   or not labels.replace("_", "").replace("-", "").isalnum()):
+            raise InvalidArgumentError(
+                f"FunctionStep: labels must be a name of letters, digits, '_' or '-' "
+                f"(e.g. 'nuclei'); received {labels!r}.")
+        self.labels = labels
 
     def _set_routes(self, func: Mapping[FieldValue, FuncSpec]) -> None:
         """Check and store a dict of per-value chains."""
@@ -289,4 +300,5 @@ class GroupTask:
 def writes(steps: Sequence[FunctionStep], index: int) -> bool:
     """Whether step ``index``'s output is written (the last step, or materialized): its
     result takes the declared output type; any other step's stays where it was computed."""
-    return steps[index].materialize or index == len(steps) - 1
+    step = steps[index]
+    return step.materialize or step.labels is not None or index == len(steps) - 1
