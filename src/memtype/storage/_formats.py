@@ -4,7 +4,9 @@
 extension  what it holds
 =========  ==============================================================================
 .npy       any array with a built-in NumPy dtype (not object; bfloat16 not supported)
-.tif/.tiff 2D [Y, X] or 3D [Z, Y, X] arrays (tifffile). Core dtypes: uint8, uint16,
+.tif/.tiff 2D [Y, X] to 5D [T, C, Z, Y, X] arrays (tifffile), with their axes (``axes``
+           option, default YX, ZYX, CZYX, TCZYX): an ImageJ hyperstack for the core dtypes
+           in ImageJ's T, Z, C order, else an OME-TIFF. Core dtypes: uint8, uint16,
            float32 (read by every viewer, ImageJ/Fiji included). Also written: int8, int16,
            int32, uint32, float64 (tifffile and most scientific readers take them; ImageJ
            does not). Refused: bool, float16, complex, 64-bit integers. ``compression``:
@@ -130,13 +132,32 @@ def _write_npy(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -
 def _prepare_tiff(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[Any, Any]:
     """Check shape, dtype and compression for a TIFF."""
     a = as_numpy(data, path, "TIFF")
-    if a.ndim not in (2, 3):
-        raise _bad_shape(path, "TIFF", a.shape, "2D [Y, X] or 3D [Z, Y, X] arrays")
+    if a.ndim not in TIFF_AXES:
+        raise _bad_shape(path, "TIFF", a.shape,
+                         "2D [Y, X] to 5D [T, C, Z, Y, X] arrays (axes= names them)")
     if a.dtype.name not in TIFF_CORE + TIFF_EXTRA:
         expected = f"{', '.join(TIFF_CORE)} (also {', '.join(TIFF_EXTRA)})"
         raise _bad_dtype(path, "TIFF", a.dtype, expected)
     _check_tiff_compression(options.get("compression"), path)
+    options["axes"] = _tiff_axes(options.get("axes"), a.ndim, path)
     return a
+
+
+TIFF_AXES = {2: "YX", 3: "ZYX", 4: "CZYX", 5: "TCZYX"}
+_IMAGEJ_ORDER = "TZCYX"
+
+
+def _tiff_axes(axes: Any, ndim: int, path: str) -> str:
+    """The axes of a TIFF (default by dimensions), checked: distinct letters of T, C, Z
+    (any order), ending with Y, X."""
+    if axes is None:
+        return TIFF_AXES[ndim]
+    if not isinstance(axes, str) or len(axes) != ndim or not axes.upper().endswith("YX") \
+            or len(set(axes.upper())) != ndim or not set(axes.upper()) <= set("TCZYX"):
+        raise StoreFormatError(
+            f"Invalid TIFF axes {axes!r} for a {ndim}D array at {path!r}: expected {ndim} "
+            f"distinct letters from T, C, Z, Y, X ending with YX (e.g. {TIFF_AXES[ndim]!r}).")
+    return axes.upper()
 
 
 def _check_tiff_compression(compression: Any, path: str) -> None:
@@ -158,13 +179,21 @@ def _check_tiff_compression(compression: Any, path: str) -> None:
 
 
 def _write_tiff(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
-    """Write a single-series grey-scale TIFF."""
+    """Write a single-series grey-scale TIFF that names its axes: an ImageJ hyperstack
+    where ImageJ can hold it (uint8, uint16, float32; axes in ImageJ's T, Z, C order), else
+    an OME-TIFF. Fiji opens either with Z, C and T as such; tifffile reads the axes."""
     tifffile = require("tifffile", "Writing TIFF files")
 
     compression = options.get("compression")
     if compression == "none":
         compression = None
-    tifffile.imwrite(fh, a, photometric="minisblack", compression=compression)
+    axes = options.get("axes") or TIFF_AXES[a.ndim]
+    order = [_IMAGEJ_ORDER.index(x) for x in axes]
+    if a.dtype.name in TIFF_CORE and order == sorted(order):
+        tifffile.imwrite(fh, a, imagej=True, metadata={"axes": axes}, compression=compression)
+        return
+    tifffile.imwrite(fh, a, ome=True, photometric="minisblack", metadata={"axes": axes},
+                     compression=compression)
 
 
 # -- .png --------------------------------------------------------------------------------
@@ -244,7 +273,7 @@ def _table() -> dict[str, FileFormat]:
     """Extension -> format."""
     npy = FileFormat("npy", _prepare_npy, _write_npy, read_npy, _NONE, frozenset({"mmap"}))
     tiff = FileFormat("tiff", _prepare_tiff, _write_tiff, read_tiff,
-                      frozenset({"compression"}), frozenset({"key"}))
+                      frozenset({"compression", "axes"}), frozenset({"key"}))
     png = FileFormat("png", _prepare_png, _write_png, read_png,
                      frozenset({"compress_level"}), _NONE)
     jsn = FileFormat("json", _prepare_json, _write_bytes, read_json, frozenset({"indent"}), _NONE)
