@@ -105,3 +105,19 @@ def test_a_link_swapped_outside_after_listing_is_refused_at_read(tmp_path: Path)
     link.symlink_to(outside)
     with pytest.raises(StorePathError):
         reader.load_batch([rec.path])
+
+
+def test_a_link_loop_is_an_error_naming_it(tmp_path: Path) -> None:
+    root = tmp_path / "plate"
+    _tif(root / "A01_s1_w1_z001.tif", 1)
+    (root / "loop_a").symlink_to(root / "loop_b")
+    (root / "loop_b").symlink_to(root / "loop_a")
+    with pytest.raises(OSError, match="loop_"):
+        PatternReader(root).records()
+
+
+def test_a_dangling_link_is_not_an_image(tmp_path: Path) -> None:
+    root = tmp_path / "plate"
+    _tif(root / "A01_s1_w1_z001.tif", 1)
+    (root / "A02_s1_w1_z001.tif").symlink_to(root / "gone.tif")
+    assert [r.path for r in PatternReader(root).records()] == ["A01_s1_w1_z001.tif"]

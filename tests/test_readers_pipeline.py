@@ -3,7 +3,9 @@ run says which layout it read; ``memtype run --layout`` and ``memtype inspect``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ import pytest
 import memtype as mt
 from memtype.cli import main
 from memtype.pipeline import FunctionStep, Pipeline
+from tests.helpers import import_if_installed
 from tests.pipeline_support import load_field, read_csv
 from tests.readers_support import (
     CHANNEL_NAMES,
@@ -95,6 +98,28 @@ def test_the_layout_can_be_forced_in_a_run(tmp_path: Path) -> None:
     assert report.ok and report.input is not None and report.input.layout == "phenix"
 
 
+@pytest.fixture(scope="module")
+def dask_client() -> Iterator[Any]:
+    distributed = import_if_installed("distributed")
+    assert distributed is not None  # the tests using this fixture require it
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    with distributed.Client(cluster) as client:
+        yield client
+    cluster.close()
+
+
+@pytest.mark.requires("distributed")
+@pytest.mark.parametrize("name", ["imagexpress", "phenix", "ome-zarr-0.5", "ome-tiff"])
+def test_dask_workers_read_every_layout_from_the_source(name: str, tmp_path: Path,
+                                                        dask_client: Any) -> None:
+    root = WRITERS[name](tmp_path / "plate")
+    report = _pipeline().run(root, tmp_path / "out", executor="dask", client=dask_client)
+    assert report.ok, [g.error for g in report.groups]
+    field = load_field(tmp_path / "out" / "plate.zarr", "B03", 2)
+    np.testing.assert_array_equal(field[0, 0, 0], _reference("B03", 2, 1))
+
+
 # -- the command line -----------------------------------------------------------------------
 PIPELINE_FILE = '''
 import numpy as np
@@ -117,9 +142,9 @@ def test_memtype_run_says_which_layout_it_read(tmp_path: Path,
     (tmp_path / "pipe.py").write_text(PIPELINE_FILE)
     code = main(["run", str(tmp_path / "pipe.py"), "--input", str(root), "--output",
                  str(tmp_path / "out")])
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert code == 0, err
-    assert f"reading {root} as imagexpress (from MFGTMP_140206180002.HTD)" in err
+    assert out.startswith(f"input    {root} read as imagexpress (from MFGTMP_140206180002.HTD)")
     field = load_field(tmp_path / "out" / "plate.zarr", "B03", 2)
     np.testing.assert_array_equal(field[0, 1, 0], _reference("B03", 2, 2))
 

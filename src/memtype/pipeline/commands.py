@@ -217,8 +217,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         reader = pipeline.reader(args.input, args.pattern, args.layout)
     except ValueError as exc:  # an unknown layout, or --pattern with a vendor layout
         raise CommandError(str(exc)) from None
-    print(f"memtype: reading {args.input} as {reader.layout} (from "
-          f"{reader.metadata.detected_from})", file=sys.stderr)
+    print(f"input    {args.input} read as {reader.layout} (from "
+          f"{reader.metadata.detected_from})", flush=True)
     if args.plan:
         try:
             print(pipeline.plan(reader).table())

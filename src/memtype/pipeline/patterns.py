@@ -19,6 +19,7 @@ set of field values are an :class:`~memtype.errors.InputCollisionError` naming b
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
@@ -185,7 +186,7 @@ class FilenamePattern:
         return self.template.format(**values)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ImageRecord:
     """One image file found by a pattern: its path in the store and its field values."""
 
@@ -326,6 +327,7 @@ def key_label(key: Key | Mapping[str, FieldValue]) -> str:
     return text or "all"
 
 
+@functools.lru_cache(maxsize=4096)
 def canonical_well(well: str) -> str:
     """A well name as row letters (upper case) and a column of at least two digits:
     ``A1``, ``a001``, ``A01`` -> ``A01``; a name that is not letters and digits stays as is."""

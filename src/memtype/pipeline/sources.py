@@ -1,30 +1,16 @@
-"""Where a pipeline's images come from: the input store, its files, the output inside it."""
+"""Where a pipeline's images come from: the input (read by :mod:`memtype.pipeline.readers`) and
+the output inside it."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from memtype.errors import InvalidArgumentError, NoImagesError, StoreNotFoundError
-from memtype.pipeline.patterns import FilenamePattern, ImageRecord, match_files
+from memtype.errors import InvalidArgumentError
 
-__all__ = ["input_store", "output_inside_input", "find_images", "is_store"]
+__all__ = ["output_inside_input", "is_store", "PathOrStore"]
 
 PathOrStore = str | os.PathLike[str] | Any
-
-
-def input_store(source: PathOrStore) -> Any:
-    """A DiskStore on an input directory, or a given Store as it is."""
-    from memtype.storage import DiskStore, Store
-
-    if isinstance(source, Store):
-        return source
-    path = os.fspath(source)
-    if not os.path.isdir(path):
-        what = "is not a directory" if os.path.exists(path) else "does not exist"
-        raise StoreNotFoundError(f"Input directory {path!r} {what}; expected a directory "
-                                 "of images.")
-    return DiskStore(path, read_only=True)
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -33,7 +19,7 @@ def _inside(path: str, directory: str) -> bool:
 
 
 def output_inside_input(store: Any, output: str) -> str | None:
-    """The output's path relative to a disk input it lies in, or None.
+    """The output's path relative to a disk input (a reader or a DiskStore) it lies in, or None.
 
     Raises
     ------
@@ -46,25 +32,8 @@ def output_inside_input(store: Any, output: str) -> str | None:
     out = os.path.abspath(output)
     if _inside(root, out):
         raise InvalidArgumentError(f"The output {output!r} is, or contains, the input directory "
-                         f"{root!r}; write the results somewhere else.")
+                                   f"{root!r}; write the results somewhere else.")
     return os.path.relpath(out, root).replace(os.sep, "/") if _inside(out, root) else None
-
-
-def find_images(store: Any, pattern: FilenamePattern,
-                 exclude: str | None = None) -> list[ImageRecord]:
-    """Every image in the store whose file name matches the pattern (not under ``exclude``)."""
-    files = store.list_files("", recursive=True)
-    if exclude is not None:
-        files = [f for f in files if not f.startswith(exclude + "/")]
-    records = match_files(files, pattern)
-    if not records:
-        example = ", ".join(os.path.basename(f) for f in files[:3]) or "no files at all"
-        raise NoImagesError(
-            f"No file in {store.root!r} matches the pattern {pattern.template!r} "
-            f"({len(files)} files found, e.g. {example}); pass the pattern the names follow, "
-            "e.g. --pattern '{well}_s{site}_c{channel}_z{z}.tif'.")
-    return records
-
 
 
 def is_store(source: object) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -20,12 +20,13 @@ import numpy as np
 
 from memtype.errors import NoImagesError, StoreNotFoundError, StorePathError
 from memtype.pipeline.patterns import (
+    FieldValue,
     FilenamePattern,
     ImageRecord,
     Key,
     canonical_well,
     check_unique,
-    key_order,
+    field_sort_key,
 )
 
 __all__ = ["Reader", "PlateMetadata", "FileReader", "READER_FIELDS", "walk_inside",
@@ -140,7 +141,7 @@ class Reader(ABC):
             Two images with the same field values (a ``ValueError``).
         """
         if self._records is None or exclude != self._exclude:
-            found = sorted(self._list(exclude), key=lambda r: key_order(r.key))
+            found = sorted(self._list(exclude), key=_sort_key())
             if not found:
                 raise NoImagesError(f"No image found in {self.root!r} read as layout "
                                     f"{self.layout!r}; {self._nothing_found()} Another "
@@ -198,11 +199,10 @@ class FileReader(Reader):
     def _reset(self) -> None:
         super()._reset()
         self._store: Any = None
-        self._sizes: dict[str, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        state["_store"], state["_sizes"] = None, {}
+        state["_store"] = None
         return state
 
     def _disk(self) -> Any:
@@ -241,15 +241,29 @@ class FileReader(Reader):
                                  f"{real!r}); inputs are read only inside the folder given.")
         return real
 
-    def _walk(self, exclude: str | None) -> Iterator[tuple[str, int]]:
-        """(path, size) of every file under the root, links inside followed."""
-        for path, size in walk_inside(self.root, exclude):
-            self._sizes[path] = size
-            yield path, size
+    def _walk(self, exclude: str | None) -> Iterator[str]:
+        """Every file under the root, links inside followed."""
+        return walk_inside(self.root, exclude)
 
     def nbytes(self) -> int | None:
         files = {r.path.partition("#")[0] for r in self.records(self._exclude)}
-        return sum(self._sizes.get(f, 0) for f in files)
+        return sum(os.stat(self.resolve(f)).st_size for f in files)
+
+
+def _sort_key() -> Callable[[ImageRecord], tuple[Any, ...]]:
+    """``key_order`` of a record's key, each distinct value's sort key computed once."""
+    cache: dict[tuple[type, FieldValue], Any] = {}
+
+    def order(rec: ImageRecord) -> tuple[Any, ...]:
+        out = []
+        for _, value in rec.key:
+            known = cache.get((type(value), value))
+            if known is None:
+                known = cache[(type(value), value)] = field_sort_key(value)
+            out.append(known)
+        return tuple(out)
+
+    return order
 
 
 def input_directory(root: str | os.PathLike[str]) -> str:
@@ -273,15 +287,16 @@ def _inside(real: str, top: str) -> bool:
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def walk_inside(root: str, exclude: str | None = None) -> Iterator[tuple[str, int]]:
-    """(relative path, size) of every file under ``root``, following symbolic links to files
-    and folders that resolve inside ``root``.
+def walk_inside(root: str, exclude: str | None = None) -> Iterator[str]:
+    """The relative path of every file under ``root``, following symbolic links to files and
+    folders that resolve inside ``root`` (one ``stat`` per link; none per plain file).
 
     A link that resolves outside ``root`` is skipped, and one warning (a ``UserWarning``)
     says how many were and names the first: reading never leaves the folder the user named.
     A folder reached by two paths (a link to a folder also walked directly) is listed under
-    both; a link to a folder it is inside (a loop) is not entered. Hidden files and folders
-    (a leading ``.``) are left out, but a link to a hidden folder is followed.
+    both; a link to a folder it is inside (a loop) is not entered; a dangling link is not a
+    file; a link that cannot be resolved (a loop of links, ``ELOOP``) raises ``OSError``.
+    Hidden files and folders (a leading ``.``) are left out, but a link to one is followed.
     """
     top = os.path.realpath(root)
     outside: list[str] = []
@@ -299,19 +314,39 @@ def walk_inside(root: str, exclude: str | None = None) -> Iterator[tuple[str, in
             path = f"{rel}/{entry.name}" if rel else entry.name
             if exclude is not None and (path == exclude or path.startswith(exclude + "/")):
                 continue
-            target = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
-            if entry.is_symlink() and not _inside(target, top):
-                outside.append(path)
-                continue
-            if os.path.isdir(target):
-                pending.append((path, target, above))
-            elif os.path.isfile(target):
-                yield path, os.stat(target).st_size
+            if entry.is_symlink():
+                target = _link_target(entry.path)
+                if target is None:  # a dangling link names nothing to read
+                    continue
+                if not _inside(target, top):
+                    outside.append(path)
+                elif os.path.isdir(target):
+                    pending.append((path, target, above))
+                elif os.path.isfile(target):
+                    yield path
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append((path, entry.path, above))
+            elif entry.is_file(follow_symlinks=False):
+                yield path
     if outside:
         warnings.warn(f"{len(outside)} symbolic link(s) in {root!r} lead outside it and were "
                       f"skipped (first: {outside[0]!r}); inputs are read only inside the "
                       "folder given. Point --input at a folder that holds the targets.",
                       UserWarning, stacklevel=3)
+
+
+def _link_target(path: str) -> str | None:
+    """Where a symbolic link resolves to, or None when its target does not exist.
+
+    Raises
+    ------
+    OSError
+        A link loop (``ELOOP``) or another error resolving it: the user's tree is broken.
+    """
+    try:
+        return os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        return None
 
 
 def well_name(row: int, column: int) -> str:

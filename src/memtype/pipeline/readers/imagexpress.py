@@ -94,6 +94,15 @@ def parse_htd(path: str) -> HtdInfo:
     return HtdInfo(rows, columns, wells, sites, names, _int(v, "TimePoints", 1), zsteps)
 
 
+def _place(folder: str) -> tuple[int, int]:
+    """The time point (1 without a ``TimePoint_`` folder) and z-step (0 without a ``ZStep_``
+    folder) of a folder."""
+    parts = folder.split("/")
+    t = next((int(p[1]) for f in parts if (p := _TIMEPOINT.fullmatch(f))), 1)
+    z = next((int(p[1]) for f in parts if (p := _ZSTEP.fullmatch(f))), 0)
+    return t, z
+
+
 class ImageXpressReader(FileReader):
     """An ImageXpress / MetaXpress plate folder (see the module's description).
 
@@ -125,13 +134,15 @@ class ImageXpressReader(FileReader):
     def _list(self, exclude: str | None) -> list[ImageRecord]:
         found: list[tuple[str, tuple[int, int], re.Match[str]]] = []
         with_zsteps: set[int] = set()
-        for path, _ in self._walk(exclude):
-            *folders, name = path.split("/")
+        places: dict[str, tuple[int, int]] = {}
+        for path in self._walk(exclude):
+            folder, _, name = path.rpartition("/")
             m = _NAME.fullmatch(name)
             if m is None or "_thumb" in name.lower():
                 continue
-            t = next((int(p[1]) for f in folders if (p := _TIMEPOINT.fullmatch(f))), 1)
-            z = next((int(p[1]) for f in folders if (p := _ZSTEP.fullmatch(f))), 0)
+            if folder not in places:
+                places[folder] = _place(folder)
+            t, z = places[folder]
             if z:
                 with_zsteps.add(t)
             found.append((path, (t, z), m))

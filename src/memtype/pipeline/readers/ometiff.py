@@ -67,7 +67,7 @@ class OmeTiffReader(FileReader):
 
     def _files(self, exclude: str | None) -> list[str]:
         """The OME-TIFF files under the root."""
-        return [p for p, _ in self._walk(exclude) if _OME.fullmatch(p.rsplit("/", 1)[-1])]
+        return [p for p in self._walk(exclude) if _OME.fullmatch(p.rsplit("/", 1)[-1])]
 
     def _ome(self, path: str) -> tuple[ET.Element | None, list[tuple[str, tuple[int, ...]]]]:
         """A file's OME-XML root and its series' (axes, shape)."""

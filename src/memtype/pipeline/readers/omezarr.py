@@ -192,7 +192,7 @@ class OmeZarrReader(Reader):
         return _axes(meta.get("multiscales", [{}])[0])
 
     def nbytes(self) -> int | None:
-        return sum(size for _, size in walk_inside(self.root))
+        return sum(os.stat(os.path.join(self.root, p)).st_size for p in walk_inside(self.root))
 
     def header(self, path: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
         zarr = require("zarr", "Reading OME-Zarr plates")

@@ -75,7 +75,7 @@ class PatternReader(FileReader):
             if exclude is not None:
                 files = [f for f in files if not f.startswith(exclude + "/")]
         else:
-            files = [path for path, _ in self._walk(exclude)]
+            files = list(self._walk(exclude))
         self._seen = files[:3]
         self._count = len(files)
         return match_files(files, self._pattern)

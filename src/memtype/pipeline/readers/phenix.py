@@ -107,7 +107,7 @@ class PhenixReader(FileReader):
                                    f"XML ({exc}); expected Harmony's Index.idx.xml.") from exc
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
-        files = {path for path, _ in self._walk(exclude)}
+        files = set(self._walk(exclude))
         tree = self._parse()
         if tree is None:
             return [record(path, well_name(int(m[1]), int(m[2])), int(m[3]), int(m[5]),
