@@ -210,3 +210,17 @@ def test_a_missing_key_is_the_caches_own_error() -> None:
         GPUTensorCache().pop("absent")
     assert type(info.value) is CacheKeyError
     assert not isinstance(info.value, StoreKeyError)
+
+
+def test_measure_nbytes_of_deeply_nested_containers() -> None:
+    """5,000 levels of nesting are measured, not a RecursionError (issue 21, item 9's sibling)."""
+    value: Any = _arr(7)
+    for level in range(5000):
+        value = [value] if level % 2 else {"k": value}
+    assert measure_nbytes(value) == 7
+
+
+def test_measure_nbytes_of_a_cycle_counts_each_container_once() -> None:
+    cycle: list[Any] = [_arr(3)]
+    cycle.append(cycle)
+    assert measure_nbytes(cycle) == 3

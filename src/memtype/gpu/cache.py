@@ -31,21 +31,31 @@ def measure_nbytes(value: Any) -> int:
     TypeError
         If the size cannot be measured.
     """
-    nbytes = array_nbytes(value)
-    return _measure_other(value) if nbytes is None else nbytes
+    total = 0
+    pending = [value]
+    seen: set[int] = set()  # containers already counted: a cycle, or one list held twice
+    while pending:  # iterative: nesting of any depth, never a RecursionError
+        item = pending.pop()
+        nbytes = array_nbytes(item)
+        if nbytes is None:
+            nbytes = _measure_other(item, pending, seen)
+        total += nbytes
+    return total
 
 
-def _measure_other(value: Any) -> int:
-    """Size of a non-array: ``nbytes``, a byte string's length, or a container's sum."""
+def _measure_other(value: Any, pending: list[Any], seen: set[int]) -> int:
+    """Size of a non-array: ``nbytes`` or a byte string's length; a container's items are
+    pushed onto ``pending`` (once per container) and count 0 here."""
     nbytes = getattr(value, "nbytes", None)
     if isinstance(nbytes, int):
         return nbytes
     if isinstance(value, (bytes, bytearray)):
         return len(value)
-    if isinstance(value, (list, tuple)):
-        return sum(measure_nbytes(v) for v in value)
-    if isinstance(value, Mapping):
-        return sum(measure_nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple, Mapping)):
+        if id(value) not in seen:
+            seen.add(id(value))
+            pending.extend(value.values() if isinstance(value, Mapping) else value)
+        return 0
     raise ArgumentTypeError(
         f"Cannot measure the size of a {type(value).__module__}.{type(value).__qualname__}; "
         "cache arrays (or lists, tuples, dicts of them), or pass sizeof= to GPUTensorCache."
