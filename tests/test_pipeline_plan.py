@@ -380,6 +380,15 @@ def test_plan_refuses_host_only_data_into_torch(plate_dir: Path, dtype: np.dtype
         pipeline.plan(plate_dir)
 
 
+@pytest.mark.requires("torch")
+def test_plan_notes_only_the_trials_of_the_chosen_implementations() -> None:
+    # torch is declared first but cannot hold object data: the plan runs numpy, tried fine
+    both = FunctionStep(mt.variants(torch=scale_torch, numpy=scale_np), name="scale", **NATIVE)
+    plan = Pipeline([both]).plan(np.zeros((2, 4, 4), object))
+    assert plan.choices == {"scale": "numpy"}
+    assert not [n for n in plan.notes if "was not tried" in n]
+
+
 @pytest.mark.parametrize("dtype", [np.dtype(object), np.dtype("<U5")], ids=["object", "str"])
 def test_run_of_host_only_data_fails_each_group_cleanly(plate_dir: Path, tmp_path: Path,
                                                         dtype: np.dtype[Any]) -> None:

@@ -231,13 +231,13 @@ def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtyp
 
 def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
                prober: Prober, avoid: Collection[tuple[str, str]]) -> Plan:
-    bounds, notes = infer_boundaries([first_runnable(s) for s in steps], shapes, dtype)
+    bounds, trials = infer_boundaries([first_runnable(s) for s in steps], shapes, dtype)
     planner = _Planner(steps, bounds, prober, avoid)
-    planner.notes.extend(notes)
     cost, back = planner.forward()
     last = len(steps) - 1
     end = min(range(len(cost[last])), key=lambda j: (cost[last][j], j))
     if math.isinf(cost[last][end]):
+        planner.notes.extend(trials)
         raise InvalidArgumentError(
             "No plan: every chain of implementations needs a conversion that is not possible "
             f"or an implementation that is unavailable; {'; '.join(_reasons(planner))}.")
@@ -249,8 +249,8 @@ def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dty
     # does not): the reported conversions are those of the path that will run
     chosen = [s.with_implementation(planner.options[i][j].name) if s.variants is not None
               else s for i, (s, j) in enumerate(zip(steps, picks, strict=True))]
-    planner.bounds, notes = infer_boundaries(chosen, shapes, dtype)
-    planner.notes.extend(notes)
+    planner.bounds, trials = infer_boundaries(chosen, shapes, dtype)
+    planner.notes.extend(trials)  # the trials of what will run, not of the first guesses
     planner._conversions.clear()
     return _assemble(planner, picks, cost, rest, cost[last][end])
 
