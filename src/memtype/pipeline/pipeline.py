@@ -83,7 +83,9 @@ class Pipeline:
     Parameters
     ----------
     steps : sequence of FunctionStep or decorated functions
-        Run in order on every group; a bare function becomes ``FunctionStep(func)``.
+        Run in order on every group; a bare function becomes ``FunctionStep(func)``. The
+        pipeline keeps its own copies (``self.steps``), named uniquely: a repeated name
+        becomes ``name_2``, ``name_3``...; the steps passed are never changed.
     pattern : str
         The file-name pattern of the input images (see :mod:`memtype.pipeline.patterns`).
     task_by : sequence of str
