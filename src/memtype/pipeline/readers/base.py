@@ -141,7 +141,8 @@ class Reader(ABC):
             Two images with the same field values (a ``ValueError``).
         """
         if self._records is None or exclude != self._exclude:
-            found = sorted(self._list(exclude), key=_sort_key())
+            found = self._list(exclude)
+            found.sort(key=_sort_key())
             if not found:
                 raise NoImagesError(f"No image found in {self.root!r} read as layout "
                                     f"{self.layout!r}; {self._nothing_found()} Another "

@@ -132,7 +132,7 @@ class ImageXpressReader(FileReader):
         return parse_htd(os.path.join(self.root, found))
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
-        found: list[tuple[str, tuple[int, int], re.Match[str]]] = []
+        found: list[tuple[ImageRecord, int, bool]] = []  # record, time point, in a ZStep_
         with_zsteps: set[int] = set()
         places: dict[str, tuple[int, int]] = {}
         for path in self._walk(exclude):
@@ -145,9 +145,9 @@ class ImageXpressReader(FileReader):
             t, z = places[folder]
             if z:
                 with_zsteps.add(t)
-            found.append((path, (t, z), m))
-        return [record(path, m["well"], int(m["site"] or 1), int(m["channel"] or 1), z or 1, t)
-                for path, (t, z), m in found if z or t not in with_zsteps]
+            rec = record(path, m["well"], int(m["site"] or 1), int(m["channel"] or 1), z or 1, t)
+            found.append((rec, t, bool(z)))
+        return [rec for rec, t, in_zstep in found if in_zstep or t not in with_zsteps]
 
     def _nothing_found(self) -> str:
         return ("expected files named <prefix>_<well>_s<site>_w<channel>.TIF in "
