@@ -179,3 +179,21 @@ def test_inspect_lists_gaps_of_a_plate_without_metadata(tmp_path: Path) -> None:
     summary = inspect_plate(root, pattern=PATTERN)
     assert summary.missing == ["t=1 well=B03 site=1 channel=2 z=2"]
     assert summary.images == 15 and summary.nbytes is not None and summary.nbytes > 0
+
+
+def test_a_vendor_plate_written_as_tiff_is_named_by_its_fields(tmp_path: Path) -> None:
+    import tifffile
+
+    root = WRITERS["phenix"](tmp_path / "plate")
+    pipeline = Pipeline([FunctionStep(project)], output_format="tiff")
+    assert pipeline.run(root, tmp_path / "out").ok
+    written = tmp_path / "out" / "images" / "B03_t1_s2_w1_z001.tif"
+    np.testing.assert_array_equal(tifffile.imread(written), _reference("B03", 2, 1))
+
+
+def test_memtype_inspect_of_a_missing_folder_is_one_line(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    assert main(["inspect", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "does not exist" in err
