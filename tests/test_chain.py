@@ -46,6 +46,7 @@ def _pairs(events: Any) -> list[tuple[str, str]]:
     return [(e.source_type, e.target_type) for e in events]
 
 
+@pytest.mark.requires("torch")
 def test_intermediates_stay_in_the_computing_framework() -> None:
     x = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
     with mt.capture_conversions() as apart:
@@ -60,6 +61,7 @@ def test_intermediates_stay_in_the_computing_framework() -> None:
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.requires("torch")
 def test_only_the_final_result_takes_its_declared_type() -> None:
     x = np.ones((1, 2, 2), np.float32)
     out = mt.chain(t_inc, t_double)(x)  # t_double declares numpy output
@@ -75,6 +77,7 @@ def test_chain_declares_the_first_input_and_the_last_output() -> None:
     assert "chain(n_neg, t_double)" in repr(c)
 
 
+@pytest.mark.requires("torch")
 def test_dtype_policy_of_an_intermediate_applies_where_it_is_kept() -> None:
     x = np.full((1, 2, 2), 7, np.int32)
     expected = t_inc(t_to_float(x))  # 7 / 3 -> 2 (int32, PRESERVE_INPUT), + 1
@@ -85,6 +88,7 @@ def test_dtype_policy_of_an_intermediate_applies_where_it_is_kept() -> None:
     np.testing.assert_array_equal(kept.numpy(), expected.numpy())
 
 
+@pytest.mark.requires("torch")
 def test_keyword_arguments_reach_every_function_and_pairs_take_precedence() -> None:
     x = np.zeros((1, 1, 1), np.float32)
     out = mt.chain(t_inc, (t_inc, {"step": 10.0}))(x, step=2.0)
@@ -97,6 +101,7 @@ def test_side_outputs_of_intermediates_are_returned_after_the_image() -> None:
     assert total == 4.0 and type(image) is np.ndarray and float(image.sum()) == -4.0
 
 
+@pytest.mark.requires("torch")
 def test_nested_chains_flatten_and_variants_run_their_first() -> None:
     inner = mt.chain(t_double, t_inc)
     outer = mt.chain(inner, mt.variants(numpy=n_neg, torch=t_inc))
@@ -118,6 +123,7 @@ def test_empty_chain_is_refused() -> None:
         mt.chain()
 
 
+@pytest.mark.requires("torch")
 def test_chain_pickles_by_its_functions() -> None:
     c = pickle.loads(pickle.dumps(mt.chain(t_double, (t_inc, {"step": 3.0}))))
     assert float(c(np.ones((1, 1, 1), np.float32))[0, 0, 0]) == 5.0
@@ -132,6 +138,7 @@ class Scaler:
         return x * self.factor
 
 
+@pytest.mark.requires("torch")
 def test_bound_methods_keep_their_instance() -> None:
     with mt.capture_conversions() as events:
         out = mt.chain(Scaler(3.0).scale, t_inc)(np.ones((1, 1, 1), np.float32))
@@ -162,6 +169,7 @@ def test_device_intermediates_are_not_pulled_to_the_host() -> None:
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.requires("tifffile")
 def test_chain_as_a_pipeline_step(tmp_path: Path) -> None:
     plate = write_plate(tmp_path / "plate")
     step = FunctionStep(mt.chain(t_double, t_inc), name="double_inc",

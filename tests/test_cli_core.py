@@ -21,6 +21,7 @@ def test_info_lists_frameworks_devices_and_missing(capsys: pytest.CaptureFixture
     assert "dlpack" in out
 
 
+@pytest.mark.requires("matplotlib")
 def test_bench_prints_matrix_and_png(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "matrix.png"
     assert main(["bench", "--sizes", "1KiB", "--repeats", "1", "--png", str(png)]) == 0

@@ -85,6 +85,7 @@ def _interrupted(process: subprocess.Popen[str]) -> str:
 def test_ctrl_c_early_in_memtype_run_exits_130_with_one_line(
         plate_dir: Path, tmp_path: Path, delay: float) -> None:
     process, _ = _start([sys.executable, "-c", SCRIPT], tmp_path, plate_dir)
+@pytest.mark.requires("tifffile")
     _wait_for(lambda: _numpy_mapped(process.pid), process, "memtype's import")
     time.sleep(delay)
     _interrupted(process)
@@ -95,6 +96,7 @@ def test_ctrl_c_early_in_memtype_run_exits_130_with_one_line(
 def test_ctrl_c_while_a_step_runs_exits_130_and_says_how_to_resume(
         plate_dir: Path, tmp_path: Path, argv: list[str]) -> None:
     process, mark = _start([sys.executable, *argv], tmp_path, plate_dir)
+@pytest.mark.requires("tifffile")
     _wait_for(mark.exists, process, "the step")
     line = _interrupted(process)
     assert line.startswith("memtype run: interrupted") and "--resume" in line

@@ -145,6 +145,7 @@ def test_run_with_a_user_pattern(tmp_path: Path, capsys: pytest.CaptureFixture[s
     np.testing.assert_array_equal(load_field(out / "plate.zarr", "A01", 1)[0, 0], expected)
 
 
+@pytest.mark.requires("tifffile")
 def test_a_failing_group_exits_1_and_names_it(plate_dir: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad_pipeline.py"
     bad.write_text(
@@ -176,6 +177,7 @@ def test_missing_input_directory(tmp_path: Path) -> None:
     _one_line_error(result, "nowhere", "does not exist")
 
 
+@pytest.mark.requires("tifffile")
 def test_pattern_matching_nothing(plate_dir: Path, tmp_path: Path) -> None:
     result = _cli("run", str(EXAMPLE), "--input", str(plate_dir), "--output",
                   str(tmp_path / "out"), "--pattern", "{well}_c{channel}.png")
@@ -192,6 +194,7 @@ def test_existing_output_without_resume_or_overwrite(plate_dir: Path, tmp_path: 
     assert (out / "keep.txt").exists()
 
 
+@pytest.mark.requires("tifffile")
 def test_pipeline_file_without_pipeline(plate_dir: Path, tmp_path: Path) -> None:
     empty = tmp_path / "nothing_here.py"
     empty.write_text("steps = []\n")
@@ -202,6 +205,7 @@ def test_pipeline_file_without_pipeline(plate_dir: Path, tmp_path: Path) -> None
     _one_line_error(result, "missing.py", "does not exist")
 
 
+@pytest.mark.requires("tifffile")
 def test_bad_pattern_and_worker_count(plate_dir: Path, tmp_path: Path) -> None:
     result = _cli("run", str(EXAMPLE), "--input", str(plate_dir), "--output",
                   str(tmp_path / "o"), "--pattern", "no_fields.tif")

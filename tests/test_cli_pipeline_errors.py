@@ -50,6 +50,7 @@ def test_command_error_is_one_class_in_memtype_errors() -> None:
     ("import sys\nsys.exit(4)\n", ("line 2", "SystemExit: 4")),
 ])
 @pytest.mark.parametrize("module", ["memtype.cli", "memtype"])
+@pytest.mark.requires("tifffile")
 def test_a_pipeline_file_that_fails_to_import_is_a_one_line_usage_error(
         plate_dir: Path, tmp_path: Path, source: str, needles: tuple[str, ...],
         module: str) -> None:
@@ -79,6 +80,7 @@ def test_pipeline_file_errors_are_pipeline_file_errors(tmp_path: Path) -> None:
         import_pipeline_file(tmp_path / "notes.txt")
 
 
+@pytest.mark.requires("tifffile")
 def test_a_symlink_loop_under_the_input_is_a_one_line_usage_error(plate_dir: Path,
                                                                   tmp_path: Path) -> None:
     src = tmp_path / "in"
@@ -119,6 +121,7 @@ def test_run_demo_refuses_a_foreign_directory_too(tmp_path: Path) -> None:
 
 
 # -- sys.exit in a step: that group fails, exit code 1 -------------------------------------
+@pytest.mark.requires("tifffile")
 def test_sys_exit_in_a_step_exits_1_and_runs_the_other_groups(plate_dir: Path,
                                                               tmp_path: Path) -> None:
     bad = tmp_path / "exiting_pipeline.py"

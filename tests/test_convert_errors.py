@@ -25,6 +25,7 @@ def test_unknown_target(bad: object) -> None:
 
 
 @pytest.mark.parametrize("gpu_id", [-1, 1.5, "0", True])
+@pytest.mark.requires("torch")
 def test_malformed_gpu_id(gpu_id: object) -> None:
     with pytest.raises(mt.DeviceError) as info:
         mt.convert(np.zeros(2, np.float32), "torch", gpu_id=gpu_id)  # type: ignore[arg-type]

@@ -92,6 +92,7 @@ def test_layouts(layout: str, target: str) -> None:
 
 @pytest.mark.parametrize("target", type_params())
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.requires("ml_dtypes")
 def test_dtypes(dtype: str, target: str) -> None:
     _check(_dtype_values(dtype), target)
 
@@ -125,6 +126,7 @@ def test_large_int64_is_refused_by_32_bit_targets() -> None:
 
 
 @pytest.mark.parametrize("target", type_params())
+@pytest.mark.requires("torch")
 def test_torch_requires_grad(target: str) -> None:
     import torch
 
@@ -133,6 +135,7 @@ def test_torch_requires_grad(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", type_params(n for n in builtin_names() if n != "pyclesperanto"))
+@pytest.mark.requires("torch")
 def test_torch_conjugate_view(target: str) -> None:
     import torch
 
@@ -141,6 +144,7 @@ def test_torch_conjugate_view(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", type_params())
+@pytest.mark.requires("torch")
 def test_torch_non_contiguous(target: str) -> None:
     import torch
 
@@ -149,6 +153,7 @@ def test_torch_non_contiguous(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", type_params())
+@pytest.mark.requires("tensorflow")
 def test_tensorflow_variable(target: str) -> None:
     import tensorflow as tf
 
@@ -169,6 +174,7 @@ def test_writes_to_a_converted_tf_variable_never_reach_the_variable(target: str)
     np.testing.assert_array_equal(v.numpy(), np.arange(6).reshape(2, 3))
 
 
+@pytest.mark.requires("torch")
 def test_numpy_to_torch_copy_protects_read_only_source() -> None:
     a = _read_only()
     t = mt.convert(a, "torch")

@@ -223,6 +223,7 @@ def test_declared_output_type(memory_type: str) -> None:
     np.testing.assert_array_equal(host(out), IMAGE + 1)
 
 
+@pytest.mark.requires("torch")
 def test_arrays_in_lists_tuples_and_keywords_are_converted() -> None:
     import torch
 
@@ -311,6 +312,7 @@ def test_immutable_data_reaches_a_numpy_function_as_a_readonly_view() -> None:
         seen[...] = 0
 
 
+@pytest.mark.requires("torch")
 def test_numpy_caller_into_torch_function_shares_unless_copy_inputs() -> None:
     caller = IMAGE.copy()
 
@@ -331,6 +333,7 @@ def test_numpy_caller_into_torch_function_shares_unless_copy_inputs() -> None:
 
 
 @pytest.mark.parametrize("source", ["jax", "tensorflow"])
+@pytest.mark.requires("jax", "tensorflow")
 def test_immutable_callers_data_never_reaches_function_writable(source: str) -> None:
     caller = mt.convert(IMAGE.copy(), source)
 
@@ -350,6 +353,7 @@ def test_immutable_callers_data_never_reaches_function_writable(source: str) -> 
 
 
 @pytest.mark.parametrize("source", ["jax", "tensorflow"])
+@pytest.mark.requires("jax", "tensorflow")
 def test_write_to_immutable_callers_data_is_an_error(source: str) -> None:
     caller = mt.convert(IMAGE.copy(), source)
 
@@ -399,6 +403,7 @@ def test_tf_variable_into_numpy_and_torch_functions_is_isolated() -> None:
     np.testing.assert_array_equal(variable.numpy(), IMAGE)
 
 
+@pytest.mark.requires("torch")
 def test_copy_inputs_false_passes_the_callers_tensor() -> None:
     tensor = mt.convert(IMAGE.copy(), "torch")
     seen = []
@@ -412,6 +417,7 @@ def test_copy_inputs_false_passes_the_callers_tensor() -> None:
     assert seen[0] is tensor
 
 
+@pytest.mark.requires("jax")
 def test_immutable_input_type_is_passed_as_is() -> None:
     caller = mt.convert(IMAGE, "jax")
     seen = []

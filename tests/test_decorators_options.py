@@ -75,6 +75,7 @@ def test_forced_dtypes(memory_type: str, conversion: mt.DtypeConversion) -> None
     np.testing.assert_array_equal(out, cast(result, conversion.numpy_dtype))
 
 
+@pytest.mark.requires("jax")
 def test_forced_dtype_a_framework_cannot_hold_gives_its_nearest() -> None:
     if holds_dtype(load_adapter("jax"), np.dtype("float64")):
         pytest.skip("JAX runs with x64 here")
@@ -126,6 +127,7 @@ def test_invalid_option_values(option: str, value: Any, error: type[Exception]) 
 
 
 @pytest.mark.parametrize("framework", ["jax", "pyclesperanto"])
+@pytest.mark.requires("jax", "pyclesperanto")
 def test_float64_input_computes_in_float32_and_returns_float64(framework: str) -> None:
     if holds_dtype(load_adapter(framework), np.dtype("float64")):
         pytest.skip(f"{framework} holds float64 here")
@@ -137,6 +139,7 @@ def test_float64_input_computes_in_float32_and_returns_float64(framework: str) -
 
 
 @pytest.mark.parametrize("framework", ["jax", "pyclesperanto"])
+@pytest.mark.requires("jax", "pyclesperanto")
 def test_float64_beyond_float32_range_is_an_error(framework: str) -> None:
     if holds_dtype(load_adapter(framework), np.dtype("float64")):
         pytest.skip(f"{framework} holds float64 here")
@@ -145,6 +148,7 @@ def test_float64_beyond_float32_range_is_an_error(framework: str) -> None:
         decorator_for(framework)(lambda image: image)(values)
 
 
+@pytest.mark.requires("jax")
 def test_int64_beyond_int32_into_jax_is_an_error() -> None:
     if holds_dtype(load_adapter("jax"), np.dtype("int64")):
         pytest.skip("JAX runs with x64 here")
@@ -211,12 +215,14 @@ def test_gpu_id_is_ignored_by_host_only_types() -> None:
 
 
 @pytest.mark.no_gpu
+@pytest.mark.requires("torch")
 def test_gpu_id_without_a_gpu_fails_loudly() -> None:
     with pytest.raises(DeviceError, match="no cuda device is available"):
         mt.torch(affine)(U8, gpu_id=0)
 
 
 @pytest.mark.no_gpu
+@pytest.mark.requires("torch")
 def test_oom_fallback_cpu_needs_no_gpu_on_the_host() -> None:
     out = mt.torch(affine)(U8.astype(np.float32), oom_fallback="cpu")
     np.testing.assert_array_equal(host(out), affine(U8.astype(np.float32)))
@@ -226,6 +232,7 @@ def test_oom_fallback_cpu_needs_no_gpu_on_the_host() -> None:
 
 
 @pytest.mark.parametrize("framework", ["numpy", "torch", "jax"])
+@pytest.mark.requires("jax", "torch")
 def test_eight_threads_at_once_on_the_host(framework: str) -> None:
     f = decorator_for(framework, input_type="numpy")(lambda image: image * 2 + 1)
     images = [np.full((2, 8, 8), i, np.float32) for i in range(32)]

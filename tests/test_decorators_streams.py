@@ -16,6 +16,7 @@ from memtype.gpu.streams import call_device
 
 
 @pytest.mark.parametrize("memory_type", ["numpy", "torch", "jax", "tensorflow"])
+@pytest.mark.requires("jax", "tensorflow", "torch")
 def test_host_calls_use_no_stream(memory_type: str) -> None:
     with mt.gpu.thread_stream(memory_type) as handoff:
         assert not handoff.active
@@ -23,6 +24,7 @@ def test_host_calls_use_no_stream(memory_type: str) -> None:
         handoff.release([np.zeros(2)])
 
 
+@pytest.mark.requires("torch")
 def test_stream_for_an_array_uses_its_device() -> None:
     with mt.gpu.thread_stream(mt.convert(np.zeros(2), "torch")) as handoff:
         assert not handoff.active

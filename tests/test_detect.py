@@ -57,6 +57,7 @@ def test_rejects_non_arrays(label: str, obj: Any) -> None:
     assert type(obj).__qualname__ in str(info.value)
 
 
+@pytest.mark.requires("jax")
 def test_rejects_framework_non_arrays() -> None:
     import jax
     import tensorflow as tf
@@ -66,6 +67,7 @@ def test_rejects_framework_non_arrays() -> None:
             mt.detect_memory_type(obj)
 
 
+@pytest.mark.requires("torch")
 def test_subclasses_and_0d() -> None:
     import torch
 
@@ -75,6 +77,7 @@ def test_subclasses_and_0d() -> None:
     assert mt.detect_memory_type(torch.tensor(1.0)) is mt.MemoryType.TORCH
 
 
+@pytest.mark.requires("tensorflow")
 def test_tensorflow_variable_is_tensorflow() -> None:
     import tensorflow as tf
 

@@ -49,6 +49,7 @@ def test_nothing_is_imported_or_started() -> None:
     assert cleaned == ["numpy"] and named == ["not loaded", "not loaded"] and loaded == []
 
 
+@pytest.mark.requires("torch")
 def test_loaded_frameworks_are_cleaned_without_starting_cuda() -> None:
     import torch
 
@@ -62,6 +63,7 @@ def test_loaded_frameworks_are_cleaned_without_starting_cuda() -> None:
         assert not torch.cuda.is_initialized()
 
 
+@pytest.mark.requires("jax")
 def test_started_runtime_reports_before_and_after() -> None:
     import jax.numpy as jnp
 

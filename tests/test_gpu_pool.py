@@ -63,6 +63,7 @@ def test_bad_shapes_are_value_errors(shape: Any) -> None:
     assert manager.used_bytes() == 0
 
 
+@pytest.mark.requires("torch")
 def test_stats_group_by_source_and_keep_peaks() -> None:
     manager = GPUMemoryManager()
     a = manager.allocate((100,), "uint8", "numpy", source="a")
@@ -91,6 +92,7 @@ def test_reference_counting() -> None:
         manager.retain(np.zeros(8))
 
 
+@pytest.mark.requires("torch")
 def test_memory_context_releases_on_exit() -> None:
     manager = GPUMemoryManager()
     kept = manager.allocate((16,), "uint8", "numpy", source="kept")
@@ -176,6 +178,7 @@ def test_gpu_only_type_without_gpu_is_a_device_error() -> None:
 
 
 @no_gpu
+@pytest.mark.requires("torch")
 def test_gpu_id_without_gpu_is_a_device_error() -> None:
     with pytest.raises(mt.DeviceError, match="Cannot allocate a torch array"):
         GPUMemoryManager(gpu_id=0).allocate((4,), "float32", "torch")
@@ -196,6 +199,7 @@ def test_concurrent_allocate_and_release_balance() -> None:
     assert manager.used_bytes() == 0 and manager.stats() == {}
 
 
+@pytest.mark.requires("torch")
 def test_host_pool_budgets_host_memory() -> None:
     pool = GPUMemoryPool(1000, gpu_id=None)
     assert pool.device == mt.frameworks.CPU

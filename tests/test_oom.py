@@ -218,6 +218,7 @@ def test_default_recovery_retries_the_same_computation_and_never_slices() -> Non
     assert "slice_separable=True" in " ".join(info.value.__notes__)
 
 
+@pytest.mark.requires("torch")
 def test_oom_note_on_the_host_names_no_cpu_fallback() -> None:
     import torch
 
@@ -242,6 +243,7 @@ def test_default_recovery_never_returns_a_per_slice_result() -> None:
         normalised(IMAGE)
 
 
+@pytest.mark.requires("torch")
 def test_computing_variant_keeps_slice_separable() -> None:
     @mt.torch(output_type="numpy", slice_separable=True)
     def f(image: Any) -> Any:
@@ -291,6 +293,7 @@ def test_slice_by_slice_call_is_not_sliced_again() -> None:
     assert calls == [2, 2]  # first slice, then its retry
 
 
+@pytest.mark.requires("torch")
 def test_cleanup_runs_between_attempts() -> None:
     import torch
 
@@ -370,6 +373,7 @@ def _doubles_then_oom_once() -> tuple[list[int], Any]:
     return calls, f
 
 
+@pytest.mark.requires("torch")
 def test_retry_after_a_write_to_the_callers_tensor_is_refused() -> None:
     import torch
 
@@ -381,6 +385,7 @@ def test_retry_after_a_write_to_the_callers_tensor_is_refused() -> None:
     assert calls == [1]  # never retried on the modified values
 
 
+@pytest.mark.requires("torch")
 def test_retry_with_copy_inputs_sees_the_original_values() -> None:
     import torch
 
@@ -392,6 +397,7 @@ def test_retry_with_copy_inputs_sees_the_original_values() -> None:
     np.testing.assert_array_equal(host(caller), np.ones((2, 3, 4), np.float32))
 
 
+@pytest.mark.requires("torch")
 def test_retry_converts_the_callers_arguments_again() -> None:
     calls, f = _doubles_then_oom_once()
     caller = np.ones((2, 3, 4), np.float32)
@@ -401,6 +407,7 @@ def test_retry_converts_the_callers_arguments_again() -> None:
     np.testing.assert_array_equal(out, np.full((2, 3, 4), 2.0, np.float32))
 
 
+@pytest.mark.requires("torch")
 def test_retry_without_a_write_reuses_the_callers_tensor() -> None:
     import torch
 
@@ -418,6 +425,7 @@ def test_retry_without_a_write_reuses_the_callers_tensor() -> None:
     assert seen[0] is caller and seen[1] is caller  # no copy on any path
 
 
+@pytest.mark.requires("torch")
 def test_write_in_a_later_stage_is_refused_too() -> None:
     import torch
 

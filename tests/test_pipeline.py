@@ -112,6 +112,7 @@ def test_step_dict_needs_group_by() -> None:
         FunctionStep({1: np_project}, group_by="z")
 
 
+@pytest.mark.requires("torch")
 def test_step_names_types_and_chain() -> None:
     step = FunctionStep([(torch_scale, {"factor": 3.0}), jax_offset], **NATIVE)
     assert step.name == "torch_scale"
@@ -171,6 +172,7 @@ def _run(plate_dir: Path, out: Path, steps: list[Any], **kw: Any) -> RunReport:
 
 
 @pytest.mark.parametrize("executor", ["inline", "threads"])
+@pytest.mark.requires("tifffile")
 def test_mixed_pipeline_matches_numpy(plate_dir: Path, tmp_path: Path, reference: Any,
                                       executor: str) -> None:
     steps = [FunctionStep(torch_scale, factor=0.5, **NATIVE), FunctionStep(jax_offset),
@@ -184,6 +186,7 @@ def test_mixed_pipeline_matches_numpy(plate_dir: Path, tmp_path: Path, reference
         np.testing.assert_array_equal(field[channel - 1, 0], expected)
 
 
+@pytest.mark.requires("tifffile")
 def test_plate_fields_get_pyramids_and_channel_names(plate_dir: Path, tmp_path: Path,
                                                      reference: Any) -> None:
     import json
@@ -205,6 +208,7 @@ def test_pyramid_levels_must_be_a_positive_int() -> None:
         Pipeline([np_project], pyramid_levels=0)
 
 
+@pytest.mark.requires("tifffile")
 def test_tiff_output_keeps_the_pattern_names(plate_dir: Path, tmp_path: Path,
                                              reference: Any) -> None:
     report = _run(plate_dir, tmp_path / "out", [np_project], output_format="tiff")
@@ -217,6 +221,7 @@ def test_tiff_output_keeps_the_pattern_names(plate_dir: Path, tmp_path: Path,
     np.testing.assert_array_equal(got, reference[("A02", 2, 2)].max(axis=0))
 
 
+@pytest.mark.requires("tifffile")
 def test_side_outputs_become_csv_tables(plate_dir: Path, tmp_path: Path, reference: Any) -> None:
     step = FunctionStep(np_sum_count, outputs=("totals", "planes"))
     report = _run(plate_dir, tmp_path / "out", [np_project, step])
@@ -230,11 +235,13 @@ def test_side_outputs_become_csv_tables(plate_dir: Path, tmp_path: Path, referen
     assert {r["value"] for r in planes} == {"1"}
 
 
+@pytest.mark.requires("tifffile")
 def test_default_side_output_names(plate_dir: Path, tmp_path: Path) -> None:
     report = _run(plate_dir, tmp_path / "out", [FunctionStep(np_sum_count, name="m")])
     assert {"m_1", "m_2"} <= set(report.outputs)
 
 
+@pytest.mark.requires("tifffile")
 def test_group_by_routes_each_channel_to_its_function(plate_dir: Path, tmp_path: Path,
                                                       reference: Any) -> None:
     step = FunctionStep({1: np_project, 2: [np_project, np_negate]}, group_by="channel",
@@ -246,6 +253,7 @@ def test_group_by_routes_each_channel_to_its_function(plate_dir: Path, tmp_path:
     np.testing.assert_array_equal(field[1, 0], -stack2.max(axis=0).astype(np.float32))
 
 
+@pytest.mark.requires("tifffile")
 def test_restacking_along_other_components(plate_dir: Path, tmp_path: Path,
                                            reference: Any) -> None:
     steps = [FunctionStep(torch_scale, factor=1.0, **NATIVE),
@@ -258,6 +266,7 @@ def test_restacking_along_other_components(plate_dir: Path, tmp_path: Path,
     np.testing.assert_allclose(got, both.astype(np.float32).mean(axis=0), rtol=1e-6)
 
 
+@pytest.mark.requires("tifffile")
 def test_materialized_step_is_written_too(plate_dir: Path, tmp_path: Path, reference: Any) -> None:
     steps = [FunctionStep(torch_scale, factor=1.0, materialize=True, name="scaled", **NATIVE),
              FunctionStep(np_project)]
@@ -268,6 +277,7 @@ def test_materialized_step_is_written_too(plate_dir: Path, tmp_path: Path, refer
     assert report.outputs["images"].endswith("plate.zarr")
 
 
+@pytest.mark.requires("tifffile")
 def test_conversions_between_host_steps_are_zero_copy(plate_dir: Path, tmp_path: Path) -> None:
     steps = [FunctionStep(torch_scale, factor=1.0, **NATIVE), FunctionStep(np_project)]
     report = _run(plate_dir, tmp_path / "out", steps)
@@ -282,6 +292,7 @@ def test_conversions_between_host_steps_are_zero_copy(plate_dir: Path, tmp_path:
     assert "torch_scale" in text and "2 done, 0 skipped, 0 failed" in text
 
 
+@pytest.mark.requires("tifffile")
 def test_tiny_intermediate_budget_spills_and_stays_correct(plate_dir: Path, tmp_path: Path,
                                                            reference: Any) -> None:
     steps = [FunctionStep(torch_scale, factor=1.0, **NATIVE), FunctionStep(jax_offset),
@@ -303,6 +314,7 @@ def _split_wells(reference: Any) -> tuple[str, str, float]:
     return dim, bright, (peak[dim] + peak[bright]) / 2
 
 
+@pytest.mark.requires("tifffile")
 def test_a_failing_group_keeps_the_others_and_resume_finishes(plate_dir: Path, tmp_path: Path,
                                                               reference: Any) -> None:
     dim, bright, limit = _split_wells(reference)
@@ -338,6 +350,7 @@ def test_a_failing_group_keeps_the_others_and_resume_finishes(plate_dir: Path, t
     assert len(final.skipped) == 2 and not final.done
 
 
+@pytest.mark.requires("tifffile")
 def test_overwrite_replaces_an_earlier_output(plate_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert _run(plate_dir, out, [np_project]).ok
@@ -346,6 +359,7 @@ def test_overwrite_replaces_an_earlier_output(plate_dir: Path, tmp_path: Path) -
     assert report.ok and not (out / "old.txt").exists()
 
 
+@pytest.mark.requires("tifffile")
 def test_overwrite_refuses_a_directory_memtype_did_not_write(plate_dir: Path,
                                                              tmp_path: Path) -> None:
     out = tmp_path / "thesis"
@@ -361,6 +375,7 @@ def test_overwrite_refuses_a_directory_memtype_did_not_write(plate_dir: Path,
     assert report.ok and not (out / "chapter1.tex").exists()
 
 
+@pytest.mark.requires("tifffile")
 def test_side_tables_survive_resume(plate_dir: Path, tmp_path: Path, reference: Any) -> None:
     dim, bright, limit = _split_wells(reference)
     out = tmp_path / "out"
@@ -376,6 +391,7 @@ def test_side_tables_survive_resume(plate_dir: Path, tmp_path: Path, reference: 
     assert [r["well"] for r in rows] == ["A01"] * 4 + ["A02"] * 4
 
 
+@pytest.mark.requires("tifffile")
 def test_wrong_output_shape_is_a_clear_group_error(plate_dir: Path, tmp_path: Path) -> None:
     step = FunctionStep(np_2d, name="flat")
     report = _run(plate_dir, tmp_path / "out", [step])
@@ -383,6 +399,7 @@ def test_wrong_output_shape_is_a_clear_group_error(plate_dir: Path, tmp_path: Pa
     assert "flat" in report.failed[0].error
 
 
+@pytest.mark.requires("tifffile")
 def test_missing_input_and_no_matching_file(tmp_path: Path, plate_dir: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         _run(tmp_path / "nope", tmp_path / "out", [np_project])
@@ -391,6 +408,7 @@ def test_missing_input_and_no_matching_file(tmp_path: Path, plate_dir: Path) -> 
     assert isinstance(NoImagesError("x"), FileNotFoundError)
 
 
+@pytest.mark.requires("tifffile")
 def test_plate_output_refuses_groups_that_split_fields(plate_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="splits plate images"):
         _run(plate_dir, tmp_path / "out", [np_project], task_by=("well", "channel"))
@@ -399,6 +417,7 @@ def test_plate_output_refuses_groups_that_split_fields(plate_dir: Path, tmp_path
     assert len(report.done) == 4
 
 
+@pytest.mark.requires("tifffile")
 def test_user_pattern(tmp_path: Path) -> None:
     import tifffile
 
@@ -479,6 +498,7 @@ def test_report_merges_step_figures() -> None:
     assert not report.ok and "FAILED well=A02" in report.summary()
 
 
+@pytest.mark.requires("torch")
 def test_side_output_rows() -> None:
     fixed = (("well", "A01"), ("site", 2))
     assert side_output_rows(fixed, 3) == [{"well": "A01", "site": 2, "value": 3}]
@@ -506,6 +526,7 @@ def test_importing_the_pipeline_package_loads_no_framework() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.requires("tifffile")
 def test_output_inside_the_input_is_not_read_back(tmp_path: Path) -> None:
     src = write_plate(tmp_path / "in")
     pipe = Pipeline([np_project], output_format="tiff")

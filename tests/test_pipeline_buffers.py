@@ -62,6 +62,7 @@ def _load(report: Any) -> tuple[int, int]:
     return load.buffers_new, load.buffers_reused
 
 
+@pytest.mark.requires("tifffile")
 def test_second_group_reuses_the_first_groups_buffers(plate_dir: Path, tmp_path: Path) -> None:
     report = Pipeline([FunctionStep(double)]).run(plate_dir, tmp_path / "o")
     _check(report)
@@ -69,6 +70,7 @@ def test_second_group_reuses_the_first_groups_buffers(plate_dir: Path, tmp_path:
     assert "buffers allocated by the pipeline: [load] 4 new, 4 reused" in report.summary()
 
 
+@pytest.mark.requires("tifffile")
 def test_restacked_stacks_reuse_buffers_too(plate_dir: Path, tmp_path: Path) -> None:
     # the second step stacks all channels of a site: the group's 4 z-stacks are restacked
     # into 2 stacks of 6 planes, into the pool's buffers (new in A01, reused in A02)
@@ -84,6 +86,7 @@ def test_restacked_stacks_reuse_buffers_too(plate_dir: Path, tmp_path: Path) -> 
         np.testing.assert_array_equal(field[channel - 1], stack * 4)
 
 
+@pytest.mark.requires("tifffile")
 def test_threads_share_the_pool(plate_dir: Path, tmp_path: Path) -> None:
     report = Pipeline([FunctionStep(double)]).run(plate_dir, tmp_path / "o", executor="threads",
                                                   workers=2)
@@ -91,6 +94,7 @@ def test_threads_share_the_pool(plate_dir: Path, tmp_path: Path) -> None:
     assert sum(_load(report)) == 8 and _load(report)[0] >= 4
 
 
+@pytest.mark.requires("tifffile")
 def test_a_buffer_a_result_still_refers_to_is_not_reused(plate_dir: Path, tmp_path: Path,
                                                          kept: list[Any]) -> None:
     report = Pipeline([FunctionStep(keep_first_well)]).run(plate_dir, tmp_path / "o")
@@ -102,6 +106,7 @@ def test_a_buffer_a_result_still_refers_to_is_not_reused(plate_dir: Path, tmp_pa
         assert any(np.array_equal(held, s) for s in first)
 
 
+@pytest.mark.requires("tifffile")
 def test_a_zero_copy_view_in_another_framework_also_holds_it(plate_dir: Path, tmp_path: Path,
                                                              kept: list[Any]) -> None:
     report = Pipeline([FunctionStep(keep_torch_view)]).run(plate_dir, tmp_path / "o")

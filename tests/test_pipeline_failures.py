@@ -72,6 +72,7 @@ def np_stats_named_like_a_field(stack: np.ndarray) -> tuple[np.ndarray, dict[str
 # -- sys.exit and other BaseExceptions in a step: that group fails, the others go on -----
 @pytest.mark.parametrize("executor", ["inline", "threads"])
 @pytest.mark.parametrize("func", [np_exit_if_bright, np_base_exception_if_bright])
+@pytest.mark.requires("tifffile")
 def test_sys_exit_in_a_step_fails_only_its_group(plate_dir: Path, tmp_path: Path,
                                                  split: tuple[str, str, float], executor: str,
                                                  func: Any) -> None:
@@ -88,6 +89,7 @@ def test_sys_exit_in_a_step_fails_only_its_group(plate_dir: Path, tmp_path: Path
 
 
 @pytest.mark.parametrize("executor", ["inline", "threads"])
+@pytest.mark.requires("tifffile")
 def test_ctrl_c_in_a_step_stops_the_run_and_resume_finishes_it(
         plate_dir: Path, tmp_path: Path, split: tuple[str, str, float], executor: str) -> None:
     dim, bright, limit = split
@@ -109,6 +111,7 @@ def test_ctrl_c_in_a_step_stops_the_run_and_resume_finishes_it(
                                       stacks(SMALL)[(well, 1, 1)].max(axis=0))
 
 
+@pytest.mark.requires("tifffile")
 def test_inline_ctrl_c_keeps_the_groups_finished_before_it(plate_dir: Path, tmp_path: Path,
                                                             split: tuple[str, str, float]) -> None:
     dim, bright, limit = split
@@ -129,6 +132,7 @@ def test_inline_ctrl_c_keeps_the_groups_finished_before_it(plate_dir: Path, tmp_
 
 
 # -- side outputs never overwrite the pattern's field columns -----------------------------
+@pytest.mark.requires("tifffile")
 def test_a_side_output_column_named_like_a_field_is_refused(plate_dir: Path,
                                                             tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -171,6 +175,7 @@ def test_side_output_data_frames_refuse_repeated_columns() -> None:
         side_output_rows(fixed, pd.DataFrame({"site": [1]}), fields)
 
 
+@pytest.mark.requires("tifffile")
 def test_tables_of_a_good_run_keep_the_well_column(plate_dir: Path, tmp_path: Path) -> None:
     from tests.test_pipeline import np_sum_count
 

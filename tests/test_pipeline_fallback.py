@@ -88,6 +88,7 @@ def _check_prediction(report: Any) -> None:
 
 # -- run-time fallback ---------------------------------------------------------------------
 @pytest.mark.filterwarnings("ignore::memtype.gpu.OOMRecoveryWarning")
+@pytest.mark.requires("tifffile")
 def test_group_out_of_memory_in_torch_falls_back_to_numpy(plate_dir: Path, tmp_path: Path,
                                                           limit: dict[str, float]) -> None:
     scale = FunctionStep(mt.variants(torch=scale_torch, numpy=scale_np), name="scale", **NATIVE)
@@ -106,6 +107,7 @@ def test_group_out_of_memory_in_torch_falls_back_to_numpy(plate_dir: Path, tmp_p
 
 
 @pytest.mark.filterwarnings("ignore::memtype.gpu.OOMRecoveryWarning")
+@pytest.mark.requires("tifffile")
 def test_fallback_is_deterministic(plate_dir: Path, tmp_path: Path,
                                    limit: dict[str, float]) -> None:
     scale = FunctionStep(mt.variants(torch=scale_torch, numpy=scale_np), name="scale", **NATIVE)
@@ -116,6 +118,7 @@ def test_fallback_is_deterministic(plate_dir: Path, tmp_path: Path,
         [[(lb, f.describe()) for lb, f in runs[0].fallbacks]] * 2
 
 
+@pytest.mark.requires("tifffile")
 def test_an_error_that_is_not_out_of_memory_does_not_fall_back(plate_dir: Path,
                                                                tmp_path: Path) -> None:
     scale = FunctionStep(mt.variants(torch=broken_torch, numpy=scale_np), name="scale", **NATIVE)
@@ -177,6 +180,7 @@ def toy_add(stack: Any) -> Any:
 
 
 @pytest.mark.filterwarnings("ignore::memtype.gpu.OOMRecoveryWarning")
+@pytest.mark.requires("tifffile")
 def test_toy_device_allocator_out_of_memory_falls_back(toydev: Framework, plate_dir: Path,
                                                        tmp_path: Path) -> None:
     from tests import toydevice as tdv
@@ -250,6 +254,7 @@ def test_run_with_budgets_follows_the_plan(plate_dir: Path, tmp_path: Path) -> N
         np.testing.assert_array_equal(field[channel - 1], (stack.astype(np.float32) + 1) * 2)
 
 
+@pytest.mark.requires("torch")
 def test_a_single_implementation_step_runs_whatever_the_budget() -> None:
     plan = Pipeline([FunctionStep(torch_only)]).plan(np.zeros((2, 8, 8), np.float32),
                                                      budgets={"cpu": 1})
@@ -284,6 +289,7 @@ def test_plan_refuses_bad_budgets(budgets: Any, error: type[Exception], message:
 
 @pytest.mark.parametrize(("budgets", "error", "message"), list(BAD_BUDGETS.values()),
                          ids=list(BAD_BUDGETS))
+@pytest.mark.requires("tifffile")
 def test_run_refuses_bad_budgets_before_anything_runs(plate_dir: Path, tmp_path: Path,
                                                      budgets: Any, error: type[Exception],
                                                      message: str) -> None:

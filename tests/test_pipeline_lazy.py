@@ -59,6 +59,7 @@ def jax_add(stack: Any) -> Any:
     return stack + 1.0
 
 
+@pytest.mark.requires("torch")
 def test_entry_dtype_is_the_rule_of_the_decorators() -> None:
     from memtype.dtypes import entry_dtype
 

@@ -193,6 +193,7 @@ def _keep(stack: np.ndarray) -> np.ndarray:
     return stack
 
 
+@pytest.mark.requires("tifffile")
 def test_a_run_over_two_names_of_one_image_fails_before_anything_runs(tmp_path: Path) -> None:
     from memtype.pipeline import FunctionStep, Pipeline
     from memtype.storage import DiskStore

@@ -69,6 +69,7 @@ def test_declared_variants_make_a_step_with_implementations() -> None:
     assert chosen.chain[0].input_type == "torch" and step.chain[0].input_type == "numpy"
 
 
+@pytest.mark.requires("torch")
 def test_mt_variants_is_usable_as_a_function() -> None:
     double = mt.variants(torch=scale_torch, numpy=scale_np)
     out = double(np.ones((1, 2, 2), np.float32))  # runs the first implementation (torch)
@@ -123,6 +124,7 @@ def test_unknown_implementation_is_refused() -> None:
 
 
 # -- 2. the plan ---------------------------------------------------------------------------
+@pytest.mark.requires("tifffile")
 def test_plan_keeps_the_chain_in_one_framework(plate_dir: Path) -> None:
     pipeline = Pipeline([FunctionStep(torch_only, **NATIVE), _scale_step(),
                          FunctionStep(torch_only, name="again", **NATIVE)])
@@ -174,6 +176,7 @@ def test_plan_refuses_a_2d_array() -> None:
 
 # -- 3. the run follows the plan; plan against actual --------------------------------------
 @pytest.mark.parametrize("executor", ["inline", "threads"])
+@pytest.mark.requires("tifffile")
 def test_run_matches_the_prediction_exactly(plate_dir: Path, tmp_path: Path,
                                             executor: str) -> None:
     # default dtype_conversion (PRESERVE_INPUT): every step keeps the stacks' dtype
@@ -234,6 +237,7 @@ def test_demo_projects_where_the_data_is(opencl: bool) -> None:
         assert device > 3 * plan.cost
 
 
+@pytest.mark.requires("tifffile")
 def test_run_computes_with_the_chosen_implementation(plate_dir: Path, tmp_path: Path) -> None:
     steps = [FunctionStep(torch_only), _scale_step(), FunctionStep(torch_only, name="again")]
     report = Pipeline(steps).run(plate_dir, tmp_path / "out")
@@ -245,6 +249,7 @@ def test_run_computes_with_the_chosen_implementation(plate_dir: Path, tmp_path: 
 
 
 # -- 4. lazy conversion: producer -> consumer, once ----------------------------------------
+@pytest.mark.requires("tifffile")
 def test_one_conversion_from_producer_to_consumer(plate_dir: Path, tmp_path: Path) -> None:
     # the per-phase figures come from the conversion hook (memtype.gpu.profile)
     report = Pipeline([FunctionStep(torch_only, **NATIVE),
@@ -260,6 +265,7 @@ def test_one_conversion_from_producer_to_consumer(plate_dir: Path, tmp_path: Pat
     assert conv["[write]"] == (8, 0, 0)
 
 
+@pytest.mark.requires("torch")
 def test_a_hook_sees_the_conversions_of_a_chain_once() -> None:
     events: list[ConversionEvent] = []
     add_conversion_hook(events.append)
@@ -271,6 +277,7 @@ def test_a_hook_sees_the_conversions_of_a_chain_once() -> None:
                                                                 ("torch", "numpy")]
 
 
+@pytest.mark.requires("tifffile")
 def test_planning_is_hidden_from_user_hooks(plate_dir: Path) -> None:
     events: list[ConversionEvent] = []
     add_conversion_hook(events.append)
@@ -318,6 +325,7 @@ def project(stack: Any) -> Any:
     return stack.max(axis=0, keepdims=True)
 
 
+@pytest.mark.requires("tifffile")
 def test_prediction_follows_dtype_changes_and_projections(plate_dir: Path,
                                                           tmp_path: Path) -> None:
     # uint16 in; NATIVE_OUTPUT lets torch and numpy widen; the projection keeps one plane
@@ -357,6 +365,7 @@ def _as(dtype: np.dtype[Any]) -> Any:
 
 
 @pytest.mark.parametrize("dtype", list(_HOST_ONLY.values()), ids=list(_HOST_ONLY))
+@pytest.mark.requires("tifffile")
 def test_plan_of_a_step_returning_host_only_data(plate_dir: Path, dtype: np.dtype[Any]) -> None:
     plan = Pipeline([FunctionStep(_as(dtype), **NATIVE), FunctionStep(numpy_only, **NATIVE)]
                     ).plan(plate_dir)
@@ -390,6 +399,7 @@ def test_plan_notes_only_the_trials_of_the_chosen_implementations() -> None:
 
 
 @pytest.mark.parametrize("dtype", [np.dtype(object), np.dtype("<U5")], ids=["object", "str"])
+@pytest.mark.requires("tifffile")
 def test_run_of_host_only_data_fails_each_group_cleanly(plate_dir: Path, tmp_path: Path,
                                                         dtype: np.dtype[Any]) -> None:
     report = Pipeline([FunctionStep(_as(dtype), **NATIVE)]).run(plate_dir, tmp_path / "out")
@@ -429,6 +439,7 @@ def test_plan_of_object_input_planes() -> None:
     assert plan.dtype == "object" and plan.stack_shapes == [(2, 4, 4)] and plan.cost == 0
 
 
+@pytest.mark.requires("zarr")
 def test_run_of_object_input_planes_fails_each_group_cleanly(tmp_path: Path) -> None:
     @mt.numpy
     def keep(stack: Any) -> Any:
@@ -453,6 +464,7 @@ _OBJECT_PIPELINE = ("import numpy as np\n"
                     "pipeline = Pipeline([FunctionStep(to_object), FunctionStep(into)])\n")
 
 
+@pytest.mark.requires("tifffile")
 def test_cli_run_plan_of_object_data(plate_dir: Path, tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     from memtype.cli import main
@@ -502,6 +514,7 @@ def test_default_dtype_policy_leaves_a_non_numeric_result(dtype: np.dtype[Any],
     assert out.dtype == dtype
 
 
+@pytest.mark.requires("tifffile")
 def test_run_of_host_only_data_under_the_default_dtype_policy(plate_dir: Path,
                                                               tmp_path: Path) -> None:
     report = Pipeline([FunctionStep(_as(np.dtype(object)))]).run(plate_dir, tmp_path / "out")

@@ -93,6 +93,7 @@ def test_plate_metadata_has_a_version_and_validates(tmp_path: Path) -> None:
         models.HCS.from_zarr(zarr.open_group(tmp_path / "p.zarr", mode="r"))
 
 
+@pytest.mark.requires("zarr")
 def test_plate_rows_added_later_keep_plate_order(tmp_path: Path) -> None:
     store = ZarrStore(tmp_path / "p.zarr")
     for key in ("AA/1/0", "Z/1/0", "B/1/0"):
@@ -110,6 +111,7 @@ def _project(stack: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("wells", "rows", "columns"), [(14, 8, 12), (97, 16, 24)])
+@pytest.mark.requires("tifffile")
 def test_pipeline_plate_declares_the_standard_plate(tmp_path: Path, wells: int, rows: int,
                                                     columns: int) -> None:
     plate = SyntheticPlate(wells=wells, sites=1, channels=1, z_planes=1, size=32, cells=(1, 1))
@@ -126,6 +128,7 @@ def test_pipeline_plate_declares_the_standard_plate(tmp_path: Path, wells: int, 
     assert entries[f"{row}/{column}"] == (ord(row) - ord("A"), column - 1)
 
 
+@pytest.mark.requires("tifffile")
 def test_wells_beyond_384_keep_the_rows_and_columns_in_use(tmp_path: Path) -> None:
     src = tmp_path / "in"
     src.mkdir()

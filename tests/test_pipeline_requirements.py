@@ -51,6 +51,7 @@ def _check_refusal(exc: pytest.ExceptionInfo[mt.errors.FrameworkNotInstalledErro
     assert exc.value.__cause__.name == GHOST_MODULE
 
 
+@pytest.mark.requires("tifffile")
 def test_run_refuses_a_step_whose_framework_is_missing_before_any_group(
         ghost: Framework, plate_dir: Path, tmp_path: Path) -> None:
     step = FunctionStep(mt.memory_types("ghost", "ghost")(_double), name="haunt")
@@ -75,6 +76,7 @@ def test_an_output_type_whose_framework_is_missing_is_refused(ghost: Framework) 
     _check_refusal(exc, "o")
 
 
+@pytest.mark.requires("tifffile")
 def test_a_routed_step_with_a_missing_framework_is_refused(ghost: Framework,
                                                            plate_dir: Path,
                                                            tmp_path: Path) -> None:
@@ -85,6 +87,7 @@ def test_a_routed_step_with_a_missing_framework_is_refused(ghost: Framework,
     _check_refusal(exc, "per_channel")
 
 
+@pytest.mark.requires("tifffile")
 def test_a_variants_step_loses_the_missing_implementation(ghost: Framework, plate_dir: Path,
                                                           tmp_path: Path) -> None:
     step = FunctionStep(mt.variants(ghost=_double, numpy=_double), name="scale")
@@ -133,6 +136,7 @@ assert mt.detect_memory_type(np.zeros(2)) is mt.MemoryType.NUMPY
 """
 
 
+@pytest.mark.requires("tifffile")
 def test_a_blocked_torch_import_fails_fast_in_a_subprocess(plate_dir: Path,
                                                            tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", _BLOCKED_TORCH, str(plate_dir),

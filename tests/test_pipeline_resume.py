@@ -54,6 +54,7 @@ def done_output(plate_dir: Path, tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.requires("tifffile")
 def test_the_same_pipeline_resumes(plate_dir: Path, done_output: Path) -> None:
     again = Pipeline(_base()).run(plate_dir, done_output, resume=True)
     assert again.ok and len(again.skipped) == 2 and not again.done
@@ -68,6 +69,7 @@ def test_the_same_pipeline_resumes(plate_dir: Path, done_output: Path) -> None:
     ("the pyramid", ("settings > pyramid levels: 1 -> 2",)),
     ("the plate", ("settings > plate rows:",)),
 ])
+@pytest.mark.requires("tifffile")
 def test_a_changed_pipeline_is_refused_naming_what_changed(
         plate_dir: Path, done_output: Path, change: str, needles: tuple[str, ...]) -> None:
     steps: list[Any] = _base()
@@ -100,6 +102,7 @@ def test_a_changed_pipeline_is_refused_naming_what_changed(
     assert replaced.ok and len(replaced.done) == 2  # starting over works
 
 
+@pytest.mark.requires("tifffile")
 def test_another_memtype_version_is_refused(plate_dir: Path, done_output: Path) -> None:
     record_path = done_output / ".memtype" / "run.json"
     record = json.loads(record_path.read_text())
@@ -109,12 +112,14 @@ def test_another_memtype_version_is_refused(plate_dir: Path, done_output: Path) 
         Pipeline(_base()).run(plate_dir, done_output, resume=True)
 
 
+@pytest.mark.requires("tifffile")
 def test_an_output_without_a_record_is_refused(plate_dir: Path, done_output: Path) -> None:
     (done_output / ".memtype" / "run.json").unlink()
     with pytest.raises(StoreExistsError, match="no record of the pipeline that wrote them"):
         Pipeline(_base()).run(plate_dir, done_output, resume=True)
 
 
+@pytest.mark.requires("tifffile")
 def test_without_finished_groups_a_changed_pipeline_resumes(plate_dir: Path,
                                                             tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -148,6 +153,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, cwd=ROOT, env=env, timeout=300)
 
 
+@pytest.mark.requires("tifffile")
 def test_memtype_run_refuses_to_resume_after_the_pipeline_file_changed(
         plate_dir: Path, tmp_path: Path) -> None:
     pipeline = tmp_path / "my_pipeline.py"

@@ -74,6 +74,7 @@ def _well_images(plate_zarr: Path, well: str) -> list[str]:
 
 # -- a failure at the start that every group repeats stops the run ----------------------
 @pytest.mark.parametrize("executor", ["inline", "threads"])
+@pytest.mark.requires("tifffile")
 def test_the_first_groups_failing_alike_stop_the_run(six_wells: Path, tmp_path: Path,
                                                      executor: str) -> None:
     report = Pipeline([FunctionStep(np_wrong_shape, name="flat")]).run(
@@ -90,6 +91,7 @@ def test_the_first_groups_failing_alike_stop_the_run(six_wells: Path, tmp_path: 
     assert ", 3 not run;" in summary or ", 2 not run;" in summary or executor == "inline"
 
 
+@pytest.mark.requires("tifffile")
 def test_inline_stop_leaves_the_other_groups_not_run(six_wells: Path, tmp_path: Path) -> None:
     report = Pipeline([FunctionStep(np_wrong_shape, name="flat")]).run(six_wells,
                                                                        tmp_path / "out")
@@ -99,6 +101,7 @@ def test_inline_stop_leaves_the_other_groups_not_run(six_wells: Path, tmp_path: 
 
 
 @pytest.mark.parametrize(("max_failures", "failed"), [(1, 1), (2, 2), (5, 5), (0, 6)])
+@pytest.mark.requires("tifffile")
 def test_max_failures_sets_how_many(six_wells: Path, tmp_path: Path, max_failures: int,
                                     failed: int) -> None:
     report = Pipeline([np_wrong_shape]).run(six_wells, tmp_path / "out",
@@ -108,12 +111,14 @@ def test_max_failures_sets_how_many(six_wells: Path, tmp_path: Path, max_failure
     assert report.summary().count("FAILED") == 1  # one distinct error, printed once
 
 
+@pytest.mark.requires("tifffile")
 def test_different_errors_do_not_stop_the_run(six_wells: Path, tmp_path: Path) -> None:
     report = Pipeline([np_fail_naming_the_data]).run(six_wells, tmp_path / "out")
     assert len(report.failed) == 6 and report.stopped is None
     assert report.summary().count("FAILED 1 group failed") == 6
 
 
+@pytest.mark.requires("tifffile")
 def test_a_success_first_means_the_failures_are_not_systematic(six_wells: Path,
                                                                tmp_path: Path) -> None:
     first = int(SIX.stack(0, 1, 1).sum())
@@ -126,6 +131,7 @@ def test_a_success_first_means_the_failures_are_not_systematic(six_wells: Path,
                            "well=A06): step 1 'np_fail_but_the_first'")
 
 
+@pytest.mark.requires("tifffile")
 def test_a_stopped_run_resumes_with_the_fixed_pipeline(six_wells: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     stopped = Pipeline([FunctionStep(np_wrong_shape, name="p")]).run(six_wells, out)
@@ -136,6 +142,7 @@ def test_a_stopped_run_resumes_with_the_fixed_pipeline(six_wells: Path, tmp_path
 
 
 @pytest.mark.parametrize("value", [-1, True, 1.5, "3", None])
+@pytest.mark.requires("tifffile")
 def test_max_failures_must_be_a_count(six_wells: Path, tmp_path: Path, value: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="max_failures must be an int >= 0") as info:
         Pipeline([np_project]).run(six_wells, tmp_path / "out", max_failures=value)
@@ -172,6 +179,7 @@ def full_disk_at(monkeypatch: pytest.MonkeyPatch) -> Any:
 @pytest.mark.parametrize(("fail_from", "done"), [(1, []), (2, []), (3, ["A/1"]), (4, ["A/1"])],
                          ids=["first field", "second field of the first well",
                               "first field of the second well", "second field of the second well"])
+@pytest.mark.requires("tifffile")
 def test_a_full_disk_stops_the_run_and_lists_no_half_written_well(
         two_sites: Path, tmp_path: Path, full_disk_at: Any, fail_from: int,
         done: list[str]) -> None:
@@ -197,6 +205,7 @@ def test_a_full_disk_stops_the_run_and_lists_no_half_written_well(
 
 
 @pytest.mark.parametrize("failure", ["error", "ctrl-c while writing"])
+@pytest.mark.requires("tifffile")
 def test_a_group_failing_after_a_materialized_step_unlists_its_wells(
         two_sites: Path, tmp_path: Path, full_disk_at: Any, failure: str) -> None:
     out = tmp_path / "out"
@@ -238,6 +247,7 @@ pipeline = Pipeline([FunctionStep(flatten, name="flat")])
 
 @pytest.mark.parametrize(("option", "failed"), [((), 3), (("--max-failures", "2"), 2),
                                                 (("--max-failures", "0"), 6)])
+@pytest.mark.requires("tifffile")
 def test_memtype_run_stops_and_prints_each_error_once(six_wells: Path, tmp_path: Path,
                                                       option: tuple[str, ...],
                                                       failed: int) -> None:
@@ -258,6 +268,7 @@ def test_memtype_run_stops_and_prints_each_error_once(six_wells: Path, tmp_path:
         assert f"{6 - failed} not run" in result.stdout
 
 
+@pytest.mark.requires("tifffile")
 def test_memtype_run_refuses_a_negative_max_failures(six_wells: Path, tmp_path: Path) -> None:
     pipeline = tmp_path / "flat_pipeline.py"
     pipeline.write_text(FLAT_PIPELINE)

@@ -16,6 +16,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+import memtype
 from tests.conftest import TOY
 from tests.frameworks import builtin_names, has_gpu, type_params, unusable_reason
 from tests.helpers import registered
@@ -62,12 +63,14 @@ def _outcomes(tmp_path: Path, all_extras: bool) -> dict[str, str]:
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nmarkers =\n    gpu: a\n    no_gpu: b\n    opencl: c\n    requires(*m): d\n")
     env = {k: v for k, v in os.environ.items() if k != "MEMTYPE_TEST_ALL_EXTRAS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    here = Path(memtype.__file__).resolve().parents[1]  # the memtype this run imports
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(here), env.get("PYTHONPATH", "")])
     if all_extras:
         env["MEMTYPE_TEST_ALL_EXTRAS"] = "1"
     report = tmp_path / "report.xml"
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                           "--continue-on-collection-errors", f"--junitxml={report}", "test_cases.py", "test_module_skip.py"],
+                           "--continue-on-collection-errors", f"--junitxml={report}",
+                           "test_cases.py", "test_module_skip.py"],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600,
                           check=False)
     assert report.is_file(), done.stdout[-3000:] + done.stderr[-3000:]
@@ -133,6 +136,7 @@ def test_a_case_names_what_it_needs() -> None:
 
 
 def test_an_installed_framework_that_fails_to_import_is_no_skip_reason() -> None:
-    broken = dataclasses.replace(TOY, name="broken", adapter="tests.memtype_no_such_adapter:Adapter")
+    broken = dataclasses.replace(TOY, name="broken",
+                                 adapter="tests.memtype_no_such_adapter:Adapter")
     with registered(broken), pytest.raises(Exception, match="memtype_no_such_adapter"):
         unusable_reason("broken")

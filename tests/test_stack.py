@@ -51,6 +51,7 @@ def test_slice_not_2d_names_index_and_shape() -> None:
         mt.stack_slices(slices, "numpy")
 
 
+@pytest.mark.requires("torch")
 def test_mixed_shapes_names_index_and_shapes() -> None:
     import torch
 

@@ -75,6 +75,7 @@ WRONG_TYPES: dict[str, tuple[Call, str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(WRONG_TYPES))
+@pytest.mark.requires("zarr")
 def test_a_wrong_type_is_an_argument_type_error(tmp_path: Path, case: str) -> None:
     call, names = WRONG_TYPES[case]
     with pytest.raises(TypeError) as info:

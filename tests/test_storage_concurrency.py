@@ -104,6 +104,7 @@ def make(kind: str, tmp_path: Path) -> Store:
 
 
 @pytest.mark.parametrize("kind", ["memory", "tiered", "disk", "zarr"])
+@pytest.mark.requires("zarr")
 def test_eight_threads(kind: str, tmp_path: Path) -> None:
     store = make(kind, tmp_path)
     start = threading.Barrier(THREADS)
@@ -132,6 +133,7 @@ def _process_worker(store: Store, w: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("kind", ["disk", "zarr"])
+@pytest.mark.requires("zarr")
 def test_four_processes(kind: str, tmp_path: Path) -> None:
     store = make(kind, tmp_path)
     ctx = multiprocessing.get_context("spawn")

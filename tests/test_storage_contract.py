@@ -347,6 +347,7 @@ class TestDiskStoreNpy(StoreContract):
         return f"f{i}.npy"
 
 
+@pytest.mark.requires("tifffile")
 class TestDiskStoreTiff(StoreContract):
     def make_store(self, tmp_path: Path) -> Store:
         return DiskStore(tmp_path / "disk", fsync=True)
@@ -355,6 +356,7 @@ class TestDiskStoreTiff(StoreContract):
         return f"f{i}.tif"
 
 
+@pytest.mark.requires("zarr")
 class TestZarrStore(StoreContract):
     def make_store(self, tmp_path: Path) -> Store:
         return ZarrStore(tmp_path / "plate.zarr", rows="AB", columns=range(1, 13))
@@ -367,11 +369,13 @@ class TestZarrStore(StoreContract):
     missing_dir = "No well at"
 
 
+@pytest.mark.requires("zarr")
 class TestZarrStoreUncompressedImageChunks(TestZarrStore):
     def make_store(self, tmp_path: Path) -> Store:
         return ZarrStore(tmp_path / "plate.zarr", codec="none", chunks="image")
 
 
+@pytest.mark.requires("zarr")
 class TestZarrStoreOmeZarr04(TestZarrStore):
     """The same plate in OME-Zarr 0.4 (zarr v2)."""
 

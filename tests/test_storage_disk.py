@@ -66,6 +66,7 @@ def test_npy_mmap(disk: DiskStore) -> None:
 
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "float32", "int16", "float64"])
 @pytest.mark.parametrize("shape", [(16, 24), (3, 16, 24), (1, 8, 8), (16, 24, 3)])
+@pytest.mark.requires("tifffile")
 def test_tiff_round_trip(disk: DiskStore, dtype: str, shape: tuple[int, ...]) -> None:
     a = (np.random.default_rng(0).random(shape) * 200).astype(dtype)
     disk.save(a, "img.tif")
@@ -77,6 +78,7 @@ def test_tiff_round_trip(disk: DiskStore, dtype: str, shape: tuple[int, ...]) ->
 
 
 @pytest.mark.parametrize("compression", ["zlib", "lzma", "none", None])
+@pytest.mark.requires("tifffile")
 def test_tiff_compression(disk: DiskStore, compression: str | None) -> None:
     a = np.zeros((64, 64), np.uint16)
     a[10:20] = 7
@@ -86,12 +88,14 @@ def test_tiff_compression(disk: DiskStore, compression: str | None) -> None:
         assert disk.stat("c.tiff").size < a.nbytes // 4
 
 
+@pytest.mark.requires("tifffile")
 def test_tiff_page_key(disk: DiskStore) -> None:
     a = np.arange(3 * 4 * 5, dtype=np.uint8).reshape(3, 4, 5)
     disk.save(a, "stack.tif")
     np.testing.assert_array_equal(disk.load("stack.tif", key=1), a[1])
 
 
+@pytest.mark.requires("tifffile")
 def test_upper_case_extension(disk: DiskStore) -> None:
     disk.save(np.ones((4, 4), np.uint8), "UP.TIF")
     assert disk.list_files("", extensions=["tif"]) == ["UP.TIF"]
@@ -100,6 +104,7 @@ def test_upper_case_extension(disk: DiskStore) -> None:
 
 @pytest.mark.parametrize("shape,dtype", [((20, 30), "uint8"), ((20, 30), "uint16"),
                                          ((20, 30, 3), "uint8"), ((20, 30, 4), "uint8")])
+@pytest.mark.requires("PIL")
 def test_png_round_trip(disk: DiskStore, shape: tuple[int, ...], dtype: str) -> None:
     top = 255 if dtype == "uint8" else 65535
     a = np.random.default_rng(1).integers(0, top, shape).astype(dtype)
@@ -164,6 +169,7 @@ BAD_DATA = [
 
 
 @pytest.mark.parametrize("name,data,what", BAD_DATA, ids=[b[2] for b in BAD_DATA])
+@pytest.mark.requires("tifffile")
 def test_data_the_format_cannot_hold(disk: DiskStore, name: str, data: object,
                                      what: str) -> None:
     with pytest.raises(StoreFormatError, match="Cannot save"):
@@ -171,6 +177,7 @@ def test_data_the_format_cannot_hold(disk: DiskStore, name: str, data: object,
     assert files_on_disk(disk) == []
 
 
+@pytest.mark.requires("tifffile")
 def test_wrong_dtype_keeps_the_existing_file(disk: DiskStore) -> None:
     good = np.full((4, 4), 3, np.uint16)
     disk.save(good, "keep.tif")

@@ -59,6 +59,7 @@ CORRUPT = {
 
 
 @pytest.mark.parametrize("name", sorted(CORRUPT))
+@pytest.mark.requires("PIL", "tifffile")
 def test_corrupt_file_is_a_format_error_naming_it(disk: DiskStore, name: str) -> None:
     Path(disk.path_of(name)).write_bytes(CORRUPT[name])
     with pytest.raises(StoreFormatError, match=name.replace(".", r"\.")) as info:
@@ -70,6 +71,7 @@ def test_corrupt_file_is_a_format_error_naming_it(disk: DiskStore, name: str) ->
 
 
 @pytest.mark.parametrize("name", ["a.tif", "a.png", "a.npy"])
+@pytest.mark.requires("PIL", "tifffile")
 def test_truncated_image_is_a_format_error(disk: DiskStore, name: str) -> None:
     disk.save(IMAGE.astype(np.uint8) if name.endswith("png") else IMAGE, name)
     raw = Path(disk.path_of(name)).read_bytes()
@@ -78,6 +80,7 @@ def test_truncated_image_is_a_format_error(disk: DiskStore, name: str) -> None:
         disk.load(name)
 
 
+@pytest.mark.requires("tifffile")
 def test_tiff_page_out_of_range_is_an_index_error(disk: DiskStore) -> None:
     disk.save(IMAGE, "a.tif")
     with pytest.raises(StoreIndexError, match="1 page") as info:
@@ -85,6 +88,7 @@ def test_tiff_page_out_of_range_is_an_index_error(disk: DiskStore) -> None:
     assert isinstance(info.value, IndexError)
 
 
+@pytest.mark.requires("zarr")
 def test_zarr_index_out_of_range_is_an_index_error(plate: ZarrStore) -> None:
     for index in [(70,), (1, 2, 3)]:
         with pytest.raises(StoreIndexError, match="A/1/0") as info:
@@ -94,6 +98,7 @@ def test_zarr_index_out_of_range_is_an_index_error(plate: ZarrStore) -> None:
 
 @pytest.mark.parametrize("tamper", ["drop-shape", "drop-codecs", "bad-json", "not-object",
                                     "attrs-int", "chunk"])
+@pytest.mark.requires("zarr")
 def test_tampered_zarr_is_a_format_error(plate: ZarrStore, tamper: str) -> None:
     field = Path(plate.root, "A/1/0")
     meta = field / "0" / "zarr.json"
@@ -149,6 +154,7 @@ def test_paths_three_thousand_levels_deep(tmp_path: Path, make: object) -> None:
         remove_tree(tmp_path / "d")
 
 
+@pytest.mark.requires("zarr")
 def test_store_root_of_the_wrong_type() -> None:
     for cls in (DiskStore, ZarrStore):
         with pytest.raises(ArgumentTypeError, match="NoneType") as info:
@@ -207,6 +213,7 @@ def test_permission_denied_is_an_access_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["a.tif", "a.npy", "a.png"])
+@pytest.mark.requires("PIL", "tifffile")
 def test_disk_full_is_always_store_full_error(tiny_tmpfs: Path, name: str) -> None:  # noqa: F811
     store = DiskStore(tiny_tmpfs / "d")
     big = np.random.default_rng(0).integers(0, 255, (1200, 1200), dtype=np.uint8)
@@ -216,6 +223,7 @@ def test_disk_full_is_always_store_full_error(tiny_tmpfs: Path, name: str) -> No
     assert os.listdir(store.root) == []
 
 
+@pytest.mark.requires("zarr")
 def test_zarr_disk_full_is_store_full_error(tiny_tmpfs: Path) -> None:  # noqa: F811
     plate = ZarrStore(tiny_tmpfs / "p.zarr", codec="none")
     big = np.random.default_rng(0).integers(0, 255, (1200, 1200), dtype=np.uint8)
@@ -282,6 +290,7 @@ def test_a_directory_swapped_for_a_link_is_not_followed(disk: DiskStore, outside
         disk.load("sub/secret.npy")
 
 
+@pytest.mark.requires("zarr")
 def test_zarr_refuses_links_out_of_the_plate(plate: ZarrStore, tmp_path: Path) -> None:
     other = ZarrStore(tmp_path / "other.zarr")
     other.save(IMAGE, "B/1/0", parents=True)

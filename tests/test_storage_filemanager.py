@@ -29,6 +29,7 @@ def fm(tmp_path: Path) -> FileManager:
     })
 
 
+@pytest.mark.requires("zarr")
 def test_routes_to_the_named_backend(fm: FileManager) -> None:
     a = np.arange(16, dtype=np.uint16).reshape(4, 4)
     fm.save(a, "x/a.tif", "disk", parents=True)
@@ -41,6 +42,7 @@ def test_routes_to_the_named_backend(fm: FileManager) -> None:
     np.testing.assert_array_equal(fm.load("x/a.tif", "disk"), a)
 
 
+@pytest.mark.requires("zarr")
 def test_every_call_is_routed(fm: FileManager) -> None:
     fm.ensure_directory("d", "memory")
     fm.save_batch([np.ones(2), np.zeros(2)], ["d/a", "d/b"], "memory", overwrite=True)
@@ -53,6 +55,7 @@ def test_every_call_is_routed(fm: FileManager) -> None:
     assert not fm.exists("d", "memory")
 
 
+@pytest.mark.requires("zarr")
 def test_zarr_backend_and_transfer(fm: FileManager) -> None:
     a = np.random.default_rng(0).random((3, 8, 8)).astype(np.float32)
     fm.save(a, "B/2/0", "zarr", parents=True)
@@ -62,6 +65,7 @@ def test_zarr_backend_and_transfer(fm: FileManager) -> None:
 
 
 @pytest.mark.parametrize("backend", ["dsk", "Disk", "", None, 3])
+@pytest.mark.requires("zarr")
 def test_unknown_backend_never_guessed(fm: FileManager, backend: object) -> None:
     with pytest.raises(KeyError) as info:
         fm.load("x/a.tif", backend)  # type: ignore[arg-type]
@@ -77,6 +81,7 @@ def test_unknown_backend_never_guessed(fm: FileManager, backend: object) -> None
     (lambda fm: fm.save(np.zeros((4, 4)), "A/1", "zarr"), StorePathError),
     (lambda fm: fm.list_files("nowhere", "disk"), StoreNotFoundError),
 ])
+@pytest.mark.requires("zarr")
 def test_errors_pass_through_with_their_own_type(fm: FileManager, call: object,
                                                  error: type) -> None:
     with pytest.raises(error) as info:
@@ -84,6 +89,7 @@ def test_errors_pass_through_with_their_own_type(fm: FileManager, call: object,
     assert type(info.value) is error
 
 
+@pytest.mark.requires("zarr")
 def test_exists_error_is_also_the_builtin(fm: FileManager) -> None:
     fm.save("a", "t.txt", "disk")
     with pytest.raises(FileExistsError) as info:
@@ -96,12 +102,14 @@ def test_registry_must_hold_stores() -> None:
         FileManager({"disk": "/data"})  # type: ignore[dict-item]
 
 
+@pytest.mark.requires("zarr")
 def test_backends_view_is_read_only(fm: FileManager) -> None:
     with pytest.raises(TypeError):
         fm.backends["other"] = MemoryStore()  # type: ignore[index]
     assert set(fm.backends) == {"disk", "memory", "zarr"}
 
 
+@pytest.mark.requires("zarr")
 def test_pickles_by_names_and_parameters(fm: FileManager) -> None:
     fm.save(np.zeros(1_000_000), "big", "memory")  # 8 MB that must not travel
     fm.save("hello", "note.txt", "disk")
@@ -131,6 +139,7 @@ def _worker_round_trip(fm: FileManager, i: int) -> float:
     return float(a.sum())
 
 
+@pytest.mark.requires("zarr")
 def test_workers_receive_a_working_file_manager(fm: FileManager) -> None:
     fm.save(np.arange(4.0), "shared.npy", "disk")
     ctx = multiprocessing.get_context("spawn")

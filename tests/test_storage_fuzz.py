@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,6 +70,7 @@ def test_any_key_saves_and_loads_exactly_or_raises_a_memtype_error(key: str,
 
 @FUZZ
 @given(key=KEYS)
+@pytest.mark.requires("zarr")
 def test_any_key_on_a_plate_raises_a_memtype_error_or_works(key: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         plate = ZarrStore(Path(tmp) / "p.zarr")
@@ -94,6 +96,7 @@ def saved(root: Path, name: str) -> tuple[DiskStore, bytes]:
 
 @FUZZ
 @given(name=st.sampled_from(sorted(FORMATS)), data=st.data())
+@pytest.mark.requires("PIL")
 def test_truncated_file_loads_exactly_or_raises(name: str, data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store, raw = saved(Path(tmp), name)
@@ -105,6 +108,7 @@ def test_truncated_file_loads_exactly_or_raises(name: str, data: st.DataObject) 
 @FUZZ
 @given(name=st.sampled_from([n for n in sorted(FORMATS) if not n.endswith(".json")]),
        junk=st.binary(max_size=300), keep=st.integers(0, 64))
+@pytest.mark.requires("PIL")
 def test_random_bytes_load_exactly_or_raise(name: str, junk: bytes, keep: int) -> None:
     """Random bytes, alone or after the file's own first bytes (its magic and header)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -162,6 +166,7 @@ def tamper(doc: Any, data: st.DataObject) -> Any:
 @FUZZ
 @given(which=st.sampled_from(["0/zarr.json", "zarr.json", "../zarr.json"]), data=st.data(),
        truncate=st.booleans())
+@pytest.mark.requires("zarr")
 def test_tampered_zarr_metadata_loads_exactly_or_raises(which: str, data: st.DataObject,
                                                         truncate: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -181,6 +186,7 @@ def test_tampered_zarr_metadata_loads_exactly_or_raises(which: str, data: st.Dat
 
 @FUZZ
 @given(chunk=st.binary(max_size=200), keep=st.integers(0, 40))
+@pytest.mark.requires("zarr")
 def test_damaged_zarr_chunk_loads_exactly_or_raises(chunk: bytes, keep: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         plate = ZarrStore(Path(tmp) / "p.zarr", codec="zstd")

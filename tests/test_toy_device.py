@@ -66,6 +66,7 @@ def test_toydev_device_0_to_device_1(toydev: Framework) -> None:
 
 
 @pytest.mark.parametrize("target", ["numpy", "torch"])
+@pytest.mark.requires("torch")
 def test_toydev_to_host_frameworks(toydev: Framework, target: str) -> None:
     x = mt.convert(np.arange(6, dtype=np.float32).reshape(2, 3), "toydev", gpu_id=1)
     out = mt.convert(x, target)
@@ -277,6 +278,7 @@ def test_tiered_store_spills_under_the_toy_devices_own_pressure(toydev: Framewor
     assert tdv.DEVICES[1].empty_cache_calls == 1
 
 
+@pytest.mark.requires("tifffile")
 def test_pipeline_with_a_toydev_step(toydev: Framework, tmp_path: Path) -> None:
     devices: list[Device] = []
 
