@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 WELLS = ("A01", "B03")
 SITES, CHANNELS, PLANES = 2, 2, 2
@@ -199,3 +200,13 @@ def tree(root: Path) -> list[str]:
     """Every file under ``root`` (relative), for messages."""
     return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root)
                   for f in fs)
+
+
+OME_ZARR = pytest.mark.requires("ome_zarr")
+"""The OME-Zarr fixtures are written by ome-zarr-py (the test extra)."""
+
+
+def layout_params(names: Iterable[str]) -> list[Any]:
+    """pytest params of fixture names, the OME-Zarr ones marked with what they need."""
+    return [pytest.param(n, marks=OME_ZARR) if n.startswith("ome-zarr") else pytest.param(n)
+            for n in names]

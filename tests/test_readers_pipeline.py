@@ -22,6 +22,7 @@ from tests.readers_support import (
     SITES,
     WELLS,
     WRITERS,
+    layout_params,
     plane,
     write_imagexpress,
 )
@@ -51,7 +52,7 @@ def _reference(well: str, site: int, channel: int) -> np.ndarray:
     return np.max([plane(well, site, channel, z) for z in range(1, PLANES + 1)], axis=0)
 
 
-@pytest.mark.parametrize("name", list(WRITERS))
+@pytest.mark.parametrize("name", layout_params(WRITERS))
 def test_the_same_plate_in_every_layout_gives_the_same_results(name: str,
                                                                tmp_path: Path) -> None:
     root = WRITERS[name](tmp_path / "plate")
@@ -110,7 +111,8 @@ def dask_client() -> Iterator[Any]:
 
 
 @pytest.mark.requires("distributed")
-@pytest.mark.parametrize("name", ["imagexpress", "phenix", "ome-zarr-0.5", "ome-tiff"])
+@pytest.mark.parametrize("name", layout_params(["imagexpress", "phenix", "ome-zarr-0.5",
+                                                "ome-tiff"]))
 def test_dask_workers_read_every_layout_from_the_source(name: str, tmp_path: Path,
                                                         dask_client: Any) -> None:
     root = WRITERS[name](tmp_path / "plate")
