@@ -95,7 +95,8 @@ def test_a_labels_step_writes_ome_zarr_labels_beside_the_final_images(
     for field in fields:
         assert out.list_labels(field) == ["mask"]
         np.testing.assert_array_equal(out.load_labels(field, "mask"), out.load(field)[0])
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".memtype", "plate.zarr"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".memtype", "plate.zarr",
+                                                                 "plate_overview.png"]
     assert not list((tmp_path / "out/.memtype").glob("labels/*"))  # the staging is cleared
     labels = importlib.import_module(f"ome_zarr_models.v0{version[-1]}.labels")
     with warnings.catch_warnings():

@@ -7,6 +7,7 @@ Layout::
       images/                the last step's images as TIFF files named by the pattern
       <step>.zarr/ | <step>/ images of steps with materialize=True
       <table>.csv            one per side output, rows of every group
+      plate_overview.png     the plate at a glance (zarr output; memtype.pipeline.overview)
       .memtype/done/<group>.json         written last for each finished group (resume)
       .memtype/tables/<table>/<group>.csv  each group's part of each table
 
@@ -125,17 +126,28 @@ class OutputSpec:
             if disk.exists(location):
                 outputs["images"] = disk.path_of(location)
         tables_dir = f"{_STATE}/tables"
-        if not disk.is_dir(tables_dir):
-            return outputs
-        labels = {group_file_label(k) for k in keys}
-        for name in disk.list_dir(tables_dir):
-            rows = []
-            for part in disk.list_files(f"{tables_dir}/{name}", extensions=".csv"):
-                if os.path.basename(part)[:-4] in labels:
-                    rows.extend(parse_table(disk.load(part)))
-            disk.save(rows_to_table(rows), f"{name}.csv", overwrite=True)
-            outputs[name] = disk.path_of(f"{name}.csv")
+        counts: tuple[str, dict[str, float]] | None = None
+        if disk.is_dir(tables_dir):
+            labels = {group_file_label(k) for k in keys}
+            for name in disk.list_dir(tables_dir):
+                rows = []
+                for part in disk.list_files(f"{tables_dir}/{name}", extensions=".csv"):
+                    if os.path.basename(part)[:-4] in labels:
+                        rows.extend(parse_table(disk.load(part)))
+                disk.save(rows_to_table(rows), f"{name}.csv", overwrite=True)
+                outputs[name] = disk.path_of(f"{name}.csv")
+                counts = counts or _rows_per_well(name, rows)
+        if self.image_format == "zarr" and "images" in outputs:
+            outputs["overview"] = self._overview(outputs["images"], counts)
         return outputs
+
+    def _overview(self, plate: str, counts: tuple[str, dict[str, float]] | None) -> str:
+        """Write ``plate_overview.png`` (see :mod:`memtype.pipeline.overview`)."""
+        from memtype.pipeline.overview import write_overview
+
+        name, values = counts if counts else ("", None)
+        return write_overview(plate, os.path.join(self.root, "plate_overview.png"), values,
+                              name)
 
     # -- worker side -----------------------------------------------------------------
     def write_images(self, step: str, final: bool, items: Sequence[Item], group: Key,
@@ -286,6 +298,36 @@ def zarr_roles(fields: Sequence[str]) -> dict[str, str]:
         raise InvalidArgumentError("An OME-Zarr plate output needs a {well} field in the pattern; "
                          "use output_format='tiff'.")
     return roles
+
+
+def _rows_per_well(name: str,
+                   rows: Sequence[dict[str, Any]]) -> tuple[str, dict[str, float]] | None:
+    """(what, one number per plate well ``"B/3"``) of a table with a well column, or None:
+    the sum of its ``count`` column over the well's sites (of the first channel where there
+    is a channel column), else how many rows the well has (its objects)."""
+    if not rows or any("well" not in row for row in rows):
+        return None
+    channel = rows[0].get("channel")
+    use_count = all(_number(row.get("count")) is not None for row in rows)
+    values: dict[str, float] = {}
+    for row in rows:
+        if use_count and row.get("channel") != channel:
+            continue
+        row_name, column = split_well(str(row["well"]))
+        well = f"{row_name}/{column}"
+        values[well] = values.get(well, 0.0) + (_number(row["count"]) or 0.0 if use_count
+                                                else 1.0)
+    if use_count:
+        return f"{name}: count" + (f", channel {channel}" if channel is not None else ""), values
+    return f"{name}: rows per well", values
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float (CSV cells are text), or None."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _write_zarr_labels(path: str, fields: Sequence[str], labels: dict[str, Sequence[Item]],

@@ -327,6 +327,18 @@ class ZarrStore(Store):
                                       zarr_format=self._paths.layout.zarr_format)
             return self._read(arr, index, group)
 
+    def plate_metadata(self) -> dict[str, Any]:
+        """The plate's OME ``plate`` metadata: ``rows``, ``columns``, ``wells``, ``name``."""
+        with self._paths.metadata(""):
+            return dict(self._paths.layout.read_ome(self._paths, "")["plate"])
+
+    def image_metadata(self, path: PathLike) -> dict[str, Any]:
+        """The OME metadata of field ``path``: ``multiscales`` and ``omero``."""
+        key = self._field(path)
+        if not self._paths.exists(key):
+            raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
+        return self._paths.layout.read_ome(self._paths, key)
+
     def list_labels(self, path: PathLike) -> list[str]:
         """The names of the label images of field ``path``."""
         return _labels.names(self._paths, self._field(path))
