@@ -101,6 +101,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_layout_option(inspect)
     inspect.set_defaults(func=_cmd_inspect)
 
+    from memtype.pipeline.catalog.listing import register as register_functions
+
+    register_functions(subparsers)
+
 
 def _add_layout_option(p: argparse.ArgumentParser) -> None:
     """--layout."""

@@ -1,0 +1,31 @@
+"""The function catalog: scikit-image, scipy.ndimage and pyclesperanto functions as steps.
+
+Entries are declared (generated from the libraries' signatures and docs, checked by a
+maintainer in :mod:`~memtype.pipeline.catalog.declarations`), never probed at run time;
+importing the catalog imports no image library.
+
+>>> from memtype.pipeline import catalog
+>>> entry = catalog.get("skimage.filters.threshold_otsu")
+>>> entry.output, entry.dimensions
+('scalar', 'nd')
+>>> otsu = catalog.step("skimage.filters.threshold_otsu")
+
+See ``docs/functions.md``.
+"""
+
+from __future__ import annotations
+
+from memtype.pipeline.catalog.calls import catalog_function, step
+from memtype.pipeline.catalog.entry import (
+                                              OUTPUT_KINDS,
+                                              Entry,
+                                              Exclusion,
+                                              entries,
+                                              excluded,
+                                              get,
+                                              search,
+                                              versions,
+)
+
+__all__ = ["Entry", "Exclusion", "OUTPUT_KINDS", "catalog_function", "entries", "excluded",
+           "get", "search", "step", "versions"]

@@ -1,0 +1,77 @@
+"""The ``memtype functions [QUERY]`` sub-command: the catalog as a table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from memtype.pipeline.catalog.entry import OUTPUT_KINDS, Entry, excluded, search
+
+__all__ = ["register", "rows", "HEADER"]
+
+HEADER = ("function", "framework", "dimensions", "output", "required arguments")
+
+
+def rows(found: list[Entry]) -> list[tuple[str, str, str, str, str]]:
+    """The table's rows for ``found``."""
+    return [(e.name, e.memory_type, e.dimensions, e.output, ", ".join(e.required) or "-")
+            for e in found]
+
+
+def _rich_table(title: str, header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> Any:
+    """A ``rich.table.Table``."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in header:
+        table.add_column(column, overflow="fold")
+    for row in body:
+        table.add_row(*row)
+    return table
+
+
+def _print(title: str, header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> None:
+    """A rich table, or tab-separated text without rich (an optional extra)."""
+    try:
+        from rich.console import Console
+    except ImportError:  # rich comes with memtype[all]: plain text without it
+        sys.stdout.write("\n".join("\t".join(r) for r in [header, *body]) + "\n")
+        return
+    Console(soft_wrap=True).print(_rich_table(title, header, body))
+
+
+def _cmd_functions(args: argparse.Namespace) -> int:
+    """``memtype functions``."""
+    query = " ".join(args.query)
+    if args.excluded:
+        words = query.lower().split()
+        left = [(x.name, x.reason) for x in excluded()
+                if all(w in f"{x.name} {x.reason}".lower() for w in words)]
+        _print(f"{len(left)} functions left out", ("function", "why"), left)
+        return 0
+    found = [e for e in search(query)
+             if (args.output is None or e.output == args.output)
+             and (args.framework is None or e.memory_type == args.framework)]
+    _print(f"{len(found)} catalog functions" + (f" matching {query!r}" if query else ""),
+           HEADER, list(rows(found)))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``functions`` to the ``memtype`` command's sub-commands."""
+    p = subparsers.add_parser(
+        "functions", help="the function catalog: scikit-image, scipy.ndimage, pyclesperanto",
+        description="List the catalog's functions (usable as catalog.step(NAME, ...)) with "
+                    "their framework, dimensionality (2d: per slice; nd: per slice or as a "
+                    "volume; 3d: the volume), output kind and required arguments. QUERY "
+                    "words must all appear in the name, framework, output kind or summary.")
+    p.add_argument("query", nargs="*", metavar="QUERY", help="words to search for")
+    p.add_argument("--output", choices=OUTPUT_KINDS, default=None,
+                   help="only functions with this output kind")
+    p.add_argument("--framework", choices=("numpy", "pyclesperanto"), default=None,
+                   help="only functions running in this framework")
+    p.add_argument("--excluded", action="store_true",
+                   help="list the functions left out of the catalog, and why")
+    p.set_defaults(func=_cmd_functions)

@@ -1,0 +1,223 @@
+"""The function catalog (issue 25): entries, steps, side outputs, the CLI, every entry run once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memtype.dtypes import DtypePolicyWarning
+from memtype.pipeline import Pipeline, catalog
+from memtype.pipeline.catalog.entry import DATA_FILE
+from tests.catalog_support import arguments_for, sample_stack
+from tests.pipeline_support import read_csv, write_plate
+
+
+def _marks(entry: catalog.Entry) -> list[pytest.MarkDecorator]:
+    """What an entry needs here: its library (and an OpenCL device), an optional module."""
+    marks = [pytest.mark.requires(entry.library)]
+    if entry.memory_type == "pyclesperanto":
+        marks.append(pytest.mark.opencl)
+    if entry.needs:
+        marks.append(pytest.mark.requires(entry.needs))
+    return marks
+
+
+ENTRIES = [pytest.param(e, id=e.name, marks=_marks(e)) for e in catalog.entries()]
+
+
+def _memory_type(x: Any) -> str:
+    import memtype as mt
+
+    return str(mt.detect_memory_type(x).value)
+
+
+def _host(x: Any) -> np.ndarray[Any, Any]:
+    import memtype as mt
+
+    return np.asarray(mt.convert(x, "numpy"))
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_every_entry_runs_as_declared(entry: catalog.Entry) -> None:
+    """Run once on two 24x24 crops of coins: per slice if 2D, as a volume if nD or 3D."""
+    stack = sample_stack(entry)
+    func = catalog.catalog_function(entry, volume=entry.dimensions != "2d",
+                                    **arguments_for(entry))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = func(stack)
+    policy_warned = any(issubclass(w.category, DtypePolicyWarning) for w in caught)
+    if entry.side_output:
+        image, rows = result
+        assert image is stack
+        assert isinstance(rows, list) and all(isinstance(r, dict) for r in rows)
+        if entry.output == "scalar":
+            assert rows and all(isinstance(r["value"], (int, float, bool)) for r in rows)
+        if entry.output == "coordinates":
+            assert all({"y", "x"} <= set(r) for r in rows)
+        if entry.dimensions == "2d":
+            assert all("slice" in r for r in rows)
+        return
+    assert _memory_type(result) == entry.memory_type
+    assert len(result.shape) == 3
+    if entry.dimensions == "2d":
+        assert result.shape[0] == stack.shape[0]
+    if entry.dimensions == "3d":
+        assert result.shape[0] == 1
+    values = _host(result)
+    if entry.output == "labels":
+        assert np.issubdtype(values.dtype, np.integer) or np.array_equal(values, np.rint(values))
+    elif entry.output == "mask":
+        assert set(np.unique(values).tolist()) <= {0, 1}
+    else:  # images keep the input's dtype, unless the dtype policy said why not
+        assert values.dtype == _host(stack).dtype or policy_warned
+
+
+@pytest.mark.opencl
+@pytest.mark.requires("skimage", "scipy", "pyclesperanto")
+def test_data_file_matches_the_installed_libraries() -> None:
+    """entries.json is what the generator makes from the installed versions."""
+    from memtype.pipeline.catalog.generate import generate
+
+    data = json.loads(Path(DATA_FILE).read_text())
+    fresh = generate()
+    if fresh["versions"] != data["versions"]:
+        pytest.fail(f"entries.json was generated for {data['versions']}, installed: "
+                    f"{fresh['versions']}; run python -m memtype.pipeline.catalog.generate")
+    assert json.loads(json.dumps(fresh)) == data
+
+
+def test_listing_imports_no_image_library() -> None:
+    code = ("import sys; from memtype.pipeline import catalog; catalog.entries(); "
+            "catalog.search('gaussian'); catalog.step('skimage.filters.gaussian', sigma=2); "
+            "print(sorted(m for m in ('skimage', 'scipy.ndimage', 'pyclesperanto', 'torch', "
+            "'cupy', 'jax') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_covered_function_is_an_entry_or_left_out_with_a_reason() -> None:
+    names = [e.name for e in catalog.entries()]
+    left = catalog.excluded()
+    assert len(names) == len(set(names))
+    assert not set(names) & {x.name for x in left}
+    assert all(x.reason for x in left)
+    assert {e.output for e in catalog.entries()} == set(catalog.OUTPUT_KINDS)
+
+
+@pytest.mark.parametrize(("name", "kind", "dims"), [
+    ("skimage.filters.gaussian", "image", "nd"),
+    ("skimage.filters.threshold_otsu", "scalar", "nd"),
+    ("skimage.measure.label", "labels", "nd"),
+    ("skimage.measure.regionprops", "table", "nd"),
+    ("skimage.feature.blob_log", "coordinates", "nd"),
+    ("skimage.feature.canny", "mask", "2d"),
+    ("pyclesperanto.maximum_z_projection", "image", "3d"),
+    ("scipy.ndimage.label", "labels", "nd"),
+], ids=lambda v: str(v))
+def test_declared_kinds(name: str, kind: str, dims: str) -> None:
+    entry = catalog.get(name)
+    assert (entry.output, entry.dimensions) == (kind, dims)
+
+
+def test_a_missing_required_argument_fails_at_construction() -> None:
+    with pytest.raises(ValueError, match=r"needs 'output_shape'.*output_shape=\.\.\."):
+        catalog.step("skimage.transform.resize")
+
+
+def test_scipy_filters_need_a_size() -> None:
+    with pytest.raises(ValueError, match="needs 'size'"):
+        catalog.step("scipy.ndimage.median_filter")
+
+
+def test_an_unknown_argument_fails_at_construction() -> None:
+    with pytest.raises(ValueError, match="takes no argument 'sigmaa'.*expected some of"):
+        catalog.step("skimage.filters.gaussian", sigmaa=2)
+
+
+def test_an_unknown_name_suggests_the_closest() -> None:
+    with pytest.raises(ValueError, match="Closest: skimage.filters.gaussian"):
+        catalog.get("skimage.filters.gausian")
+
+
+def test_a_left_out_function_says_why() -> None:
+    with pytest.raises(ValueError, match="left out of the catalog: draws a matplotlib"):
+        catalog.step("skimage.filters.try_all_threshold")
+
+
+def test_volume_on_a_2d_function_is_refused() -> None:
+    with pytest.raises(ValueError, match="2D images only"):
+        catalog.step("skimage.feature.canny", volume=True)
+
+
+@pytest.mark.requires("skimage")
+def test_channels_never_mix_by_default() -> None:
+    """A Gaussian over a stack of channels runs per slice; over z-planes, as a volume."""
+    stack = np.zeros((2, 16, 16), np.float32)
+    stack[1] = 1.0
+    per_channel = catalog.step("skimage.filters.gaussian", sigma=2,
+                               variable_components=("channel",))
+    assert float(np.abs(per_channel.chain[0].func(stack)[0]).max()) == 0.0
+    per_z = catalog.step("skimage.filters.gaussian", sigma=2)
+    assert float(per_z.chain[0].func(stack)[0].max()) > 0.0
+
+
+@pytest.mark.requires("skimage")
+def test_a_threshold_is_one_number_per_stack() -> None:
+    from skimage.filters import threshold_otsu
+
+    stack = sample_stack(catalog.get("skimage.filters.threshold_otsu"))
+    image, rows = catalog.step("skimage.filters.threshold_otsu").chain[0].func(stack)
+    assert image is stack
+    assert rows == [{"value": int(threshold_otsu(stack))}]
+
+
+@pytest.mark.requires("skimage")
+def test_regionprops_rows_carry_the_label_id() -> None:
+    labels = np.zeros((1, 12, 12), np.int32)
+    labels[0, 1:4, 1:4] = 3
+    labels[0, 6:10, 6:8] = 7
+    _, rows = catalog.step("skimage.measure.regionprops", volume=False).chain[0].func(labels)
+    assert [(r["slice"], r["label"], r["area"]) for r in rows] == [(0, 3, 9.0), (0, 7, 8.0)]
+    assert rows[0]["centroid_y"] == 2.0
+
+
+@pytest.mark.requires("skimage", "tifffile")
+def test_catalog_steps_run_in_a_pipeline(tmp_path: Path) -> None:
+    plate = tmp_path / "plate"
+    write_plate(plate)
+    steps = [catalog.step("skimage.filters.gaussian", sigma=1),
+             catalog.step("skimage.filters.threshold_otsu", outputs=("otsu",)),
+             catalog.step("skimage.measure.label", materialize=True)]
+    report = Pipeline(steps).run(plate, tmp_path / "out")
+    assert report.ok
+    rows = read_csv(report.outputs["otsu"])
+    assert rows and {"well", "site", "channel", "value"} <= set(rows[0])
+
+
+def test_cli_lists_functions_with_their_kinds() -> None:
+    out = subprocess.run([sys.executable, "-m", "memtype", "functions", "threshold_otsu"],
+                         capture_output=True, text=True, check=True, env=_wide_env())
+    assert "skimage.filters.threshold_otsu" in out.stdout
+    assert "scalar" in out.stdout
+
+
+def test_cli_lists_what_is_left_out() -> None:
+    out = subprocess.run([sys.executable, "-m", "memtype", "functions", "--excluded",
+                          "try_all"], capture_output=True, text=True, check=True,
+                         env=_wide_env())
+    assert "matplotlib" in out.stdout
+
+
+def _wide_env() -> dict[str, str]:
+    import os
+
+    return {**os.environ, "COLUMNS": "200"}
