@@ -40,11 +40,11 @@ from tests.readers_support import (
 
 pytestmark = pytest.mark.requires("tifffile", "zarr")
 
-LAYOUT_OF = {"pattern": "imagexpress", "imagexpress": "imagexpress", "phenix": "phenix",
+LAYOUT_OF = {"pattern": "pattern", "imagexpress": "imagexpress", "phenix": "phenix",
              "phenix-names-only": "phenix", "ome-zarr-0.4": "ome-zarr",
              "ome-zarr-0.5": "ome-zarr", "ome-tiff": "ome-tiff"}
-"""The layout detected for each fixture (the pattern copy has TimePoint folders: it is read
-with its pattern, given explicitly)."""
+"""The layout detected for each fixture (the pattern copy has a TimePoint folder, but no
+MetaXpress names in it)."""
 METADATA = ("imagexpress", "phenix", "ome-zarr-0.4", "ome-zarr-0.5", "ome-tiff")
 """The fixtures whose metadata names the channels."""
 
@@ -202,6 +202,17 @@ def test_imagexpress_names_of_other_layouts_are_not_images(tmp_path: Path) -> No
     _tif(tmp_path / "TimePoint_1" / "A01_s1_w1_z1.tif")  # memtype's own names: a pattern
     with pytest.raises(NoImagesError, match="--pattern"):
         ImageXpressReader(tmp_path).records()
+
+
+def test_timepoint_folders_of_other_names_are_read_by_pattern(tmp_path: Path) -> None:
+    _tif(tmp_path / "TimePoint_1" / "A01_s1_w1_z001.tif")  # memtype's own names
+    assert detect_layout(tmp_path)[0] == "pattern"
+    assert [r.get("z") for r in open_input(tmp_path).records()] == [1]
+
+
+def test_a_zstep_folder_with_metaxpress_names_is_imagexpress(tmp_path: Path) -> None:
+    _tif(tmp_path / "TimePoint_1" / "ZStep_1" / "p_A01_s1_w1.TIF")
+    assert detect_layout(tmp_path) == ("imagexpress", "TimePoint_1/")
 
 
 def test_imagexpress_missing_images_are_listed_not_refused(tmp_path: Path) -> None:

@@ -86,7 +86,7 @@ def test_a_vendor_plate_runs_on_threads_from_a_reader(tmp_path: Path) -> None:
 
 
 def test_a_pipeline_with_its_own_pattern_reads_by_it(tmp_path: Path) -> None:
-    root = WRITERS["pattern"](tmp_path / "plate")  # TimePoint folders: detected as imagexpress
+    root = WRITERS["pattern"](tmp_path / "plate")
     pipeline = Pipeline([FunctionStep(project)], pattern=PATTERN)
     assert pipeline.reader(root).layout == "pattern"
     assert pipeline.reader(root, layout="imagexpress").layout == "imagexpress"

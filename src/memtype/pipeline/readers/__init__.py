@@ -6,7 +6,7 @@ layout         detected by                                            reader
 ome-zarr       ``zarr.json``/``.zattrs`` with ``plate`` at the root   :class:`OmeZarrReader`
 phenix         ``[Images/]Index.idx.xml`` / ``Index.xml``, or names   :class:`PhenixReader`
                ``r01c01f01p01-ch1sk1fk1fl1.tiff``
-imagexpress    a ``.HTD`` file or ``TimePoint_<n>`` folders            :class:`ImageXpressReader`
+imagexpress    a ``.HTD`` file, or MetaXpress names in ``TimePoint_<n>``:class:`ImageXpressReader`
 ome-tiff       ``*.ome.tif`` files at the root                        :class:`OmeTiffReader`
 pattern        anything else: names following the pipeline's pattern  :class:`PatternReader`
 =============  =====================================================  ====================

@@ -103,6 +103,16 @@ def _place(folder: str) -> tuple[int, int]:
     return t, z
 
 
+def _has_images(folder: str) -> bool:
+    """Whether a time point's folder (or its first ``ZStep_`` folder) holds a MetaXpress name."""
+    names = sorted(os.listdir(folder))
+    if any(_NAME.fullmatch(n) for n in names):
+        return True
+    step = next((n for n in names if _ZSTEP.fullmatch(n)), None)
+    return step is not None and any(_NAME.fullmatch(n)
+                                    for n in os.listdir(os.path.join(folder, step)))
+
+
 class ImageXpressReader(FileReader):
     """An ImageXpress / MetaXpress plate folder (see the module's description).
 
@@ -116,13 +126,16 @@ class ImageXpressReader(FileReader):
 
     @classmethod
     def detect(cls, root: str) -> str | None:
+        """The ``.HTD`` file; else a ``TimePoint_<n>`` folder holding MetaXpress names."""
         names = sorted(os.listdir(root))
         htd = next((n for n in names if n.lower().endswith(".htd")), None)
         if htd is not None:
             return htd
         point = next((n for n in names if _TIMEPOINT.fullmatch(n)
                       and os.path.isdir(os.path.join(root, n))), None)
-        return f"{point}/" if point is not None else None
+        if point is None or not _has_images(os.path.join(root, point)):
+            return None  # TimePoint folders of other names: read by pattern
+        return f"{point}/"
 
     def _htd(self) -> HtdInfo | None:
         """The plate's HTD file, if it has one."""
