@@ -29,8 +29,9 @@ from memtype.pipeline import FunctionStep, Pipeline
 
 @mt.numpy
 def slow(stack):
-    open(os.environ["MEMTYPE_TEST_MARK"], "w").close()
-    time.sleep(120)
+    if stack.shape[-1] > 32:  # the 64 x 64 images, not the planner's 32 x 32 trial sample
+        open(os.environ["MEMTYPE_TEST_MARK"], "w").close()
+        time.sleep(120)
     return stack
 
 pipeline = Pipeline([FunctionStep(slow)])
@@ -42,16 +43,18 @@ def plate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_plate(tmp_path_factory.mktemp("plate"))
 
 
-def _start(argv: list[str], tmp_path: Path, plate_dir: Path) -> tuple[subprocess.Popen[str], Path]:
-    """A ``memtype run`` of the slow pipeline, in a process of its own."""
+def _start(argv: list[str], tmp_path: Path, plate_dir: Path, options: list[str] | None = None,
+           new_session: bool = False) -> tuple[subprocess.Popen[str], Path]:
+    """A ``memtype run`` of the slow pipeline, in a process of its own (with
+    ``new_session``, in a process group of its own, as a terminal's foreground job)."""
     pipeline = tmp_path / "slow_pipeline.py"
     pipeline.write_text(SLOW_PIPELINE)
     mark = tmp_path / "step-started"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MEMTYPE_TEST_MARK": str(mark)}
     args = [*argv, "run", str(pipeline), "--input", str(plate_dir), "--output",
-            str(tmp_path / "out")]
+            str(tmp_path / "out"), *(options or [])]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env=env), mark
+                            cwd=ROOT, env=env, start_new_session=new_session), mark
 
 
 def _wait_for(ready: object, process: subprocess.Popen[str], what: str) -> None:
@@ -82,10 +85,10 @@ def _interrupted(process: subprocess.Popen[str]) -> str:
 
 @pytest.mark.skipif(not PROC_MAPS, reason="needs /proc/<pid>/maps (Linux)")
 @pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8])
+@pytest.mark.requires("tifffile")
 def test_ctrl_c_early_in_memtype_run_exits_130_with_one_line(
         plate_dir: Path, tmp_path: Path, delay: float) -> None:
     process, _ = _start([sys.executable, "-c", SCRIPT], tmp_path, plate_dir)
-@pytest.mark.requires("tifffile")
     _wait_for(lambda: _numpy_mapped(process.pid), process, "memtype's import")
     time.sleep(delay)
     _interrupted(process)
@@ -93,10 +96,27 @@ def test_ctrl_c_early_in_memtype_run_exits_130_with_one_line(
 
 @pytest.mark.parametrize("argv", [["-c", SCRIPT], ["-m", "memtype"], ["-m", "memtype.cli"]],
                          ids=["script", "python -m memtype", "python -m memtype.cli"])
+@pytest.mark.requires("tifffile")
 def test_ctrl_c_while_a_step_runs_exits_130_and_says_how_to_resume(
         plate_dir: Path, tmp_path: Path, argv: list[str]) -> None:
     process, mark = _start([sys.executable, *argv], tmp_path, plate_dir)
-@pytest.mark.requires("tifffile")
     _wait_for(mark.exists, process, "the step")
     line = _interrupted(process)
     assert line.startswith("memtype run: interrupted") and "--resume" in line
+
+
+@pytest.mark.requires("distributed")
+def test_ctrl_c_under_dask_is_one_line_without_worker_tracebacks(plate_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    """Ctrl-C in a terminal reaches the whole process group: the driver and every dask
+    worker; the command still ends with its one line, and no worker's traceback or log."""
+    process, mark = _start([sys.executable, "-m", "memtype"], tmp_path, plate_dir,
+                           ["--executor", "dask", "--workers", "2"], new_session=True)
+    _wait_for(mark.exists, process, "the step on a worker")
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    lines = [x for x in err.strip().splitlines() if not x.startswith("memtype: reading")]
+    assert len(lines) == 1 and "interrupted" in lines[0], err
+

@@ -114,6 +114,21 @@ def test_a_failing_group_on_a_worker_is_reported_and_resumed(client: Any, plate_
                                   stacks(SMALL)[(bright, 2, 2)].max(axis=0))
 
 
+def test_a_failure_every_worker_repeats_stops_the_run_and_is_printed_once(
+        client: Any, tmp_path: Path) -> None:
+    from tests.test_pipeline_stopping import SIX, np_wrong_shape
+
+    src = write_plate(tmp_path / "in", SIX)
+    report = Pipeline([FunctionStep(np_wrong_shape, name="flat")]).run(
+        src, tmp_path / "out", client=client)
+    assert len(report.failed) == 3 and report.stopped is not None
+    assert len(report.not_run) + len(report.done) == 3 and not report.done
+    summary = report.summary()
+    assert summary.count("STOPPED") == 1
+    [line] = [x for x in summary.splitlines() if x.startswith("FAILED")]
+    assert line.startswith("FAILED 3 groups failed (") and "'flat'" in line
+
+
 def test_sys_exit_in_a_step_on_a_worker_fails_only_its_group(client: Any, plate_dir: Path,
                                                              tmp_path: Path) -> None:
     from tests.test_pipeline import _split_wells

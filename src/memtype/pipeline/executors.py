@@ -7,8 +7,11 @@ A task function receives the index of the worker running it through
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
 import os
+import signal
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -187,9 +190,11 @@ class DaskExecutor(Executor):
         if client is None and scheduler is None:
             n = workers or default_workers()
             cluster = dist.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                        dashboard_address=None,
+                                        dashboard_address=":0",  # any free port
+                                        scheduler_kwargs={"dashboard": False},
                                         resources={"GPU": 1} if gpus else None)
             self.client = dist.Client(cluster)
+            self.client.run(_leave_ctrl_c_to_the_driver)
             self._owned.extend([self.client, cluster])
             self.workers, self.gpus = n, gpus
             return
@@ -220,15 +225,62 @@ class DaskExecutor(Executor):
                 result = future.result()
                 future.release()
                 yield result
+        except KeyboardInterrupt:
+            self._interrupted = True  # close() shuts the cluster down quietly
+            if self._owned:  # our workers: their groups are cancelled next, without a word
+                self.client.run(_quiet_worker_logs, on_error="ignore")
+            raise
         finally:
             pending.clear()  # a stopped map (Ctrl-C, an error) drops what is still pending
             shared.release()
 
+    _interrupted = False
+
     def close(self) -> None:
-        """Close the client and cluster this executor started (a given client stays open)."""
-        for thing in self._owned:
-            thing.close()
+        """Close the client and cluster this executor started (a given client stays open).
+
+        A local cluster closes without distributed's shutdown log; after Ctrl-C (its workers
+        ignore SIGINT and are still busy with their groups) that log stays off in this
+        process, as each busy worker is killed: its warnings and tracebacks would bury the
+        command's one-line message."""
+        with _quiet_logs(bool(self._owned), keep=self._interrupted and bool(self._owned)):
+            for thing in self._owned:
+                thing.close()
         self._owned.clear()
+
+
+def _leave_ctrl_c_to_the_driver() -> None:
+    """In a worker of memtype's own cluster: ignore SIGINT. A Ctrl-C in the terminal reaches
+    the whole process group; the driver stops the run and closes the cluster, and workers
+    dying of it on their own would only print tracebacks over the driver's one line. (In
+    the seconds while the workers start, before this runs, they still die of it loudly:
+    ignoring SIGINT in the driver then, for them to inherit, would lose that Ctrl-C.)"""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _quiet_worker_logs() -> None:
+    """In a worker of memtype's own cluster being stopped: no more distributed log."""
+    with _quiet_logs(True, keep=True):
+        pass
+
+
+@contextlib.contextmanager
+def _quiet_logs(quiet: bool, keep: bool = False) -> Iterator[None]:
+    """Silence the ``distributed`` loggers of this process for the block when ``quiet``;
+    with ``keep``, after it too (after Ctrl-C the nannies go on logging each busy worker
+    they kill from their own thread once the close returned)."""
+    names = [n for n in list(logging.root.manager.loggerDict)
+             if n == "distributed" or n.startswith("distributed.")] if quiet else []
+    loggers = [logging.getLogger(n) for n in names]  # each: some have a level of their own
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        if not keep:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
 
 
 def make_executor(kind: str | Executor = "inline", workers: int | None = None,
