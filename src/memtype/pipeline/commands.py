@@ -101,9 +101,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_layout_option(inspect)
     inspect.set_defaults(func=_cmd_inspect)
 
-    from memtype.pipeline.catalog.listing import register as register_functions
+    from memtype.pipeline.catalog.listing import add_functions_command
 
-    register_functions(subparsers)
+    add_functions_command(subparsers)
 
 
 def _add_layout_option(p: argparse.ArgumentParser) -> None:

@@ -17,15 +17,21 @@ from __future__ import annotations
 
 from memtype.pipeline.catalog.calls import catalog_function, step
 from memtype.pipeline.catalog.entry import (
-                                              OUTPUT_KINDS,
-                                              Entry,
-                                              Exclusion,
-                                              entries,
-                                              excluded,
-                                              get,
-                                              search,
-                                              versions,
+                                                   OUTPUT_KINDS,
+                                                   Entry,
+                                                   Exclusion,
+                                                   entries,
+                                                   excluded,
+                                                   get,
+                                                   search,
+                                                   versions,
+)
+from memtype.pipeline.catalog.operations import (
+                                                   OPERATIONS,
+                                                   TOLERANCES,
+                                                   operation,
+                                                   operations,
 )
 
-__all__ = ["Entry", "Exclusion", "OUTPUT_KINDS", "catalog_function", "entries", "excluded",
-           "get", "search", "step", "versions"]
+__all__ = ["Entry", "Exclusion", "OPERATIONS", "OUTPUT_KINDS", "TOLERANCES", "catalog_function",
+           "entries", "excluded", "get", "operation", "operations", "search", "step", "versions"]

@@ -18,7 +18,7 @@ import numpy as np
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.catalog.entry import Entry, get
 from memtype.pipeline.steps import FunctionStep
-from memtype.types import DtypeConversion
+from memtype import DtypeConversion
 
 __all__ = ["catalog_function", "step", "CALL_OPTIONS"]
 
@@ -100,7 +100,7 @@ def _as_stack(result: Any, memory_type: str) -> Any:
     """A result as a 3D stack (a 2D one, e.g. a projection, as one plane)."""
     result = _first(result)
     if len(result.shape) == 2:
-        from memtype.stack import stack_slices
+        from memtype import stack_slices
 
         return stack_slices([result], memory_type, None)
     return result
@@ -121,7 +121,7 @@ def _run(entry: Entry, stack: Any, volume: bool, kwargs: Mapping[str, Any]) -> A
         rows = [{"slice": i, **row} for i, r in enumerate(results)
                 for row in _side_rows(entry, r, len(stack.shape) - 1)]
         return stack, rows
-    from memtype.stack import stack_slices
+    from memtype import stack_slices
 
     return stack_slices(results, entry.memory_type, None)
 
@@ -158,7 +158,7 @@ def catalog_function(entry: Entry, *, volume: bool, **kwargs: Any) -> Any:
         Takes and returns ``entry.memory_type``; labels and masks keep the library's dtype,
         images follow memtype's dtype policy (``docs/scikit-image.md``).
     """
-    from memtype.decorators import memory_types
+    from memtype import memory_types
 
     conversion = (DtypeConversion.PRESERVE_INPUT if entry.output == "image"
                   else DtypeConversion.NATIVE_OUTPUT)

@@ -8,22 +8,28 @@ down once. Nothing here imports an image library.
 
 from __future__ import annotations
 
-__all__ = ["MODULES", "IMAGE_PARAMETERS", "OUTPUT", "DIMENSIONS", "EXCLUDED", "CLE_OUTPUT",
+# The memory types catalog functions run in: the host, and pyclesperanto (a library the
+# catalog covers, whose module is also its framework's name).
+HOST = "numpy"
+CLE = "pyclesperanto"
+
+__all__ = ["HOST", "CLE", "MODULES", "IMAGE_PARAMETERS", "OUTPUT", "DIMENSIONS", "EXCLUDED",
+           "CLE_OUTPUT",
            "CLE_KINDS", "VOLUME_ONLY_CATEGORIES", "TWO_IMAGE_PARAMETERS",
            "SECOND_IMAGE_ARGUMENTS", "REQUIRED", "NEEDS", "CLE_MAP_SUFFIX"]
 
 # (catalog prefix, module, memory type) for every module the catalog covers.
 MODULES: tuple[tuple[str, str, str], ...] = (
-    ("skimage.filters", "skimage.filters", "numpy"),
-    ("skimage.morphology", "skimage.morphology", "numpy"),
-    ("skimage.measure", "skimage.measure", "numpy"),
-    ("skimage.segmentation", "skimage.segmentation", "numpy"),
-    ("skimage.exposure", "skimage.exposure", "numpy"),
-    ("skimage.transform", "skimage.transform", "numpy"),
-    ("skimage.restoration", "skimage.restoration", "numpy"),
-    ("skimage.feature", "skimage.feature", "numpy"),
-    ("scipy.ndimage", "scipy.ndimage", "numpy"),
-    ("pyclesperanto", "pyclesperanto", "pyclesperanto"),
+    ("skimage.filters", "skimage.filters", HOST),
+    ("skimage.morphology", "skimage.morphology", HOST),
+    ("skimage.measure", "skimage.measure", HOST),
+    ("skimage.segmentation", "skimage.segmentation", HOST),
+    ("skimage.exposure", "skimage.exposure", HOST),
+    ("skimage.transform", "skimage.transform", HOST),
+    ("skimage.restoration", "skimage.restoration", HOST),
+    ("skimage.feature", "skimage.feature", HOST),
+    ("scipy.ndimage", "scipy.ndimage", HOST),
+    (CLE, CLE, CLE),
 )
 
 # First-parameter names that mean "an image" (a function whose first parameter is named

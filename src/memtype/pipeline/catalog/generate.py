@@ -118,7 +118,7 @@ def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict
         return {"name": name, "excluded": f"first argument ({first or 'none'}) is not an image"}
     doc = inspect.getdoc(func) or ""
     first_type = _first_type(doc)
-    if memory == "pyclesperanto":
+    if memory == decl.CLE:
         cats = set(getattr(func, "categories", None) or ())
         if not cats and short not in decl.CLE_KINDS:
             return {"name": name, "excluded": "no pyclesperanto category (a utility, not an "
@@ -136,7 +136,7 @@ def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict
         return {"name": name, "excluded": "returns several results (a tuple or list)"}
     required, keywords, var_kw = _parameters(sig)
     required += [r for r in decl.REQUIRED.get(name, ()) if r not in required]
-    if memory == "pyclesperanto":
+    if memory == decl.CLE:
         keywords = [k for k in keywords if k not in ("output_image", "device")]
         required = [k for k in required if k not in ("output_image", "device")]
     second = [r for r in required if r in decl.SECOND_IMAGE_ARGUMENTS]
@@ -152,10 +152,10 @@ def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict
 
 def _module_entries(prefix: str, module: str, memory: str) -> list[dict[str, Any]]:
     """Every public function of one module as an entry or an exclusion."""
-    if memory == "pyclesperanto":
+    if memory == decl.CLE:
         from memtype.frameworks import load_adapter
 
-        load_adapter("pyclesperanto")
+        load_adapter(decl.CLE)
     mod = importlib.import_module(module)
     names = getattr(mod, "__all__", None) or [n for n in dir(mod) if not n.startswith("_")]
     out = []
@@ -177,7 +177,7 @@ def generate() -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for prefix, module, memory in decl.MODULES:
         rows.extend(_module_entries(prefix, module, memory))
-    return {"versions": {d: _version(d) for d in ("scikit-image", "scipy", "pyclesperanto")},
+    return {"versions": {d: _version(d) for d in ("scikit-image", "scipy", decl.CLE)},
             "entries": [r for r in rows if "excluded" not in r],
             "excluded": [r for r in rows if "excluded" in r]}
 

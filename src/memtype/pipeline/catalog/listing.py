@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from memtype.pipeline.catalog.entry import OUTPUT_KINDS, Entry, excluded, search
+from memtype.pipeline.catalog.entry import OUTPUT_KINDS, Entry, entries, excluded, search
 
-__all__ = ["register", "rows", "HEADER"]
+__all__ = ["add_functions_command", "rows", "HEADER"]
 
 HEADER = ("function", "framework", "dimensions", "output", "required arguments")
 
@@ -59,7 +59,7 @@ def _cmd_functions(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_functions_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``functions`` to the ``memtype`` command's sub-commands."""
     p = subparsers.add_parser(
         "functions", help="the function catalog: scikit-image, scipy.ndimage, pyclesperanto",
@@ -70,7 +70,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("query", nargs="*", metavar="QUERY", help="words to search for")
     p.add_argument("--output", choices=OUTPUT_KINDS, default=None,
                    help="only functions with this output kind")
-    p.add_argument("--framework", choices=("numpy", "pyclesperanto"), default=None,
+    p.add_argument("--framework", choices=sorted({e.memory_type for e in entries()}),
+                   default=None,
                    help="only functions running in this framework")
     p.add_argument("--excluded", action="store_true",
                    help="list the functions left out of the catalog, and why")
