@@ -52,8 +52,9 @@ TOYDEV = Framework(
 # a case that cannot run here is listed as a skip naming what is absent (tests.frameworks).
 ALL_EXTRAS_ENV = "MEMTYPE_TEST_ALL_EXTRAS"
 # Modules that memtype[test] does not install (`make test` has every other one): cupy and
-# pynvml (nvidia-ml-py) are GPU extras; pandas is only an optional side-output type.
-NOT_IN_ALL_EXTRAS = frozenset({"cupy", "pynvml", "pandas"})
+# pynvml (nvidia-ml-py) are GPU extras; pandas is only an optional side-output type; pywt
+# (PyWavelets) is scikit-image's optional dependency of two catalog entries (wavelet denoising).
+NOT_IN_ALL_EXTRAS = frozenset({"cupy", "pynvml", "pandas", "pywt"})
 _ALLOWED_SKIP = pytest.StashKey[str]()
 
 
