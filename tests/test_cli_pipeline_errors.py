@@ -138,7 +138,9 @@ def test_sys_exit_in_a_step_exits_1_and_runs_the_other_groups(plate_dir: Path,
     result = _cli("run", str(bad), "--input", str(plate_dir), "--output", str(tmp_path / "o"))
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert "0 done, 0 skipped, 2 failed" in result.stdout
-    assert result.stderr.count("SystemExit: 3") == 2
+    # one distinct error, printed once with its count and groups
+    assert result.stderr.count("SystemExit: 3") == 1
+    assert "memtype: 2 groups failed (well=A01, well=A02): step 1 'leave'" in result.stderr
 
 
 # -- memtype demo: plate sizes --------------------------------------------------------------
