@@ -89,6 +89,13 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         numpy=_IMPL("memtype.pipeline.catalog.operations:box_white_tophat",
                     {"radius": "$radius"}),
         pyclesperanto=_IMPL("pyclesperanto.top_hat", _CLE_RADIUS, volume=True)),
+    _op("black_tophat", {"radius": 1},
+        numpy=_IMPL("memtype.pipeline.catalog.operations:box_black_tophat",
+                    {"radius": "$radius"}),
+        pyclesperanto=_IMPL("pyclesperanto.bottom_hat", _CLE_RADIUS, volume=True)),
+    _op("median", {"radius": 1},
+        numpy=_IMPL("memtype.pipeline.catalog.operations:box_median", {"radius": "$radius"}),
+        pyclesperanto=_IMPL("pyclesperanto.median", _CLE_RADIUS, volume=True)),
     _op("threshold_otsu", {}, output="mask",
         numpy=_IMPL("memtype.pipeline.catalog.operations:otsu_mask"),
         pyclesperanto=_IMPL("pyclesperanto.threshold_otsu", volume=True)),
@@ -161,6 +168,17 @@ def box_white_tophat(stack: Any, radius: int = 1) -> Any:
     return stack - opened
 
 
+def box_black_tophat(stack: Any, radius: int = 1) -> Any:
+    """The per-plane box closing (maximum, then minimum) minus the stack."""
+    closed = _box(_box(stack, radius, "maximum_filter"), radius, "minimum_filter")
+    return closed - stack
+
+
+def box_median(stack: Any, radius: int = 1) -> Any:
+    """Per-plane median over a (2r+1)^2 box."""
+    return _box(stack, radius, "median_filter")
+
+
 def otsu_mask(stack: Any) -> Any:
     """Pixels above the stack's Otsu threshold (scikit-image's, one per stack)."""
     from skimage.filters import threshold_otsu
@@ -206,9 +224,8 @@ def _function(memory_type: str, impl: Implementation, params: Mapping[str, Any],
     kwargs = impl.arguments(params)
     if ":" not in impl.target:
         return catalog_function(get(impl.target), volume=impl.volume, **kwargs)  # type: ignore[no-any-return]
-    from memtype import memory_types
+    from memtype import DtypeConversion, memory_types
     from memtype.pipeline.catalog.calls import _library_function
-    from memtype import DtypeConversion
 
     module, name = impl.target.split(":")
     func = _library_function(module, name)
