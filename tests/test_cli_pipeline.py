@@ -54,10 +54,27 @@ def _check_demo_output(out: Path) -> None:
         assert counts[key] == count
         if key[2] == 1:  # nuclei are separate blobs: every synthetic cell is found
             assert count == DEMO.cell_counts[(key[0], key[1])]
+            _check_nuclei(out, key[0], key[1], projection, count)
     from PIL import Image
 
     with Image.open(out / "results" / "montage.png") as png:
         assert png.size == (2 * 128, 2 * 128) and png.mode == "RGB"
+
+
+def _check_nuclei(out: Path, well: str, site: int, projection: np.ndarray, count: int) -> None:
+    """The field's nuclei labels: ids 1..count on the nuclei channel's blobs, one row each
+    in nuclei.csv whose area is the id's pixel count."""
+    import zarr
+
+    group = zarr.open_group(str(out / "results" / "plate.zarr"), mode="r")
+    labels = np.asarray(group[f"{well[0]}/{int(well[1:])}/{site}/labels/nuclei/0"][...])
+    assert labels.shape == (1, 128, 128) and labels.dtype == np.uint16
+    assert set(np.unique(labels)) == set(range(count + 1))
+    assert ((labels[0] > 0) <= (projection > 0.2)).all()  # ids only on thresholded pixels
+    rows = [r for r in read_csv(out / "results" / "nuclei.csv")
+            if (r["well"], int(r["site"])) == (well, site)]
+    assert [int(r["label"]) for r in rows] == list(range(1, count + 1))
+    assert [int(r["area"]) for r in rows] == np.bincount(labels.ravel())[1:].tolist()
 
 
 @pytest.mark.requires("torch", "jax", "scipy", "zarr", "tifffile", "PIL", "ome_zarr")

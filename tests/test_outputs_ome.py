@@ -119,3 +119,29 @@ def test_a_final_labels_step_labels_its_own_image(tmp_path: Path) -> None:
 def test_an_invalid_labels_name_is_refused(name: object) -> None:
     with pytest.raises(InvalidArgumentError, match="labels must be a name"):
         FunctionStep(_threshold, labels=name)  # type: ignore[arg-type]
+
+
+@mt.numpy(dtype_conversion=mt.DtypeConversion.NATIVE_OUTPUT)
+def _objects(stack: np.ndarray) -> tuple[np.ndarray, list[dict[str, int]]]:
+    ids = np.zeros(stack.shape, np.uint16)
+    ids[:, :8, :8], ids[:, 16:, 16:] = 1, 2
+    return ids, [{"label": 1, "area": 64}, {"label": 2, "area": int((ids[0] == 2).sum())}]
+
+
+@pytest.mark.parametrize("last", [False, True], ids=["then-another-step", "last-step"])
+def test_a_labels_step_that_passes_its_input_on_keeps_the_images(tmp_path: Path,
+                                                                 last: bool) -> None:
+    plate = SyntheticPlate(wells=1, sites=1, channels=1, z_planes=2, size=32, cells=(1, 1))
+    src = write_plate(tmp_path / "in", plate)
+    segment = FunctionStep(_objects, labels="cells", passes_input=True, outputs=("cells",))
+    steps = [_project, segment] + ([] if last else [FunctionStep(_copy)])
+    report = Pipeline(steps).run(src, tmp_path / "out")
+    assert report.ok, report.summary()
+    out = ZarrStore(report.outputs["images"], read_only=True)
+    [field] = out.list_files("", recursive=True)
+    image, labels = out.load(field), out.load_labels(field, "cells")
+    assert image.dtype == np.uint16 and image.max() > 2  # the projection, not the ids
+    assert labels.shape == (1, 32, 32) and sorted(np.unique(labels)) == [0, 1, 2]
+    rows = (tmp_path / "out/cells.csv").read_text().splitlines()
+    assert rows[0].endswith("label,area") and [r.split(",")[-2] for r in rows[1:]] == ["1", "2"]
+    assert not (tmp_path / "out/_objects.zarr").exists()  # not materialized: labels only

@@ -208,8 +208,9 @@ class OutputSpec:
 
     def _write_labels(self, location: str, group: Key, final: dict[str, Sequence[Item]]) -> None:
         """Save the group's label images (staged, and the final step's if it is a labels
-        step) beside the fields of the plate at ``location``."""
-        labels = {**self._staged_labels(group), **final}
+        step) beside the fields of the plate at ``location``; a name staged wins (the last
+        step passed its input on, which is the final image, not its labels)."""
+        labels = {**final, **self._staged_labels(group)}
         if labels:
             _write_zarr_labels(os.path.join(self.root, location),
                                FilenamePattern(self.pattern).fields, labels, self.ome_version)

@@ -107,6 +107,8 @@ def _step(step: FunctionStep) -> dict[str, Any]:
     return {"options": _value(step.kwargs), "variable components": list(step.variable_components),
             "materialize": step.materialize,
             "side outputs": list(step.output_names) if step.output_names else None,
+            **({"labels": step.labels} if step.labels is not None else {}),
+            **({"passes input": True} if step.passes_input else {}),
             "functions": calls}
 
 

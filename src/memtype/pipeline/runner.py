@@ -242,21 +242,29 @@ def _run_step(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep]
     step = steps[index]
     state.index = index
     out: list[Stack] = []
+    produced: list[Stack] = []
     with measure(state.step_stats(step.name)) as stats:
         for stack in _regroup(ctx, state, stacks, step, gpu_id):
             calls = step.calls_for(stack.fixed)
             state.phase = (f"step {index + 1} {step.name!r} (function "
                            f"{', '.join(c.label for c in calls)})")
             state.where = f"{state.phase} on {key_label(stack.fixed)}"
-            image, side = step.run(state.tier.take(stack.ref), stack.fixed, gpu_id,
-                                   lazy=not writes(steps, index))
+            data = (state.tier.peek if step.passes_input else state.tier.take)(stack.ref)
+            image, side = step.run(data, stack.fixed, gpu_id, lazy=not writes(steps, index))
             inner = _output_slices(step, stack, image)
-            out.append(Stack(stack.fixed, stack.variable, inner, state.tier.put(image)))
+            result = Stack(stack.fixed, stack.variable, inner, state.tier.put(image))
+            (produced if step.passes_input else out).append(result)
+            if step.passes_input:
+                out.append(stack)
             for i, value in enumerate(side):
                 name = step.side_output_name(i, len(side))
                 rows = side_output_rows(stack.fixed, value, ctx.pattern.fields, name)
                 state.tables.setdefault(name, []).extend(rows)
             stats.stacks += 1
+    if produced and (step.labels is not None or step.materialize):
+        _write(ctx, state, step, False, produced)  # a step that passes its input on
+    for stack in produced:
+        state.tier.take(stack.ref)
     return out
 
 
@@ -285,7 +293,7 @@ def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
         if ctx.notify is not None:
             ctx.notify(key_label(state.task.key), step.name)
         stacks = _run_step(ctx, state, steps, index, stacks, gpu_id)
-        if writes(steps, index):
+        if writes(steps, index) and (index == last or not step.passes_input):
             _write(ctx, state, step, index == last, stacks)
     state.where = state.phase = "writing the side-output tables"
     ctx.output.write_tables(state.task.key, state.tables)

@@ -120,6 +120,10 @@ class FunctionStep:
         The step's output is a label image (integer object ids) named ``labels``: it is
         written as OME-Zarr labels (``<field>/labels/<name>/``) beside the final plate's
         images, whether or not the step is materialized.
+    passes_input : bool
+        The step's input, not its output, goes on to the next step: its output is written
+        (as ``labels``, or materialized) and its side outputs are tables, but the next step
+        works on what this one received (e.g. a segmentation beside the intensity images).
     outputs : sequence of str, optional
         Names of the side outputs (the extra elements of tuple results), written as CSV
         tables ``<name>.csv``. By default ``<step name>`` (one) or ``<step name>_<i>``.
@@ -149,7 +153,7 @@ class FunctionStep:
     def __init__(self, func: FuncSpec | Mapping[FieldValue, FuncSpec], name: str | None = None,
                  *, variable_components: Sequence[str] = ("z",), group_by: str | None = None,
                  materialize: bool = False, outputs: Sequence[str] | None = None,
-                 labels: str | None = None,
+                 labels: str | None = None, passes_input: bool = False,
                  **kwargs: Any) -> None:
         self.variable_components: tuple[str, ...] = tuple(variable_components)
         self.group_by = group_by
@@ -169,6 +173,7 @@ class FunctionStep:
                 f"FunctionStep: labels must be a name of letters, digits, '_' or '-' "
                 f"(e.g. 'nuclei'); received {labels!r}.")
         self.labels = labels
+        self.passes_input = bool(passes_input)
 
     def _set_routes(self, func: Mapping[FieldValue, FuncSpec]) -> None:
         """Check and store a dict of per-value chains."""
