@@ -217,6 +217,14 @@ def test_cli_lists_what_is_left_out() -> None:
     assert "matplotlib" in out.stdout
 
 
+def test_cli_lists_operations_with_their_frameworks() -> None:
+    out = subprocess.run([sys.executable, "-m", "memtype", "functions", "--operations",
+                          "gaussian"], capture_output=True, text=True, check=True,
+                         env=_wide_env())
+    assert "gaussian" in out.stdout and "pyclesperanto" in out.stdout
+    assert "sigma=1.0" in out.stdout
+
+
 def _wide_env() -> dict[str, str]:
     import os
 

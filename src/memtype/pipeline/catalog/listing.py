@@ -45,6 +45,15 @@ def _print(title: str, header: tuple[str, ...], body: Sequence[tuple[str, ...]])
 def _cmd_functions(args: argparse.Namespace) -> int:
     """``memtype functions``."""
     query = " ".join(args.query)
+    if args.operations:
+        from memtype.pipeline.catalog.operations import operations
+
+        ops = [(op.name, ", ".join(op.implementations), op.output,
+                ", ".join(f"{k}={v}" for k, v in op.parameters.items()) or "-")
+               for op in operations() if all(w in op.name for w in query.lower().split())]
+        _print(f"{len(ops)} operations", ("operation", "frameworks", "output", "parameters"),
+               ops)
+        return 0
     if args.excluded:
         words = query.lower().split()
         left = [(x.name, x.reason) for x in excluded()
@@ -73,6 +82,9 @@ def add_functions_command(subparsers: argparse._SubParsersAction[argparse.Argume
     p.add_argument("--framework", choices=sorted({e.memory_type for e in entries()}),
                    default=None,
                    help="only functions running in this framework")
+    p.add_argument("--operations", action="store_true",
+                   help="list the operations (one computation in several frameworks, "
+                        "catalog.operation(NAME, ...)) instead")
     p.add_argument("--excluded", action="store_true",
                    help="list the functions left out of the catalog, and why")
     p.set_defaults(func=_cmd_functions)
