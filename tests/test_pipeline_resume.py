@@ -68,6 +68,7 @@ def test_the_same_pipeline_resumes(plate_dir: Path, done_output: Path) -> None:
     ("the pattern", ("settings > pattern:",)),
     ("the pyramid", ("settings > pyramid levels: 1 -> 2",)),
     ("the plate", ("settings > plate rows:",)),
+    ("the pixel size", ("settings > pixel size: null -> [2.0, 0.5, 0.5]",)),
 ])
 @pytest.mark.requires("tifffile")
 def test_a_changed_pipeline_is_refused_naming_what_changed(
@@ -87,6 +88,8 @@ def test_a_changed_pipeline_is_refused_naming_what_changed(
         options["pattern"] = "{well}_s{site}_w{channel}_z{z}.tif"
     elif change == "the pyramid":
         settings["pyramid_levels"] = 2
+    elif change == "the pixel size":
+        settings["pixel_size"] = (2.0, 0.5, 0.5)
     else:
         options["plate"] = 384
     before = sorted(os.listdir(done_output / ".memtype" / "done"))

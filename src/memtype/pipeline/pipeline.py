@@ -393,7 +393,9 @@ class Pipeline:
         """The run settings that shape its results (for the resume record)."""
         return {"pattern": pattern.template, "task by": list(self.task_by),
                 "output format": self.output_format, "pyramid levels": self.pyramid_levels,
-                "plate rows": list(out.rows), "plate columns": list(out.columns)}
+                "plate rows": list(out.rows), "plate columns": list(out.columns),
+                "ome version": self.ome_version, "pixel size": self.pixel_size,
+                "pixel unit": self.pixel_unit}
 
     def _output_spec(self, output: str, pattern: FilenamePattern,
                      tasks: Sequence[GroupTask], plate: int | None = None) -> OutputSpec:
