@@ -77,6 +77,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--plate", type=int, choices=PLATE_SIZES, default=None,
                      help="the plate the OME-Zarr output declares: 96 (8 x 12) or 384 "
                           "(16 x 24) wells (default: the smallest that has every well)")
+    run.add_argument("--ome-version", choices=("0.5", "0.4"), default=None,
+                     help="OME-Zarr version of the output: 0.5 (zarr v3) or 0.4 (zarr v2, "
+                          "for Fiji/MoBIE/OMERO); default: the pipeline file's (0.5)")
+    run.add_argument("--pixel-size", default=None, metavar="Z,Y,X|Y,X",
+                     help="physical size of a voxel, e.g. 2,0.325,0.325 (default: the "
+                          "pipeline file's, else the input's metadata)")
+    run.add_argument("--pixel-unit", default=None, metavar="UNIT",
+                     help="unit of --pixel-size, an OME-NGFF name (default: the pipeline "
+                          "file's, micrometer)")
     run.add_argument("--plan", action="store_true",
                      help="print the plan (implementations, conversions, peak memory) and exit "
                           "without running")
@@ -203,6 +212,38 @@ def load_pipeline_file(path: str) -> Pipeline:
     return pipeline
 
 
+def _with_output_options(pipeline: Pipeline, args: argparse.Namespace) -> Pipeline:
+    """The pipeline with the output options given on the command line (the file's
+    pipeline itself is left as it is).
+
+    Raises
+    ------
+    CommandError
+        ``--pixel-size`` is not 2 or 3 positive numbers, or ``--pixel-unit`` is not an
+        OME-NGFF space unit.
+    """
+    import copy
+
+    from memtype.pipeline.pipeline import _pixel_size
+    from memtype.storage._ome import SPACE_UNITS
+
+    chosen = copy.copy(pipeline)
+    chosen.ome_version = args.ome_version or pipeline.ome_version
+    if args.pixel_size is not None:
+        try:
+            chosen.pixel_size = _pixel_size([float(v) for v in args.pixel_size.split(",")])
+        except ValueError:
+            raise CommandError(f"--pixel-size must be Z,Y,X or Y,X positive numbers (e.g. "
+                               f"2,0.325,0.325); received {args.pixel_size!r}.") from None
+    if args.pixel_unit is not None:
+        if args.pixel_unit not in SPACE_UNITS:
+            raise CommandError(f"--pixel-unit must be an OME-NGFF space unit such as "
+                               f"micrometer or nanometer (one of {', '.join(SPACE_UNITS)}); "
+                               f"received {args.pixel_unit!r}.")
+        chosen.pixel_unit = args.pixel_unit
+    return chosen
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     """``memtype run``."""
     from memtype.pipeline.patterns import FilenamePattern
@@ -216,7 +257,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             FilenamePattern(args.pattern)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-    pipeline = load_pipeline_file(args.pipeline_file)
+    pipeline = _with_output_options(load_pipeline_file(args.pipeline_file), args)
     try:
         reader = pipeline.reader(args.input, args.pattern, args.layout)
     except ValueError as exc:  # an unknown layout, or --pattern with a vendor layout

@@ -142,6 +142,12 @@ class Pipeline:
                 f"ome_version must be '0.5' or '0.4'; received {ome_version!r}.")
         self.ome_version = ome_version
         self.pixel_size = _pixel_size(pixel_size)
+        from memtype.storage._ome import SPACE_UNITS
+
+        if pixel_unit not in SPACE_UNITS:
+            raise InvalidArgumentError(
+                f"pixel_unit must be an OME-NGFF space unit such as 'micrometer' or "
+                f"'nanometer' (one of {', '.join(SPACE_UNITS)}); received {pixel_unit!r}.")
         self.pixel_unit = pixel_unit
 
     def __repr__(self) -> str:

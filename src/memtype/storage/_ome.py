@@ -33,6 +33,12 @@ from memtype.storage.base import natural_key, natural_sorted
 
 AXIS_TYPES = {"t": "time", "c": "channel", "z": "space", "y": "space", "x": "space"}
 DEFAULT_AXES = {2: "yx", 3: "zyx", 4: "czyx", 5: "tczyx"}
+SPACE_UNITS = ("angstrom", "attometer", "centimeter", "decimeter", "exameter", "femtometer",
+               "foot", "gigameter", "hectometer", "inch", "kilometer", "megameter", "meter",
+               "micrometer", "mile", "millimeter", "nanometer", "parsec", "petameter",
+               "picometer", "terameter", "yard", "yoctometer", "yottameter", "zeptometer",
+               "zettameter")
+"""The units of a space axis the OME-NGFF specification allows (UDUNITS-2 names)."""
 
 
 def chunk_shape(chunks: str | Sequence[int], shape: tuple[int, ...], key: str) -> tuple[int, ...]:
@@ -124,6 +130,10 @@ def image_doc(axes: str, scale: Sequence[float] | None, unit: str | None,
             f"Invalid scale {scale!r} for axes {axes!r} at {key!r}: expected {len(axes)} "
             "positive numbers."
         )
+    if unit is not None and unit not in SPACE_UNITS:
+        raise StoreFormatError(
+            f"Invalid unit {unit!r} at {key!r}: expected an OME-NGFF space unit such as "
+            f"'micrometer' or 'nanometer' (one of {', '.join(SPACE_UNITS)}).")
     axis_list: list[dict[str, str]] = []
     for a in axes:
         axis = {"name": a, "type": AXIS_TYPES[a]}
