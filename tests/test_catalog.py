@@ -32,6 +32,12 @@ def _marks(entry: catalog.Entry) -> list[pytest.MarkDecorator]:
 ENTRIES = [pytest.param(e, id=e.name, marks=_marks(e)) for e in catalog.entries()]
 
 
+def _call(step: Any, stack: Any) -> Any:
+    """What a step's (single) call does to one stack, with the step's keyword arguments."""
+    call = step.chain[0]
+    return call.func(stack, **call.kwargs)
+
+
 def _memory_type(x: Any) -> str:
     import memtype as mt
 
@@ -165,9 +171,9 @@ def test_channels_never_mix_by_default() -> None:
     stack[1] = 1.0
     per_channel = catalog.step("skimage.filters.gaussian", sigma=2,
                                variable_components=("channel",))
-    assert float(np.abs(per_channel.chain[0].func(stack)[0]).max()) == 0.0
+    assert float(np.abs(_call(per_channel, stack)[0]).max()) == 0.0
     per_z = catalog.step("skimage.filters.gaussian", sigma=2)
-    assert float(per_z.chain[0].func(stack)[0].max()) > 0.0
+    assert float(_call(per_z, stack)[0].max()) > 0.0
 
 
 @pytest.mark.requires("skimage")
@@ -175,7 +181,7 @@ def test_a_threshold_is_one_number_per_stack() -> None:
     from skimage.filters import threshold_otsu
 
     stack = sample_stack(catalog.get("skimage.filters.threshold_otsu"))
-    image, rows = catalog.step("skimage.filters.threshold_otsu").chain[0].func(stack)
+    image, rows = _call(catalog.step("skimage.filters.threshold_otsu"), stack)
     assert image is stack
     assert rows == [{"value": int(threshold_otsu(stack))}]
 
@@ -185,7 +191,7 @@ def test_regionprops_rows_carry_the_label_id() -> None:
     labels = np.zeros((1, 12, 12), np.int32)
     labels[0, 1:4, 1:4] = 3
     labels[0, 6:10, 6:8] = 7
-    _, rows = catalog.step("skimage.measure.regionprops", volume=False).chain[0].func(labels)
+    _, rows = _call(catalog.step("skimage.measure.regionprops", volume=False), labels)
     assert [(r["slice"], r["label"], r["area"]) for r in rows] == [(0, 3, 9.0), (0, 7, 8.0)]
     assert rows[0]["centroid_y"] == 2.0
 
@@ -201,6 +207,27 @@ def test_catalog_steps_run_in_a_pipeline(tmp_path: Path) -> None:
     assert report.ok
     rows = read_csv(report.outputs["otsu"])
     assert rows and {"well", "site", "channel", "value"} <= set(rows[0])
+
+
+@pytest.mark.parametrize("make", [
+    lambda sigma: catalog.step("skimage.filters.gaussian", sigma=sigma),
+    lambda sigma: catalog.operation("gaussian", sigma=sigma),
+], ids=["step", "operation"])
+def test_a_runs_record_names_the_arguments(make: Any) -> None:
+    """Resume compares run records: a changed argument must change the record."""
+    from memtype.pipeline.provenance import run_record
+
+    assert run_record([make(1.0)], {}) != run_record([make(2.0)], {})
+    assert run_record([make(1.0)], {}) == run_record([make(1.0)], {})
+
+
+@pytest.mark.requires("skimage")
+def test_a_steps_arguments_reach_the_function() -> None:
+    stack = np.zeros((1, 32, 32), np.float32)
+    stack[0, 16, 16] = 1.0
+    narrow = _call(catalog.step("skimage.filters.gaussian", sigma=1), stack)
+    wide = _call(catalog.step("skimage.filters.gaussian", sigma=3), stack)
+    assert float(wide.max()) < float(narrow.max())
 
 
 def test_cli_lists_functions_with_their_kinds() -> None:

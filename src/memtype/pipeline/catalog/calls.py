@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from memtype import DtypeConversion
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.catalog.entry import Entry, get
 from memtype.pipeline.steps import FunctionStep
-from memtype import DtypeConversion
 
 __all__ = ["catalog_function", "step", "CALL_OPTIONS"]
 
@@ -236,6 +236,8 @@ def step(function: str, /, *, volume: bool | None = None, name: str | None = Non
     arguments = {k: v for k, v in kwargs.items() if k not in CALL_OPTIONS}
     _check_arguments(entry, arguments)
     runs_volume = _volume(entry, volume, variable_components)
-    func = catalog_function(entry, volume=runs_volume, **arguments)
-    return FunctionStep(func, name or entry.function, variable_components=variable_components,
-                        materialize=materialize, outputs=outputs, **options)
+    func = catalog_function(entry, volume=runs_volume)
+    # the arguments go with the call (not into the function), so a run's record names them
+    return FunctionStep((func, arguments), name or entry.function,
+                        variable_components=variable_components, materialize=materialize,
+                        outputs=outputs, **options)

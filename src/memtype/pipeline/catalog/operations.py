@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline.catalog.calls import catalog_function
 from memtype.pipeline.catalog.entry import get
 from memtype.pipeline.steps import FunctionStep
 from memtype.pipeline.variants import Variants
@@ -218,32 +217,33 @@ def tensor_sum_projection(stack: Any) -> Any:
 
 # -- building steps ----------------------------------------------------------------------
 
-def _function(memory_type: str, impl: Implementation, params: Mapping[str, Any],
-              output: str) -> Callable[..., Any]:
+class _Implemented:
+    """One implementation, taking the operation's parameters at call time (so a step passes
+    them as its keyword arguments and a run's record names them); picklable, named."""
+
+    def __init__(self, impl: Implementation, defaults: Mapping[str, Any]) -> None:
+        self.impl, self.defaults = impl, dict(defaults)
+        self.__name__ = self.__qualname__ = impl.target.split(":")[-1].split(".")[-1]
+
+    def __call__(self, stack: Any, **params: Any) -> Any:
+        from memtype.pipeline.catalog.calls import _library_function, _run
+
+        arguments = self.impl.arguments({**self.defaults, **params})
+        if ":" not in self.impl.target:
+            return _run(get(self.impl.target), stack, self.impl.volume, arguments)
+        module, name = self.impl.target.split(":")
+        return _library_function(module, name)(stack, **arguments)
+
+
+def _function(memory_type: str, impl: Implementation, op: Operation) -> Callable[..., Any]:
     """One implementation as a memtype function of ``memory_type``."""
-    kwargs = impl.arguments(params)
-    if ":" not in impl.target:
-        return catalog_function(get(impl.target), volume=impl.volume, **kwargs)  # type: ignore[no-any-return]
-    from memtype import DtypeConversion, memory_types
-    from memtype.pipeline.catalog.calls import _library_function
+    from memtype.decorators import memory_types
+    from memtype.types import DtypeConversion
 
-    module, name = impl.target.split(":")
-    func = _library_function(module, name)
-    conversion = (DtypeConversion.PRESERVE_INPUT if output == "image"
+    conversion = (DtypeConversion.PRESERVE_INPUT if op.output == "image"
                   else DtypeConversion.NATIVE_OUTPUT)
-    bound = _Bound(func, kwargs)
-    return memory_types(memory_type, memory_type, dtype_conversion=conversion)(bound)
-
-
-class _Bound:
-    """A plain implementation with its keyword arguments (picklable, named)."""
-
-    def __init__(self, func: Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
-        self.func, self.kwargs = func, dict(kwargs)
-        self.__name__ = self.__qualname__ = str(getattr(func, "__name__", "operation"))
-
-    def __call__(self, stack: Any, **call: Any) -> Any:
-        return self.func(stack, **{**self.kwargs, **call})
+    return memory_types(memory_type, memory_type, dtype_conversion=conversion,
+                        slice_separable=not impl.volume)(_Implemented(impl, op.parameters))
 
 
 def operations() -> list[Operation]:
@@ -261,15 +261,20 @@ def _parameters(op: Operation, given: Mapping[str, Any]) -> dict[str, Any]:
     return {**op.parameters, **given}
 
 
-def variants_of(name: str, **params: Any) -> Variants:
-    """The operation ``name`` as :class:`~memtype.pipeline.Variants` (one per memory type)."""
+def _operation(name: str) -> Operation:
+    """The operation called ``name``."""
     op = OPERATIONS.get(name)
     if op is None:
         raise InvalidArgumentError(f"no operation {name!r}; expected one of "
                                    f"{sorted(OPERATIONS)}.")
-    values = _parameters(op, params)
-    return Variants({mt: _function(mt, impl, values, op.output)
-                     for mt, impl in op.implementations.items()})
+    return op
+
+
+def variants_of(name: str) -> Variants:
+    """The operation ``name`` as :class:`~memtype.pipeline.Variants` (one per memory type);
+    its parameters are keyword arguments of the call (defaults: ``Operation.parameters``)."""
+    op = _operation(name)
+    return Variants({mt: _function(mt, impl, op) for mt, impl in op.implementations.items()})
 
 
 def operation(name: str, /, *, step_name: str | None = None,
@@ -304,5 +309,6 @@ def operation(name: str, /, *, step_name: str | None = None,
     >>> list(blur.variants)
     ['numpy', 'pyclesperanto']
     """
-    return FunctionStep(variants_of(name, **params), step_name or name,
+    _parameters(_operation(name), params)
+    return FunctionStep((variants_of(name), params), step_name or name,
                         variable_components=variable_components, materialize=materialize)
