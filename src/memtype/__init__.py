@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtype import errors
 from memtype.convert import capture_conversions, convert, convert_memory, shares_memory
@@ -24,6 +24,10 @@ from memtype.frameworks import builtin_frameworks
 from memtype.stack import stack_slices, unstack_slices
 from memtype.types import DtypeConversion, MemoryType
 
+if TYPE_CHECKING:  # the lazy names below, for type checkers
+    from memtype._optional import require as require
+    from memtype.decorators import memory_types as memory_types
+
 __version__ = "0.1.0"
 
 # names defined in later layers, imported on first use
@@ -37,6 +41,7 @@ _LAZY: dict[str, str] = {
     "chain": "memtype.chaining",
     "frameworks": "memtype.frameworks",
     "dtypes": "memtype.dtypes",
+    "require": "memtype._optional",
 }
 
 # the errors the top level keeps: the base class, the OpenHCS surface's

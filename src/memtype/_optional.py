@@ -30,12 +30,37 @@ EXTRAS: dict[str, tuple[str, str]] = {
 
 
 def require(module: str, purpose: str) -> ModuleType:
-    """Import ``module`` (dotted names allowed) for ``purpose``.
+    """Import an optional package for a feature, or say how to install it.
+
+    The one way memtype (and code built on it: a reader, a store, a step) imports a package
+    it does not depend on: the package is imported on first use, and its absence is a
+    :class:`~memtype.errors.MissingPackageError` naming the feature and the memtype extra
+    that installs it.
+
+    Parameters
+    ----------
+    module : str
+        The module to import; dotted names allowed (``"zarr.storage"``).
+    purpose : str
+        What needs it, for the message (``"Reading TIFF files"``).
+
+    Returns
+    -------
+    types.ModuleType
+        The imported module.
 
     Raises
     ------
     MissingPackageError
-        The package is not installed; the message names the extra to install.
+        The package is not installed (also an ``ImportError``); the message names the
+        extra to install. A package that is installed but lacks one of its own
+        dependencies raises that ``ModuleNotFoundError`` unchanged.
+
+    Examples
+    --------
+    >>> import memtype as mt
+    >>> mt.require("json", "Reading settings").__name__
+    'json'
     """
     try:
         return importlib.import_module(module)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -103,10 +102,7 @@ def array_nbytes(x: Any) -> int | None:
     """Bytes of data an array of any loaded framework holds (dtype size x element count,
     from its adapter; nothing is copied or synchronised), or ``None`` for a non-array."""
     fw = framework_of(x)
-    if fw is None:
-        return None
-    adapter = load_adapter(fw.name)
-    return math.prod(adapter.shape_of(x)) * int(adapter.dtype_of(x).itemsize)
+    return None if fw is None else load_adapter(fw.name).nbytes(x)
 
 
 def _pointer(x: Any) -> int | None:

@@ -35,6 +35,7 @@ from memtype.frameworks._device import (
     managed_gpu,
 )
 from memtype.frameworks._host import KIN as DTYPE_KIN
+from memtype.frameworks._host import aligned_copy
 from memtype.frameworks._settings import Setting
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "managed_gpu",
     "gpu_index",
     "DTYPE_KIN",
+    "aligned_copy",
     "Setting",
     "gpu_adapters",
     "is_loaded",

@@ -8,6 +8,7 @@ instance per framework when it first needs it (:func:`memtype.frameworks.load_ad
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -133,6 +134,11 @@ class Adapter(ABC):
     def shape_of(self, x: Any) -> tuple[int, ...]:
         """``x``'s shape as a tuple of ints."""
         return tuple(x.shape)
+
+    def nbytes(self, x: Any) -> int:
+        """Bytes of data ``x`` holds: element count times item size (nothing copied or
+        synchronised)."""
+        return math.prod(self.shape_of(x)) * int(self.dtype_of(x).itemsize)
 
     def data_ptr(self, x: Any) -> int | None:
         """The address of ``x``'s first element, or None where the framework hides it."""

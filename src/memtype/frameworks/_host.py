@@ -75,7 +75,35 @@ def negative_strides(a: np.ndarray[Any, Any]) -> bool:
 def aligned_copy(a: np.ndarray[Any, Any], align: int = ALIGN,
                  past: int = 0) -> np.ndarray[Any, Any]:
     """A C-contiguous, native-byte-order, writable copy of ``a`` starting on an aligned
-    boundary (``past`` bytes after one: a deliberately misaligned copy)."""
+    boundary.
+
+    Whether a host array enters a framework without a copy can depend on its address
+    (XLA and TensorFlow share only 64-byte aligned buffers); this makes a host array laid
+    out as a framework's own results are, or deliberately not.
+
+    Parameters
+    ----------
+    a : numpy.ndarray
+        The values to copy (any strides, byte order or alignment).
+    align : int, optional
+        The boundary in bytes (default 64).
+    past : int, optional
+        Start this many bytes after the boundary: a deliberately misaligned copy
+        (``past=16`` is the usual address of NumPy's own allocations).
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array equal to ``a``, owning its (over-allocated) buffer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from memtype.frameworks import aligned_copy
+    >>> b = aligned_copy(np.arange(3), past=16)
+    >>> b.ctypes.data % 64
+    16
+    """
     dtype = a.dtype.newbyteorder("=") if not a.dtype.isnative else a.dtype
     nbytes = max(a.size * dtype.itemsize, 1)
     raw = np.empty(nbytes + align + past, dtype=np.uint8)

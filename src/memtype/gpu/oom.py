@@ -62,7 +62,18 @@ def is_oom_error(exc: BaseException) -> bool:
 
 
 def release_memory() -> None:
-    """Collect garbage, then free the caches of every loaded framework."""
+    """Collect garbage, then free the cached device memory of every loaded framework.
+
+    What out-of-memory recovery does before it retries: the arrays of a failed attempt are
+    collected, then each caching allocator (torch, CuPy...) hands its free blocks back, so
+    the next attempt, or another framework, finds the device as empty as the live arrays
+    allow. Nothing that is still referenced is freed.
+
+    Examples
+    --------
+    >>> import memtype as mt
+    >>> mt.gpu.release_memory()
+    """
     gc.collect()
     for report in cleanup_all_gpu_frameworks():
         _log.debug("OOM recovery: %s %s, freed %s", report.memory_type, report.status,

@@ -14,6 +14,9 @@ dask.distributed workers; see ``docs/pipeline.md``.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from memtype.pipeline.executors import (
                                         DaskExecutor,
                                         Executor,
@@ -27,8 +30,12 @@ from memtype.pipeline.pipeline import Pipeline
 from memtype.pipeline.planning import Plan
 from memtype.pipeline.report import GroupResult, RunReport, StepStats
 from memtype.pipeline.steps import FunctionStep
-from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
 from memtype.pipeline.variants import Variants
+
+# the synthetic plate is an application of the library (the demo's input), imported on first
+# use so that importing the library never loads it
+_APPLICATION = {"SyntheticPlate": "memtype.pipeline.synthetic",
+                "write_synthetic_plate": "memtype.pipeline.synthetic"}
 
 __all__ = [
     "FunctionStep",
@@ -50,3 +57,12 @@ __all__ = [
     "write_synthetic_plate",
     "import_pipeline_file",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _APPLICATION.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memtype.pipeline' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -29,8 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype._optional import require
-from memtype.decorators import memory_types
+from memtype import DtypeConversion, memory_types, require
 from memtype.errors import StoreExistsError, StorePathError
 from memtype.pipeline.patterns import split_well
 from memtype.pipeline.pipeline import Pipeline
@@ -38,7 +37,6 @@ from memtype.pipeline.report import RunReport
 from memtype.pipeline.steps import FunctionStep
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
 from memtype.pipeline.variants import Variants
-from memtype.types import DtypeConversion
 
 __all__ = [
     "normalize",

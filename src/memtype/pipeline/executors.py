@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from types import TracebackType
 from typing import Any, TypeVar
 
-from memtype._optional import require
+from memtype import require
 from memtype.errors import InvalidArgumentError
 
 __all__ = [

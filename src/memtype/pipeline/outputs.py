@@ -58,9 +58,6 @@ class OutputSpec:
     pixel_size: tuple[float, float, float] | None = None
     """Physical size of a voxel (z, y, x) in ``pixel_unit``, written as each field's scale."""
     pixel_unit: str = "micrometer"
-    channel_names: tuple[tuple[str, str], ...] = ()
-    """(channel value, name) from the input's metadata: the ``omero`` channel names (else
-    ``"channel 2"``)."""
     label_steps: tuple[tuple[str, str, bool], ...] = ()
     """(step name, label name, materialized) of the steps whose output is a label image:
     written as OME-Zarr labels of the final plate's fields (see :meth:`write_images`)."""
@@ -174,7 +171,7 @@ class OutputSpec:
                 _write_zarr(os.path.join(self.root, location), self.rows, self.columns,
                             FilenamePattern(self.pattern).fields, items,
                             self.pyramid_levels if final else 1, done, self.ome_version,
-                            self.pixel_size, self.pixel_unit, dict(self.channel_names))
+                            self.pixel_size, self.pixel_unit)
             else:
                 _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items, done)
         finally:
@@ -372,11 +369,10 @@ def _value(values: dict[str, Any], name: str | None) -> Any:
 
 
 def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
-                 roles: dict[str, str], known: dict[str, str] | None = None,
-                 ) -> tuple[np.ndarray[Any, Any], str, list[str] | None]:
+                 roles: dict[str, str]) -> tuple[np.ndarray[Any, Any], str, list[str] | None]:
     """One field's planes as a ``[T] C Z Y X`` array (missing planes are zero), its axes,
-    and its channel names if it has a channel field: the ``known`` name of the value, else
-    ``"channel 2"`` (the pattern field and its value)."""
+    and its channel names (``"channel 2"``: the pattern field and its value) if it has
+    a channel field."""
     by_axis = {axis: next((f for f, r in roles.items() if r == axis), None) for axis in "tcz"}
     axes = ("t" if by_axis["t"] else "") + "czyx"
     ranks = {a: _rank([p[f] for p, _ in planes]) if f else {None: 0} for a, f in by_axis.items()}
@@ -386,8 +382,7 @@ def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
         index = tuple(ranks[a][_value(values, by_axis[a])] for a in axes[:-2])
         out[index] = plane
     channel = by_axis["c"]
-    known = known or {}
-    names = None if channel is None else [known.get(str(v), f"{channel} {v}") for v in ranks["c"]]
+    names = None if channel is None else [f"{channel} {v}" for v in ranks["c"]]
     return out, axes, names
 
 
@@ -395,13 +390,11 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
                 items: Sequence[Item], pyramid_levels: int = 1,
                 written: list[str] | None = None, ome_version: str = "0.5",
                 pixel_size: tuple[float, float, float] | None = None,
-                pixel_unit: str = "micrometer",
-                channel_names: dict[str, str] | None = None) -> None:
+                pixel_unit: str = "micrometer") -> None:
     """Write a group's stacks into an OME-Zarr plate (of ``ome_version``), one complete
     image per field, with up to ``pyramid_levels`` resolution levels (fewer where the image
-    is too small), the physical ``pixel_size`` (z, y, x) if given and the names of the
-    channels ``channel_names`` has (by channel value); each field saved is appended to
-    ``written``."""
+    is too small) and the physical ``pixel_size`` (z, y, x) if given; each field saved is
+    appended to ``written``."""
     from memtype.storage import ZarrStore
 
     roles = zarr_roles(fields)
@@ -415,7 +408,7 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
     plate = ZarrStore(path, rows=rows, columns=columns, ome_version=ome_version)
     for (well, site), planes in by_field.items():
         row, column = split_well(well)
-        image, axes, names = _field_image(planes, roles, channel_names)
+        image, axes, names = _field_image(planes, roles)
         levels = min(pyramid_levels, int(min(image.shape[-2:])).bit_length())
         field_path = plate.field_path(row, column, site)
         scale = None if pixel_size is None else [1.0] * (len(axes) - 3) + list(pixel_size)

@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memtype.convert import convert
-from memtype.detect import detect_framework
+from memtype import convert, detect_memory_type, stack_slices, unstack_slices
 from memtype.errors import ShapeError
 from memtype.frameworks import load_adapter
 from memtype.pipeline.buffers import BufferPool
@@ -31,7 +30,6 @@ from memtype.pipeline.progress import measure
 from memtype.pipeline.report import Fallback, GroupResult, StepStats
 from memtype.pipeline.steps import FunctionStep, GroupTask, writes
 from memtype.pipeline.tables import side_output_rows
-from memtype.stack import stack_slices, unstack_slices
 
 if TYPE_CHECKING:
     from memtype.pipeline.planning import Plan, Replanner
@@ -134,14 +132,14 @@ def _split_key(key: Key, variable: Sequence[str]) -> tuple[Key, Key]:
 
 def _shape_of(x: Any) -> tuple[int, ...]:
     """Any array's shape."""
-    return load_adapter(detect_framework(x).name).shape_of(x)
+    return load_adapter(detect_memory_type(x)).shape_of(x)
 
 
 def _assigned_gpu(ctx: RunContext) -> int | None:
     """This worker's GPU from the GPU manager, or None without GPU steps or GPUs."""
     if not ctx.uses_gpu:
         return None
-    from memtype.gpu.devices import get_gpu_manager
+    from memtype.gpu import get_gpu_manager
 
     return get_gpu_manager().assign(current_worker_index())
 
@@ -188,7 +186,7 @@ def _regroup(ctx: RunContext, state: _GroupState, stacks: list[Stack], step: Fun
     keys: list[Key] = []
     for s in stacks:
         data = tier.take(s.ref)
-        slices.extend(unstack_slices(data, detect_framework(data).name, gpu_id))
+        slices.extend(unstack_slices(data, detect_memory_type(data), gpu_id))
         keys.extend(s.slice_keys(order))
     out: list[Stack] = []
     stats = state.step_stats(step.name)
@@ -409,7 +407,7 @@ def _fallback(ctx: RunContext, plan: Plan | None, state: _GroupState, error: Bas
               avoid: frozenset[tuple[str, str]]
               ) -> tuple[Fallback, Plan | None, frozenset[tuple[str, str]]] | None:
     """After an out-of-memory error in a step: the record, and the next plan (or None)."""
-    from memtype.gpu.oom import is_oom_error, release_memory
+    from memtype.gpu import is_oom_error, release_memory
 
     if ctx.replanner is None or plan is None or state.index is None \
             or not isinstance(error, Exception) or not is_oom_error(error):

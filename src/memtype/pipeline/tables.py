@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.detect import detect_memory_type
+from memtype import detect_memory_type
 from memtype.errors import ArgumentTypeError, SideOutputError, UnsupportedArrayError
 from memtype.pipeline.patterns import Key
 
@@ -33,7 +33,7 @@ def _as_array(value: Any) -> np.ndarray[Any, Any] | None:
         detect_memory_type(value)
     except UnsupportedArrayError:
         return None
-    from memtype.convert import convert
+    from memtype import convert
 
     return np.asarray(convert(value, "numpy"))
 

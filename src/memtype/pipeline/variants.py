@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from memtype import MemoryType
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.frameworks import get_framework
-from memtype.types import MemoryType
 
 __all__ = ["Variants", "variants"]
 
@@ -24,7 +24,7 @@ def _implementation(key: str, func: Callable[..., Any]) -> Any:
                                 f"received {type(func).__name__}.")
     declared = getattr(func, "input_memory_type", None)
     if declared is None:  # a plain function: the key says its memory type
-        from memtype.decorators import memory_types
+        from memtype import memory_types
 
         return memory_types(key, key)(func)
     name = get_framework(declared).name

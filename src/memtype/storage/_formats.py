@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from memtype._optional import require
+from memtype import require
 from memtype.errors import ArgumentTypeError, StoreFormatError, UnsupportedArrayError
 from memtype.storage._readers import read_json, read_npy, read_png, read_text, read_tiff
 

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from memtype._optional import require
+from memtype import require
 from memtype.errors import MemtypeError, StoreFormatError, StoreIndexError
 
 __all__ = ["CorruptFile", "decode", "decoding", "read_npy", "read_tiff", "read_png", "read_json",

@@ -141,10 +141,10 @@ class SpillFiles:
     def write(self, uid: int, host: Any) -> Spilled:
         """Write a host array (NumPy, masked, or a framework's pinned host array) to a file."""
         if not isinstance(host, np.ndarray):  # a pinned host array (see to_host)
-            from memtype.detect import detect_framework
+            from memtype import detect_memory_type
             from memtype.frameworks import load_adapter
 
-            host = load_adapter(detect_framework(host).name).to_numpy(host)
+            host = load_adapter(detect_memory_type(host)).to_numpy(host)
         parts = _parts(host)
         name = f"{uid}.raw"
         path = os.path.join(self.directory, name)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import StoreFormatError
+from memtype.errors import StoreFormatError, UnsupportedArrayError
 from memtype.storage._tree import KeyTree
 from memtype.storage.base import PathLike, Store, StoreStat, natural_sorted
 
@@ -91,10 +91,12 @@ def _deep_copy(value: Any) -> Any:
 
 def _framework_of(value: Any) -> str | None:
     """The memory type name of an array of a loaded framework, or None for other objects."""
-    from memtype.detect import framework_of
+    from memtype import detect_memory_type
 
-    fw = framework_of(value)
-    return None if fw is None else fw.name
+    try:
+        return str(detect_memory_type(value))
+    except UnsupportedArrayError:  # not an array: the caller copies or sizes it as an object
+        return None
 
 
 def nbytes_of(value: Any) -> int:
@@ -105,9 +107,12 @@ def nbytes_of(value: Any) -> int:
         return len(value)
     if isinstance(value, str):
         return len(value.encode("utf-8"))
-    from memtype.detect import array_nbytes
+    name = _framework_of(value)
+    if name is None:
+        return 0
+    from memtype.frameworks import load_adapter
 
-    return array_nbytes(value) or 0
+    return load_adapter(name).nbytes(value)
 
 
 def writable_copy(value: Any) -> Any:

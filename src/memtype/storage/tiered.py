@@ -365,7 +365,7 @@ class TieredStore(TreeStore):
             return float(self.pressure(gpu)) >= self.pressure_threshold
         if not candidate.device.is_gpu:
             return False
-        from memtype.gpu.memory import device_pressure
+        from memtype.gpu import device_pressure
 
         used = device_pressure(candidate.device)  # None: its framework reports no sizes
         return used is not None and used >= self.pressure_threshold
@@ -375,9 +375,9 @@ class TieredStore(TreeStore):
         """Hand the memory a pressure spill freed back to the device: a caching allocator
         (torch, CuPy) would keep it, the device would stay as full, and every other entry
         would follow. Only under pressure, where the device is short anyway."""
-        from memtype.gpu.caches import cleanup_framework
+        from memtype.gpu import cleanup
 
-        cleanup_framework(entry.memory_type, entry.device.index)
+        cleanup(entry.memory_type, entry.device.index)
 
     def _spill_device(self, entry: _Entry) -> None:
         """Move one device entry to the host tier (GPU arrays) or to disk."""

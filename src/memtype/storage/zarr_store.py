@@ -46,7 +46,7 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from memtype._optional import require
+from memtype import require
 from memtype.errors import (
     MemtypeError,
     StoreExistsError,

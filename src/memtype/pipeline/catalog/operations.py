@@ -237,8 +237,7 @@ class _Implemented:
 
 def _function(memory_type: str, impl: Implementation, op: Operation) -> Callable[..., Any]:
     """One implementation as a memtype function of ``memory_type``."""
-    from memtype.decorators import memory_types
-    from memtype.types import DtypeConversion
+    from memtype import DtypeConversion, memory_types
 
     conversion = (DtypeConversion.PRESERVE_INPUT if op.output == "image"
                   else DtypeConversion.NATIVE_OUTPUT)

@@ -13,12 +13,11 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from memtype.convert import capture_conversions, convert
-from memtype.detect import detect_framework
+from memtype import capture_conversions, convert, detect_memory_type
 from memtype.dtypes import entry_dtype
 from memtype.errors import (
     ArgumentTypeError,
@@ -171,10 +170,10 @@ def device_budgets(budgets: object) -> dict[str, int]:
 
 def _budget_device(key: object) -> str:
     """The name of the device a budgets key names (DeviceError naming the key otherwise)."""
-    from memtype.gpu import as_device
+    from memtype.gpu import GpuId, as_device
 
-    try:
-        return str(as_device(key))
+    try:  # as_device checks the key's type itself: anything else is a DeviceError
+        return str(as_device(cast(GpuId, key)))
     except DeviceError as exc:
         raise DeviceError(f"budgets: the key {key!r} names no device. {exc}") from None
 
@@ -187,7 +186,7 @@ def _host_zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> np.ndar
     64-byte aligned result, which happens by chance, then shares where a copy was planned).
     An object (or object-holding structured) dtype is NumPy's own allocation: no framework
     but the host holds references, and converting the sample says so (MemoryConversionError)."""
-    from memtype.frameworks._host import aligned_copy
+    from memtype.frameworks import aligned_copy
 
     zeros = np.zeros(shape, dtype)
     if dtype.hasobject:  # references cannot be placed at an address; only the host holds them
@@ -198,7 +197,7 @@ def _host_zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> np.ndar
 
 def _zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any], gpu_id: int | None) -> Any:
     """A zero sample; a device without room for it raises MemoryBudgetError."""
-    from memtype.gpu.oom import is_oom_error
+    from memtype.gpu import is_oom_error
 
     try:
         return convert(_host_zeros(memory_type, shape, dtype), memory_type, gpu_id=gpu_id)
@@ -234,7 +233,7 @@ def group_shapes(store: Any, task: GroupTask,
     Only the group's first image is read: the others are taken to share its shape and dtype.
     """
     image = store.load_batch([task.records[0].path])[0]
-    adapter = load_adapter(detect_framework(image).name)
+    adapter = load_adapter(detect_memory_type(image))
     plane = tuple(adapter.shape_of(image))
     keys = [r.key for r in task.records]
     groups = stack_keys(keys, first.variable_components)
@@ -256,12 +255,12 @@ def image_shapes(images: Sequence[Any] | Any) -> tuple[list[Shape], np.dtype[Any
         if not images:
             raise InvalidArgumentError("Pipeline.plan: expected images; received an empty "
                                        "sequence.")
-        adapter = load_adapter(detect_framework(images[0]).name)
+        adapter = load_adapter(detect_memory_type(images[0]))
         plane = tuple(adapter.shape_of(images[0]))
         if len(plane) != 2:
             raise ShapeError(f"Pipeline.plan: expected 2D images; received shape {plane}.")
         return [(len(images), *plane)], np.dtype(adapter.dtype_of(images[0]))
-    adapter = load_adapter(detect_framework(images).name)
+    adapter = load_adapter(detect_memory_type(images))
     shape = tuple(adapter.shape_of(images))
     if len(shape) != 3:
         raise ShapeError(f"Pipeline.plan: expected a 3D [Z, Y, X] stack or a list of 2D "
@@ -311,7 +310,7 @@ def _trial(step: FunctionStep, shape: Shape, dtype: np.dtype[Any],
     small = (z, min(y, _TRIAL_PLANE), min(x, _TRIAL_PLANE))
     ramp = (np.arange(int(np.prod(small)), dtype=np.float64) % 97 + 1).reshape(small)
     image, _ = step.run(ramp.astype(dtype), (), None, lazy)
-    adapter = load_adapter(detect_framework(image).name)
+    adapter = load_adapter(detect_memory_type(image))
     out = tuple(adapter.shape_of(image))
     if len(out) != 3:
         raise ShapeError(f"it returned shape {out}")

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.detect import detect_framework
+from memtype import detect_memory_type
 from memtype.pipeline.steps import FunctionStep
 
 __all__ = ["Plan", "PlannedConversion", "PlannedStep", "HOST_WEIGHT", "HOST_STACK", "Shape",
@@ -28,7 +28,7 @@ HOST_WEIGHT = 8
 """How much more a copied byte costs when the copy goes through host memory."""
 
 _MIB = 1024 * 1024
-HOST_STACK = detect_framework(np.empty(0)).name
+HOST_STACK = str(detect_memory_type(np.empty(0)))
 """The memory type images are stacked in when read (and written from): NumPy's."""
 
 

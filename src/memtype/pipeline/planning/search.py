@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.convert import capture_conversions
+from memtype import capture_conversions
 from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.pipeline.planning.measurement import Probe, Prober, infer_boundaries
 from memtype.pipeline.planning.model import (
@@ -220,7 +220,7 @@ def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtyp
     ValueError
         No chain of available implementations and possible conversions exists.
     """
-    from memtype.gpu.oom import release_memory
+    from memtype.gpu import release_memory
 
     try:
         with capture_conversions():

@@ -218,7 +218,7 @@ class FileReader(Reader):
         return list(self._disk().load_batch(list(paths)))
 
     def header(self, path: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
-        from memtype._optional import require
+        from memtype import require
 
         tifffile = require("tifffile", "Reading TIFF headers")
         if path.lower().endswith((".tif", ".tiff")):

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype._optional import require
+from memtype import require
 from memtype.errors import StoreFormatError
 from memtype.pipeline.patterns import ImageRecord
 from memtype.pipeline.readers.base import FileReader, PlateMetadata, record, well_name

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype._optional import require
+from memtype import require
 from memtype.errors import StoreFormatError, StorePathError
 from memtype.pipeline.patterns import ImageRecord
 from memtype.pipeline.readers.base import PlateMetadata, Reader, record, walk_inside
