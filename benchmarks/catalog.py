@@ -4,8 +4,9 @@ NumPy + pyclesperanto + torch, vs the same pipeline fixed to scikit-image / NumP
 Steps: background subtraction (white top-hat), Gaussian, Otsu mask, connected-component
 labels, then regionprops (a table). ``plan``: ``Pipeline.run`` plans each operation's
 implementation; ``fixed``: every operation forced to its NumPy (scikit-image) implementation
-with ``FunctionStep.with_implementation("numpy")``. Both run inline on the same synthetic
-plate; wall time (median over alternating rounds) and bytes copied by conversions (the run
+with ``FunctionStep.with_implementation("numpy")``; ``opencl``: all in pyclesperanto. All run
+inline on the same synthetic
+plate; wall time (median over alternating rounds) and bytes converted (the run
 report's step statistics) are printed with the machine and date. Object counts must agree.
 Also times listing the catalog in a fresh process.
 Run: ``python benchmarks/catalog.py [--repeats 5] [--wells 4] [--size 512] [--z 8]``.
@@ -39,23 +40,27 @@ from memtype.pipeline import (
 load_adapter("pyclesperanto")
 
 
-def steps(fixed: bool) -> list[FunctionStep]:
-    """The nuclei pipeline; ``fixed`` forces every operation to NumPy."""
+WAYS = {"plan": None, "fixed": "numpy", "opencl": "pyclesperanto"}
+
+
+def steps(way: str) -> list[FunctionStep]:
+    """The nuclei pipeline: planned, or every operation forced to one framework."""
     ops = [catalog.operation("white_tophat", radius=7), catalog.operation("gaussian", sigma=1),
            catalog.operation("threshold_otsu"), catalog.operation("label", materialize=True)]
-    if fixed:
-        ops = [op.with_implementation("numpy") for op in ops]
+    forced = WAYS[way]
+    if forced is not None:
+        ops = [op.with_implementation(forced) for op in ops]
     return [*ops, catalog.step("skimage.measure.regionprops", outputs=("objects",))]
 
 
-def run(plate: Path, out: Path, fixed: bool) -> tuple[float, int, int, RunReport]:
+def run(plate: Path, out: Path, way: str) -> tuple[float, int, int, RunReport]:
     """(seconds, bytes copied, objects, report) of one run."""
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
-    report = Pipeline(steps(fixed)).run(plate, out)
+    report = Pipeline(steps(way)).run(plate, out)
     seconds = time.perf_counter() - start
     report.raise_for_failures()
-    copied = sum(s.copied for s in report.steps)
+    copied = sum(s.bytes_converted for s in report.steps)
     objects = sum(1 for _ in open(report.outputs["objects"], encoding="utf-8")) - 1
     return seconds, copied, objects, report
 
@@ -84,14 +89,14 @@ def main() -> None:
         plate = tmp / "plate"
         write_synthetic_plate(plate, SyntheticPlate(wells=args.wells, sites=1, channels=1,
                                                     z_planes=args.z, size=args.size))
-        results: dict[str, list[tuple[float, int, int]]] = {"plan": [], "fixed": []}
-        for way in ("plan", "fixed"):  # warm-up: imports, OpenCL kernel compilation
-            run(plate, tmp / way, way == "fixed")
+        results: dict[str, list[tuple[float, int, int]]] = {way: [] for way in WAYS}
+        for way in WAYS:  # warm-up: imports, OpenCL kernel compilation
+            run(plate, tmp / way, way)
         for r in range(args.repeats):
-            for way in (("plan", "fixed") if r % 2 == 0 else ("fixed", "plan")):
-                seconds, copied, objects, _ = run(plate, tmp / way, way == "fixed")
+            for way in (list(WAYS) if r % 2 == 0 else list(WAYS)[::-1]):
+                seconds, copied, objects, _ = run(plate, tmp / way, way)
                 results[way].append((seconds, copied, objects))
-        _, _, _, report = run(plate, tmp / "plan", False)
+        _, _, _, report = run(plate, tmp / "plan", "plan")
         choices = report.plan.choices if report.plan is not None else {}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -100,7 +105,7 @@ def main() -> None:
     print(f"plate: {args.wells} wells x {args.z} planes of {args.size}^2 uint16, inline, "
           f"{args.repeats} alternating rounds; plan chose {choices}")
     for way, rows in results.items():
-        print(f"{way:6} median {statistics.median(r[0] for r in rows):.3f} s, copied "
+        print(f"{way:6} median {statistics.median(r[0] for r in rows):.3f} s, converted "
               f"{statistics.median(r[1] for r in rows) / 2**20:.1f} MiB, objects "
               f"{sorted({r[2] for r in rows})}")
     plan_s = statistics.median(r[0] for r in results["plan"])
