@@ -141,3 +141,69 @@ def test_sys_exit_in_a_step_on_a_worker_fails_only_its_group(client: Any, plate_
     [bad] = report.failed
     assert bad.label == f"well={bright}" and "SystemExit: 3" in (bad.error or "")
     assert len(client.scheduler_info()["workers"]) == 2  # no worker was lost
+
+
+def _page_faults_per_reallocation() -> float:
+    """Minor page faults of allocating, filling and freeing a 16 MiB array, once it has
+    been done before (what every group's stacks and temporaries do again and again)."""
+    import resource
+
+    def once() -> None:
+        np.ones(4 << 20, np.float32)
+
+    once()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(10):
+        once()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10
+
+
+def _xla_flags() -> str:
+    import os
+
+    return os.environ.get("XLA_FLAGS", "")
+
+
+def test_local_cluster_workers_reuse_freed_memory_and_run_jax_single_threaded(
+        client: Any) -> None:
+    # the module's stock cluster has put dask's MALLOC_TRIM_THRESHOLD_ into this process's
+    # environment, which new workers inherit: the executor's own cluster must override it
+    stock = client.run(_page_faults_per_reallocation)
+    ex = DaskExecutor(workers=2)
+    try:
+        faults = ex.client.run(_page_faults_per_reallocation)
+        flags = ex.client.run(_xla_flags)
+    finally:
+        ex.close()
+    assert len(faults) == 2 and all(f < 100 for f in faults.values()), (faults, stock)
+    assert all(f.endswith("--xla_cpu_multi_thread_eigen=false") for f in flags.values())
+
+
+def test_dask_worker_environ_keeps_dask_settings_and_the_users_xla_flags(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from memtype.pipeline.executors import dask_worker_environ
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/xla")
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")  # dask's, left by another cluster
+    pre_spawn, environ = dask_worker_environ(1)
+    assert pre_spawn["OMP_NUM_THREADS"] == "1"  # dask's own, kept
+    assert pre_spawn["MALLOC_MMAP_THRESHOLD_"] == str(32 << 20)
+    assert pre_spawn["MALLOC_TRIM_THRESHOLD_"] == str(64 << 20)
+    assert environ == {"XLA_FLAGS": "--xla_dump_to=/tmp/xla --xla_cpu_multi_thread_eigen=false"}
+
+
+def test_dask_worker_environ_leaves_jax_threads_alone_with_several_cores_per_worker() -> None:
+    from memtype.pipeline.executors import dask_worker_environ
+
+    assert dask_worker_environ(2)[1] == {}
+
+
+def test_dask_worker_environ_keeps_malloc_settings_of_the_users_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from memtype.pipeline.executors import dask_worker_environ
+
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1048576")
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "4194304")
+    pre_spawn = dask_worker_environ(1)[0]
+    assert pre_spawn["MALLOC_TRIM_THRESHOLD_"] == "1048576"
+    assert pre_spawn["MALLOC_MMAP_THRESHOLD_"] == "4194304"

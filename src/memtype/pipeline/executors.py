@@ -29,6 +29,7 @@ __all__ = [
     "DaskExecutor",
     "make_executor",
     "current_worker_index",
+    "dask_worker_environ",
     "EXECUTORS",
 ]
 
@@ -65,6 +66,68 @@ def _dask_worker_index() -> int:
     if isinstance(name, int):
         return name
     return int(name) if str(name).isdigit() else 0
+
+
+_MMAP_THRESHOLD = 32 << 20
+"""glibc's largest adaptive ``mmap`` threshold on 64-bit Linux (``DEFAULT_MMAP_THRESHOLD_MAX``)."""
+
+
+def dask_worker_environ(threads: int = 1) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment of dask worker processes that run pipeline groups.
+
+    A group allocates and frees arrays of megabytes over and over (stacks, every step's
+    temporaries, in each framework). Two settings of a stock dask worker make that cost a
+    worker far more than the same work in one process:
+
+    * dask sets ``MALLOC_TRIM_THRESHOLD_=65536`` in every worker it spawns (to hand freed
+      memory back to the system), and any explicit glibc malloc setting turns glibc's
+      adaptive ``mmap`` threshold off: every allocation above 128 KiB is then a fresh
+      ``mmap``, page-faulted again on first use and unmapped when freed (system time).
+      Here the threshold is fixed where glibc's own adaptation would take it, 32 MiB, and
+      freed memory is trimmed above 64 MiB (twice that, as glibc's rule does), unless this
+      process's environment sets either variable to a value of its own.
+    * dask limits OpenMP and BLAS pools to one thread per worker, but XLA (JAX) runs its
+      kernels on a pool sized by the machine's cores, so each worker process's JAX kernels
+      compete with the others' for the same cores (spinning and switching threads). With
+      one core per worker, XLA's multi-threaded kernels are turned off too.
+
+    Parameters
+    ----------
+    threads : int
+        Cores per worker: 1 (one worker per core) makes JAX kernels single-threaded.
+
+    Returns
+    -------
+    pre_spawn : dict of str to str
+        Variables that must be set before the worker process starts (glibc reads them
+        then): dask's ``distributed.nanny.pre-spawn-environ`` with the malloc settings.
+    environ : dict of str to str
+        Variables set in the worker before it runs anything: ``XLA_FLAGS`` (after what this
+        process's ``XLA_FLAGS`` holds) with one core per worker, else nothing.
+
+    Examples
+    --------
+    >>> pre_spawn, environ = dask_worker_environ()
+    >>> pre_spawn["MALLOC_MMAP_THRESHOLD_"], pre_spawn["MALLOC_TRIM_THRESHOLD_"]
+    ('33554432', '67108864')
+    >>> environ["XLA_FLAGS"].endswith("--xla_cpu_multi_thread_eigen=false")
+    True
+    """
+    require("distributed", "dask_worker_environ")  # registers the nanny's configuration
+    dask: Any = importlib.import_module("dask")  # untyped: called as Any
+
+    pre_spawn = {k: str(v) for k, v in dask.config.get(
+        "distributed.nanny.pre-spawn-environ", {}).items()}
+    for name, value in (("MALLOC_MMAP_THRESHOLD_", _MMAP_THRESHOLD),
+                        ("MALLOC_TRIM_THRESHOLD_", 2 * _MMAP_THRESHOLD)):
+        # a value of this process's environment is the user's, unless it is dask's own
+        # (a Nanny writes its pre-spawn variables into the environment of its parent)
+        own = os.environ.get(name)
+        pre_spawn[name] = own if own is not None and own != pre_spawn.get(name) else str(value)
+    if threads > 1:
+        return pre_spawn, {}
+    flags = os.environ.get("XLA_FLAGS", "").strip()
+    return pre_spawn, {"XLA_FLAGS": f"{flags} --xla_cpu_multi_thread_eigen=false".strip()}
 
 
 def default_workers() -> int:
@@ -189,10 +252,7 @@ class DaskExecutor(Executor):
         self._owned: list[Any] = []
         if client is None and scheduler is None:
             n = workers or default_workers()
-            cluster = dist.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                        dashboard_address=":0",  # any free port
-                                        scheduler_kwargs={"dashboard": False},
-                                        resources={"GPU": 1} if gpus else None)
+            cluster = _local_cluster(dist, n, gpus)
             self.client = dist.Client(cluster)
             self.client.run(_leave_ctrl_c_to_the_driver)
             self._owned.extend([self.client, cluster])
@@ -281,6 +341,36 @@ def _quiet_logs(quiet: bool, keep: bool = False) -> Iterator[None]:
         if not keep:
             for logger, level in zip(loggers, levels, strict=True):
                 logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """These environment variables in this process for a while, then the previous ones."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _local_cluster(dist: Any, workers: int, gpus: int) -> Any:
+    """A LocalCluster of single-threaded worker processes set up for pipeline groups
+    (see :func:`dask_worker_environ`)."""
+    dask: Any = importlib.import_module("dask")  # ``dist`` is imported: so is dask
+
+    pre_spawn, environ = dask_worker_environ(max(1, default_workers() // workers))
+    # dask takes a variable of this process's environment over its configuration: set both
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": pre_spawn}), \
+            _environ({k: v for k, v in pre_spawn.items() if k.startswith("MALLOC_")}):
+        return dist.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                 dashboard_address=":0",  # any free port
+                                 scheduler_kwargs={"dashboard": False}, env=environ,
+                                 resources={"GPU": 1} if gpus else None)
 
 
 def make_executor(kind: str | Executor = "inline", workers: int | None = None,
