@@ -112,12 +112,14 @@ def _label(name: str) -> str:
 
 def _bytes(n: int) -> str:
     """``1.5 MiB``."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{n} B"
+    if n < 1024:
+        return f"{n} B"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
         size /= 1024
-    raise AssertionError("unreachable")
+    return f"{size:.1f} GiB"
 
 
 def _grid_gaps(records: Sequence[ImageRecord], fields: Sequence[str]) -> list[str]:

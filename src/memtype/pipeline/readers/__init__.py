@@ -56,7 +56,7 @@ def detect_layout(root: str | os.PathLike[str]) -> tuple[str, str]:
         found = cls.detect(path)
         if found is not None:
             return name, found
-    raise AssertionError("unreachable: the pattern layout always applies")
+    return "pattern", "file names (no vendor metadata found)"  # LAYOUTS without "pattern"
 
 
 def open_input(source: Any, layout: str | None = None,
