@@ -58,6 +58,9 @@ class OutputSpec:
     pixel_size: tuple[float, float, float] | None = None
     """Physical size of a voxel (z, y, x) in ``pixel_unit``, written as each field's scale."""
     pixel_unit: str = "micrometer"
+    channel_names: tuple[tuple[str, str], ...] = ()
+    """(channel value, name) from the input's metadata: the ``omero`` channel names (else
+    ``"channel 2"``)."""
     label_steps: tuple[tuple[str, str, bool], ...] = ()
     """(step name, label name, materialized) of the steps whose output is a label image:
     written as OME-Zarr labels of the final plate's fields (see :meth:`write_images`)."""
@@ -137,6 +140,8 @@ class OutputSpec:
                 disk.save(rows_to_table(rows), f"{name}.csv", overwrite=True)
                 outputs[name] = disk.path_of(f"{name}.csv")
                 counts = counts or _rows_per_well(name, rows)
+                if self.image_format == "zarr" and "images" in outputs:
+                    _write_zarr_tables(outputs["images"], self.pattern, name, rows)
         if self.image_format == "zarr" and "images" in outputs:
             outputs["overview"] = self._overview(outputs["images"], counts)
         return outputs
@@ -171,7 +176,7 @@ class OutputSpec:
                 _write_zarr(os.path.join(self.root, location), self.rows, self.columns,
                             FilenamePattern(self.pattern).fields, items,
                             self.pyramid_levels if final else 1, done, self.ome_version,
-                            self.pixel_size, self.pixel_unit)
+                            self.pixel_size, self.pixel_unit, dict(self.channel_names))
             else:
                 _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items, done)
         finally:
@@ -331,6 +336,35 @@ def _number(value: Any) -> float | None:
         return None
 
 
+def _write_zarr_tables(plate_path: str, pattern: str, name: str,
+                       rows: Sequence[dict[str, Any]]) -> None:
+    """Write a side-output table into the plate, each field's rows in ``<field>/tables/
+    <name>`` (the Fractal table specification, see :mod:`memtype.storage._tables`): a
+    feature table of the field's label image named ``name`` (else its only one) when the
+    rows have a ``label`` column; rows without a field in the plate stay in the CSV only."""
+    import zarr
+
+    from memtype.storage import ZarrStore
+    from memtype.storage._tables import write_table
+
+    fields = FilenamePattern(pattern).fields
+    site_field = next((f for f, r in zarr_roles(fields).items() if r == "site"), None)
+    by_field: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        if "well" in row:
+            site = str(row.get(site_field, "")) if site_field else "0"
+            by_field.setdefault((str(row["well"]), site), []).append(row)
+    plate = ZarrStore(plate_path, read_only=True)
+    for (well, site), part in by_field.items():
+        path = plate.field_path(*split_well(well), site)
+        if not plate.exists(path):
+            continue
+        labels = plate.list_labels(path)
+        region = name if name in labels else (labels[0] if len(labels) == 1 else None)
+        write_table(zarr.open_group(os.path.join(plate_path, path), mode="r+"), name, part,
+                    region=region, keys=fields)
+
+
 def _write_zarr_labels(path: str, fields: Sequence[str], labels: dict[str, Sequence[Item]],
                        ome_version: str) -> None:
     """Save label stacks as OME-Zarr labels of the plate's fields (one channel each)."""
@@ -369,10 +403,11 @@ def _value(values: dict[str, Any], name: str | None) -> Any:
 
 
 def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
-                 roles: dict[str, str]) -> tuple[np.ndarray[Any, Any], str, list[str] | None]:
+                 roles: dict[str, str], known: dict[str, str] | None = None,
+                 ) -> tuple[np.ndarray[Any, Any], str, list[str] | None]:
     """One field's planes as a ``[T] C Z Y X`` array (missing planes are zero), its axes,
-    and its channel names (``"channel 2"``: the pattern field and its value) if it has
-    a channel field."""
+    and its channel names if it has a channel field: the ``known`` name of the value, else
+    ``"channel 2"`` (the pattern field and its value)."""
     by_axis = {axis: next((f for f, r in roles.items() if r == axis), None) for axis in "tcz"}
     axes = ("t" if by_axis["t"] else "") + "czyx"
     ranks = {a: _rank([p[f] for p, _ in planes]) if f else {None: 0} for a, f in by_axis.items()}
@@ -382,7 +417,8 @@ def _field_image(planes: list[tuple[dict[str, Any], np.ndarray[Any, Any]]],
         index = tuple(ranks[a][_value(values, by_axis[a])] for a in axes[:-2])
         out[index] = plane
     channel = by_axis["c"]
-    names = None if channel is None else [f"{channel} {v}" for v in ranks["c"]]
+    known = known or {}
+    names = None if channel is None else [known.get(str(v), f"{channel} {v}") for v in ranks["c"]]
     return out, axes, names
 
 
@@ -390,11 +426,13 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
                 items: Sequence[Item], pyramid_levels: int = 1,
                 written: list[str] | None = None, ome_version: str = "0.5",
                 pixel_size: tuple[float, float, float] | None = None,
-                pixel_unit: str = "micrometer") -> None:
+                pixel_unit: str = "micrometer",
+                channel_names: dict[str, str] | None = None) -> None:
     """Write a group's stacks into an OME-Zarr plate (of ``ome_version``), one complete
     image per field, with up to ``pyramid_levels`` resolution levels (fewer where the image
-    is too small) and the physical ``pixel_size`` (z, y, x) if given; each field saved is
-    appended to ``written``."""
+    is too small), the physical ``pixel_size`` (z, y, x) if given and the names of the
+    channels ``channel_names`` has (by channel value); each field saved is appended to
+    ``written``."""
     from memtype.storage import ZarrStore
 
     roles = zarr_roles(fields)
@@ -408,7 +446,7 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
     plate = ZarrStore(path, rows=rows, columns=columns, ome_version=ome_version)
     for (well, site), planes in by_field.items():
         row, column = split_well(well)
-        image, axes, names = _field_image(planes, roles)
+        image, axes, names = _field_image(planes, roles, channel_names)
         levels = min(pyramid_levels, int(min(image.shape[-2:])).bit_length())
         field_path = plate.field_path(row, column, site)
         scale = None if pixel_size is None else [1.0] * (len(axes) - 3) + list(pixel_size)
