@@ -36,7 +36,7 @@ from memtype.pipeline.steps import FunctionStep, GroupTask
 from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES, FailureWatch
 
 if TYPE_CHECKING:
-    from memtype.pipeline.readers import Reader
+    from memtype.pipeline.readers import PlateMetadata, Reader
 
 __all__ = ["Pipeline"]
 
@@ -297,7 +297,7 @@ class Pipeline:
         compiled = store.pattern
         tasks = self._tasks(store, output_inside_input(store, os.fspath(output)))
         metadata = store.metadata  # read here: the workers receive it with the reader
-        out = self._output_spec(os.fspath(output), compiled, tasks, plate)
+        out = self._output_spec(os.fspath(output), compiled, tasks, plate, metadata)
         check_frameworks(self.steps)  # before the output is touched or any group runs
         out.prepare(resume=resume, overwrite=overwrite,
                     overwrite_foreign=overwrite_foreign)
@@ -404,8 +404,10 @@ class Pipeline:
                 "pixel unit": self.pixel_unit}
 
     def _output_spec(self, output: str, pattern: FilenamePattern,
-                     tasks: Sequence[GroupTask], plate: int | None = None) -> OutputSpec:
-        """Where and how this run writes; for a plate, its rows and columns.
+                     tasks: Sequence[GroupTask], plate: int | None = None,
+                     metadata: PlateMetadata | None = None) -> OutputSpec:
+        """Where and how this run writes; for a plate, its rows and columns, and the
+        input's channel names and pixel size where the pipeline sets none.
 
         Raises
         ------
@@ -423,9 +425,13 @@ class Pipeline:
                 "or use output_format='tiff'.")
         wells = {str(r.get("well")) for t in tasks for r in t.records}
         rows, columns = _plate_grid(wells, plate)
+        size, unit = self.pixel_size, self.pixel_unit
+        if size is None and metadata is not None and metadata.pixel_size_um is not None:
+            size, unit = (metadata.z_step_um or 1.0, *metadata.pixel_size_um), "micrometer"
+        names = tuple((str(k), v) for k, v in metadata.channel_names.items()) if metadata else ()
         return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels,
-                          ome_version=self.ome_version, pixel_size=self.pixel_size,
-                          pixel_unit=self.pixel_unit,
+                          ome_version=self.ome_version, pixel_size=size, pixel_unit=unit,
+                          channel_names=names,
                           label_steps=tuple((s.name, s.labels, s.materialize)
                                             for s in self.steps if s.labels is not None))
 
