@@ -3,11 +3,15 @@ a toy framework."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.frameworks import Framework, register_framework, unregister_framework
+from memtype._casting import ops_for
+from memtype.frameworks import Framework, load_adapter, register_framework, unregister_framework
 from tests.frameworks import builtin_names, type_params
 from tests.helpers import host, registered
 
@@ -158,3 +162,76 @@ def test_nothing_outside_frameworks_probes_an_adapter() -> None:
              if p.parent.name != "frameworks"
              for n, line in enumerate(p.read_text().splitlines(), 1) if probe.search(line)]
     assert found == []
+
+
+def _is_namespace(node: ast.expr, held: set[str]) -> bool:
+    return ast.unparse(node) in held or (isinstance(node, ast.Call)
+                                         and isinstance(node.func, ast.Attribute)
+                                         and node.func.attr == "namespace")
+
+
+def _namespace_probes(tree: ast.Module) -> list[int]:
+    """Lines that probe a framework namespace with getattr/hasattr: an ``adapter.namespace()``
+    call, a name (``xp``, ``self.xp``) one was assigned to, or a parameter of a function of
+    the module that is passed one."""
+    functions = {node.name: node for node in ast.walk(tree)
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    held: set[str] = set()
+    for _ in range(3):  # a namespace passed on through a few helpers
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
+                    and _is_namespace(node.value, held):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                held.update(ast.unparse(t) for t in targets)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in functions:
+                params = functions[node.func.id].args.args
+                held.update(params[k].arg for k, arg in enumerate(node.args)
+                            if k < len(params) and _is_namespace(arg, held))
+    return sorted({node.lineno for node in ast.walk(tree)
+                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                   and node.func.id in ("getattr", "hasattr") and node.args
+                   and _is_namespace(node.args[0], held)})
+
+
+def test_nothing_outside_frameworks_probes_a_namespace() -> None:
+    root = Path(mt.__file__).parent
+    found = [f"{p.relative_to(root)}:{line}" for p in sorted(root.rglob("*.py"))
+             if "frameworks" not in p.relative_to(root).parts
+             for line in _namespace_probes(ast.parse(p.read_text(encoding="utf-8")))]
+    assert found == [], "make it an Adapter method with a default (frameworks/_adapter.py)"
+
+
+@pytest.mark.parametrize("source", [
+    "def f(adapter):\n    xp = adapter.namespace()\n    return getattr(xp, 'aminmax', None)\n",
+    "class O:\n    def __init__(self, a):\n        self.xp: object = a.namespace()\n"
+    "        self.m = hasattr(self.xp, 'minimum')\n",
+    "def f(adapter):\n    return getattr(adapter.namespace(), 'min')\n",
+    "def g(ns):\n    return getattr(ns, 'aminmax', None)\n"
+    "class O:\n    def __init__(self, a):\n        self.xp = a.namespace()\n"
+    "        self.m = g(self.xp)\n",
+], ids=["name", "attribute", "call", "passed-to-a-helper"])
+def test_the_namespace_probe_check_sees_one(source: str) -> None:
+    assert len(_namespace_probes(ast.parse(source))) == 1
+
+
+@pytest.mark.parametrize("memory_type", type_params())
+def test_an_adapter_gives_the_minimum_and_maximum(memory_type: str) -> None:
+    adapter = load_adapter(memory_type)
+    if adapter.namespace() is None:  # the dtype policy casts it through NumPy instead
+        assert ops_for(memory_type, adapter) is None
+        return
+    x = mt.convert(np.array([[3.0, -2.5], [7.25, 0.0]], np.float32), memory_type)
+    low, high = adapter.minmax(x)
+    assert (float(low), float(high)) == (-2.5, 7.25)
+
+
+@pytest.mark.parametrize("memory_type", type_params())
+def test_an_adapter_minimum_and_maximum_keep_nan(memory_type: str) -> None:
+    adapter = load_adapter(memory_type)
+    if adapter.namespace() is None:  # the dtype policy casts it through NumPy instead
+        assert ops_for(memory_type, adapter) is None
+        return
+    x = mt.convert(np.array([1.0, np.nan, 2.0], np.float32), memory_type)
+    assert all(np.isnan(float(v)) for v in adapter.minmax(x))
+

@@ -151,19 +151,6 @@ def ops_for(name: str, adapter: Adapter) -> Ops | None:
     return ops
 
 
-def _minmax(xp: Any) -> Callable[[Any], tuple[Any, Any]]:
-    """The namespace's cheapest minimum and maximum: one pass (``aminmax``) where it has
-    one, NumPy's ufunc methods without their Python wrappers, else ``min``/``max``."""
-    aminmax = getattr(xp, "aminmax", None)
-    if aminmax is not None:
-        return lambda y: tuple(aminmax(y))
-    if isinstance(getattr(xp, "minimum", None), np.ufunc):
-        low, high = xp.minimum.reduce, xp.maximum.reduce
-        return lambda y: (low(y, axis=None), high(y, axis=None))
-    low, high = getattr(xp, "min", xp.amin), getattr(xp, "max", xp.amax)
-    return lambda y: (low(y), high(y))
-
-
 class Ops:
     """The policy's arithmetic, in one framework's namespace."""
 
@@ -174,7 +161,7 @@ class Ops:
         self.xp: Any = adapter.namespace()
         self.has64 = holds_dtype(adapter, _F64)
         self._held: dict[np.dtype[Any], bool] = {}  # per x64 setting, as this Ops is
-        self._minmax = _minmax(self.xp)
+        self._minmax = adapter.minmax
 
     def holds(self, dtype: np.dtype[Any]) -> bool:
         """Whether the framework holds ``dtype`` (asked once per dtype)."""

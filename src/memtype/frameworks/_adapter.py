@@ -148,6 +148,13 @@ class Adapter(ABC):
         """A NumPy-like namespace (``numpy``, ``cupy``, ``jax.numpy``...), or None."""
         return None
 
+    def minmax(self, x: Any) -> tuple[Any, Any]:
+        """The smallest and the largest value of a non-empty ``x`` (NaN where it holds one),
+        as the framework's scalars or 0-d arrays, in as few passes as the framework allows.
+        Used only where :meth:`namespace` is not None. Default: its ``min`` and ``max``."""
+        xp: Any = self.namespace()
+        return xp.min(x), xp.max(x)
+
     # -- DLPack (used only where ``dlpack`` is True) --------------------------------------
 
     def dlpack_version(self) -> str:

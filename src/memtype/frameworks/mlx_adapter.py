@@ -138,6 +138,9 @@ class MlxAdapter(Adapter):
         """``mlx.core`` under the NumPy names memtype's dtype policy uses (``amin``/``amax``)."""
         return _namespace()
 
+    def minmax(self, x: Any) -> tuple[Any, Any]:
+        return mx.min(x), mx.max(x)
+
     def synchronize(self, device: Device) -> None:
         mx.synchronize()
 

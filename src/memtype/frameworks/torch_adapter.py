@@ -202,6 +202,10 @@ class TorchAdapter(Adapter):
     def namespace(self) -> ModuleType | None:
         return torch
 
+    def minmax(self, x: Any) -> tuple[Any, Any]:
+        low, high = torch.aminmax(x)  # one pass
+        return low, high
+
     def synchronize(self, device: Device) -> None:
         if device.kind == "cuda":
             torch.cuda.synchronize(device.index)
