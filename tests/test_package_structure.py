@@ -8,6 +8,7 @@ import builtins
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -373,3 +374,40 @@ def test_no_framework_name_outside_frameworks_beyond_the_known_leftovers() -> No
 def test_the_literal_scan_sees_a_device_kind() -> None:
     tree = ast.parse('"""doc "cuda"."""\nx = "cuda"\n')
     assert [v for _, v in _literals(tree)] == ["cuda"]
+
+
+def _framework_list() -> re.Pattern[str]:
+    """Four or more framework names of the table in a row, joined by commas, "and", "or"
+    ("NumPy, CuPy, PyTorch and JAX"; "PyTorch" is torch's usual spelling)."""
+    spellings = {fw.name for fw in iter_frameworks()} | {fw.module for fw in iter_frameworks()}
+    name = r"(?:py)?(?:" + "|".join(map(re.escape, sorted(spellings, key=len, reverse=True))) \
+        + r")\b"
+    sep = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
+    return re.compile(rf"\b{name}(?:{sep}{name}){{3,}}", re.IGNORECASE)
+
+
+def _hand_written_lists(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """Lists of frameworks in a module's strings, docstrings and f-string parts included."""
+    pattern = _framework_list()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield from ((node.lineno, m.group()) for m in pattern.finditer(node.value))
+
+
+def test_no_message_or_docstring_lists_frameworks_by_hand() -> None:
+    """A list of frameworks written by hand goes stale when a row is added (six of them
+    once omitted MLX): build it from the table (``iter_frameworks()``) or name a few."""
+    found = [f"{name}:{line} {text!r}" for name, tree in TREES.items()
+             if name != "memtype.frameworks"  # the table itself
+             for line, text in _hand_written_lists(tree)]
+    assert found == []
+
+
+@pytest.mark.parametrize("source,found", [
+    ('"""Move arrays between NumPy, CuPy, PyTorch, TensorFlow, JAX and pyclesperanto."""\n', 1),
+    ('def f(x):\n    raise E(f"{x}: expected (numpy, torch,\\n jax, tensorflow).")\n', 1),
+    ('"""NumPy, torch and JAX; see the table."""\n', 0),
+    ('"""NumPy copies; torch shares. JAX and TensorFlow are immutable."""\n', 0),
+], ids=["docstring", "f-string", "three", "sentences"])
+def test_the_list_finder(source: str, found: int) -> None:
+    assert len(list(_hand_written_lists(ast.parse(source)))) == found

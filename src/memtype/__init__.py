@@ -1,4 +1,4 @@
-"""memtype: move arrays between the frameworks of its table (NumPy, PyTorch, CuPy, JAX...).
+"""memtype: move arrays between NumPy, PyTorch, JAX and the other frameworks of its table.
 
 Importing memtype loads no framework and sets no environment variable; each framework is
 imported the first time a conversion needs it.

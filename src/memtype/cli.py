@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 
 from memtype.errors import CommandError, MemtypeError
+from memtype.frameworks import iter_frameworks
 
 __all__ = ["main", "run_command", "CommandError", "INTERRUPTED"]
 
@@ -73,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(
         prog="memtype",
-        description="Move arrays between NumPy, CuPy, PyTorch, TensorFlow, JAX and pyclesperanto.",
+        description="Move arrays between the frameworks of memtype's table: "
+                    f"{', '.join(fw.name for fw in iter_frameworks())}.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_info_bench(sub)

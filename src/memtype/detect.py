@@ -77,8 +77,8 @@ def detect_memory_type(x: Any) -> MemoryType:
     Parameters
     ----------
     x : array
-        A NumPy, CuPy, PyTorch, TensorFlow, JAX or pyclesperanto array (or one of a
-        registered framework).
+        An array of a framework of the table (:data:`memtype.frameworks.FRAMEWORKS`),
+        built in or registered.
 
     Returns
     -------

@@ -82,8 +82,9 @@ def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
         projection or a z-normalisation). Only then may out-of-memory recovery run it slice
         by slice; a different computation is never chosen for a function silently.
     copy_inputs : bool
-        ``False`` (the default): an input that is its caller's mutable array (NumPy, torch,
-        CuPy, pyclesperanto; of the function's type or reaching it zero-copy) is passed as
+        ``False`` (the default): an input that is its caller's mutable array (of a framework
+        whose adapter is not ``immutable``, such as NumPy or torch; of the function's type
+        or reaching it zero-copy) is passed as
         it is, ordinary Python semantics, O(1). ``True``: such inputs are private copies
         (one copy each). Immutable data (JAX, TensorFlow, a read-only NumPy array) is never
         writable in another framework by default: a read-only view for NumPy, guarded or

@@ -8,7 +8,7 @@ its caller's own memory (same type, or a zero-copy conversion)
 
 * is passed as it is when the function's framework is immutable (JAX, TensorFlow; a
   ``tf.Variable`` becomes its value);
-* else (NumPy, torch, CuPy, pyclesperanto) is passed as it is, ordinary Python semantics,
+* else (a mutable framework: NumPy, torch...) is passed as it is, ordinary Python semantics,
   when the caller's data is mutable; with ``copy_inputs=True`` it is a private copy instead;
 * is protected when the caller's data is immutable (a JAX array, a TensorFlow tensor, a
   read-only NumPy array): a read-only view where the function's framework has one (NumPy);

@@ -22,6 +22,7 @@ from memtype.decorators.inputs import (
 from memtype.decorators.options import CallOptions
 from memtype.decorators.run import can_slice, run
 from memtype.errors import CallOptionError
+from memtype.frameworks import iter_frameworks
 from memtype.gpu.oom import is_oom_error
 
 __all__ = ["Recovery"]
@@ -71,9 +72,10 @@ class Recovery:
         """The call again with every array on the host."""
         framework = self.policy.framework
         if framework.gpu_only:
+            hosts = ", ".join(fw.name for fw in iter_frameworks() if not fw.gpu_only)
             raise CallOptionError(
                 f"oom_fallback='cpu': {self.name} runs in {framework.name}, which has no host "
-                "arrays; expected a framework with a CPU device (numpy, torch, jax, tensorflow)."
+                f"arrays; expected a framework with a CPU device ({hosts})."
             )
         return self.attempt(self.opts.slice_by_slice, host=True)
 

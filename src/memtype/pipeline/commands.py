@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``demo`` and ``run`` to the ``memtype`` command's sub-commands."""
     demo = subparsers.add_parser(
         "demo", help="synthetic plate -> mixed-framework pipeline -> OME-Zarr, CSV, PNG",
-        description="Generate a synthetic plate, run the demo pipeline (torch, jax, numpy, "
-                    "pyclesperanto) and write an OME-Zarr plate, counts.csv and montage.png.")
+        description="Generate a synthetic plate, run the demo's mixed-framework pipeline "
+                    "and write an OME-Zarr plate, counts.csv and montage.png.")
     demo.add_argument("--out", default="memtype-demo", help="output directory "
                       "(default: ./memtype-demo; replaced if it holds an earlier demo)")
     _add_executor_options(demo)
