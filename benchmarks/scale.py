@@ -31,8 +31,20 @@ own (``--rounds``, alternating order). Time: per executor, one process runs the 
 96-well plate alternately (``--time-rounds``, order reversed every other round), so that the
 two sizes see the same machine (it is shared: other jobs move wall times between processes
 by more than the 15% under test).
-Run: ``python benchmarks/scale.py [--rounds 1] [--time-rounds 2] [--wells 1 24 96]``;
-writes ``benchmarks/results/scale.md``.
+Speed-up (issue 23, "scale out must pay"): on a plate of 24 wells x 4 sites x 2 channels x
+5 planes of 1024 x 1024, the demo pipeline inline, on 2 threads, on memtype's dask
+cluster (``DaskExecutor(workers=2)``: what ``executor="dask"`` starts) and on a stock
+``distributed.LocalCluster`` of 2 single-threaded worker processes (dask's own worker
+environment, for comparison), alternated in one process (``--speedup-rounds``, order
+reversed every other round). Reported: wall time, user and system CPU seconds of the main
+process and the workers, and each executor's speed-up over inline (per round and median).
+What a user pays beyond that is reported apart and excluded from the ratios: the cluster's
+start-up (``executor="dask"`` without a client pays it in every run; a client or an
+Executor passed in pays it once) and each worker's first group (imports, JIT compilation;
+every worker process pays it once, as the inline process does).
+
+Run: ``python benchmarks/scale.py [--rounds 1] [--time-rounds 2] [--wells 1 24 96]
+[--speedup-rounds 2] [--only-speedup]``; writes ``benchmarks/results/scale.md``.
 """
 
 from __future__ import annotations
@@ -166,9 +178,69 @@ class _Session:
             self.cluster.close()
 
 
+def _speedup(config: dict[str, Any]) -> dict[str, Any]:
+    """Inline, threads and the dask clusters alternated over one plate in this process."""
+    import psutil
+    import torch  # noqa: F401  import order: torch before anything loading tensorflow
+
+    from memtype.pipeline.demo import demo_pipeline, opencl_available
+    from memtype.pipeline.executors import DaskExecutor, ThreadExecutor
+
+    distributed: Any = importlib.import_module("distributed")  # untyped
+    opencl, tmp, source = opencl_available(), config["tmp"], config["input"]
+    pipeline, setup = demo_pipeline(opencl), {}
+    executors: dict[str, Any] = {"inline": "inline", "threads": ThreadExecutor(2)}
+    workers: dict[str, list[Any]] = {"inline": [], "threads": []}
+    # the stock cluster first: a Nanny writes its environment into this process's (dask's
+    # own doing), which the second cluster's workers would inherit unless they set it
+    for name in ("dask (stock LocalCluster)", "dask"):
+        t0 = time.perf_counter()
+        if name == "dask":
+            ex = DaskExecutor(workers=2)
+        else:
+            cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1,
+                                               processes=True, dashboard_address=None)
+            ex = DaskExecutor(distributed.Client(cluster))
+            ex._owned.extend([ex.client, cluster])  # closed with the executor
+        setup[f"{name}: cluster start-up"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ex.client.run(_warm_up, config["warmup"], tmp, opencl)
+        setup[f"{name}: first group on each worker (in parallel)"] = time.perf_counter() - t0
+        executors[name] = ex
+        workers[name] = [psutil.Process(p) for p in ex.client.run(os.getpid).values()]
+    t0 = time.perf_counter()
+    _warm_up(config["warmup"], tmp, opencl)
+    setup["inline: first group"] = time.perf_counter() - t0
+    main, runs, order = psutil.Process(), [], list(executors)
+    try:
+        for r in range(config["rounds"]):
+            for name in order if r % 2 == 0 else order[::-1]:
+                procs = [main, *workers[name]]
+                before = [p.cpu_times() for p in procs]
+                start = time.perf_counter()
+                report = pipeline.run(source, os.path.join(tmp, f"speedup-{r}-{len(runs)}"),
+                                      executor=executors[name])
+                wall = time.perf_counter() - start
+                after = [p.cpu_times() for p in procs]
+                assert report.ok, report.summary()
+                runs.append({"executor": name, "round": r, "wall": wall,
+                             "user": sum(a.user - b.user for a, b in zip(after, before)),
+                             "system": sum(a.system - b.system
+                                           for a, b in zip(after, before)),
+                             "load": os.getloadavg()[0]})
+                print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+    finally:
+        for ex in executors.values():
+            if not isinstance(ex, str):
+                ex.close()
+    return {"runs": runs, "setup": setup, "opencl": opencl}
+
+
 def _child(config: dict[str, Any]) -> dict[str, Any]:
     """``memory``: one run in this fresh process, with its peaks. ``alternate``: runs over
     each input in turn, ``rounds`` times (order reversed every other round)."""
+    if config["mode"] == "speedup":
+        return _speedup(config)
     session = _Session(config["executor"], config["warmup"], config["tmp"])
     try:
         if config["mode"] == "memory":
@@ -206,13 +278,56 @@ def _plates(root: Path, sizes: list[int], args: argparse.Namespace) -> dict[int,
     return dirs
 
 
-def _run_child(config: dict[str, Any]) -> dict[str, Any]:
+def _speedup_plate(root: Path, args: argparse.Namespace) -> tuple[Path, Path]:
+    """The speed-up plate, and its first well alone (hard links) for the warm-ups."""
+    from memtype.pipeline import SyntheticPlate, write_synthetic_plate
+
+    plate = SyntheticPlate(wells=args.speedup_wells, sites=4, z_planes=5,
+                           size=args.speedup_size)
+    full, first = root / "speedup", root / "speedup-warmup"
+    write_synthetic_plate(full, plate)
+    first.mkdir()
+    for name in os.listdir(full):
+        if name.split("_", 1)[0] == plate.well_names[0]:
+            os.link(full / name, first / name)
+    return full, first
+
+
+def _speedup_table(out: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    """Per executor: medians of wall, CPU, and the speed-up over inline per round."""
+    runs = out["runs"]
+    names = list(dict.fromkeys(r["executor"] for r in runs))
+    inline = {r["round"]: r["wall"] for r in runs if r["executor"] == "inline"}
+    lines = ["| executor | wall s | user CPU s | system CPU s | speed-up over inline | "
+             "per round |", "|---|---:|---:|---:|---:|---|"]
+    for name in names:
+        mine = [r for r in runs if r["executor"] == name]
+        ratios = [inline[r["round"]] / r["wall"] for r in mine]
+        lines.append(
+            f"| {name} | {_median_of(mine, 'wall'):.1f} | {_median_of(mine, 'user'):.1f} "
+            f"| {_median_of(mine, 'system'):.1f} | {statistics.median(ratios):.2f}x "
+            f"| {', '.join(f'{x:.2f}' for x in ratios)} |")
+    loads = [r["load"] for r in runs]
+    lines += ["", f"Plate: {args.speedup_wells} wells x 4 sites x 2 channels x 5 planes of "
+              f"{args.speedup_size} x {args.speedup_size} uint16; {args.speedup_rounds} "
+              f"alternating rounds; 1-minute load average {min(loads):.1f} to "
+              f"{max(loads):.1f} during the runs. CPU: the main process and the executor's "
+              "workers. Excluded from the times (paid once per process or cluster): "
+              + "; ".join(f"{k} {v:.1f} s" for k, v in out["setup"].items()) + "."]
+    return lines
+
+
+def _run_child(config: dict[str, Any], timeout: float = 900,
+               live: bool = False) -> dict[str, Any]:
+    """Run a child; ``live``: its stderr (progress, one JSON line per run) goes to ours."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(config)],
-                          capture_output=True, text=True, env=env, timeout=900, check=False)
+                          stdout=subprocess.PIPE, stderr=None if live else subprocess.PIPE,
+                          text=True, env=env, timeout=timeout, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr[-3000:]}")
+        raise RuntimeError(f"child failed ({proc.returncode}): "
+                           f"{(proc.stderr or '(its stderr is above)')[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
@@ -271,6 +386,39 @@ def _report_memory(res: dict[str, Any], label: str, seconds: float) -> None:
           f"{[round(w / _MIB) for w in res['peak_workers']]} MiB ({seconds:.0f} s)", flush=True)
 
 
+def _scale_phases(root: Path, dirs: dict[int, Path], sizes: list[int],
+                  args: argparse.Namespace
+                  ) -> tuple[dict[tuple[str, int], list[dict[str, Any]]],
+                             dict[str, list[dict[str, Any]]]]:
+    """1. each size in a fresh process (peaks, held per group); 2. time, alternating."""
+    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    alternated: dict[str, list[dict[str, Any]]] = {}
+    order = [(e, n) for n in sizes for e in args.executors]
+    for r in range(args.rounds):
+        for executor, n in order if r % 2 == 0 else order[::-1]:
+            run_tmp = root / f"run-{executor}-{n}-{r}"
+            run_tmp.mkdir()
+            t0 = time.perf_counter()
+            res = _run_child({"mode": "memory", "executor": executor,
+                              "input": str(dirs[n]), "warmup": str(dirs[1]),
+                              "tmp": str(run_tmp)})
+            _report_memory(res, f"round {r + 1} {executor:>6} {n:>3} wells",
+                           time.perf_counter() - t0)
+            results.setdefault((executor, n), []).append(res)
+    small, large = sizes[-2:] if len(sizes) > 1 else (sizes[0], sizes[0])
+    for executor in args.executors if args.time_rounds else []:
+        run_tmp = root / f"time-{executor}"
+        run_tmp.mkdir()
+        t0 = time.perf_counter()
+        out = _run_child({"mode": "alternate", "executor": executor,
+                          "inputs": {small: str(dirs[small]), large: str(dirs[large])},
+                          "rounds": args.time_rounds, "warmup": str(dirs[1]),
+                          "tmp": str(run_tmp)})
+        alternated[executor] = out["runs"]
+        print(f"time {executor}: {time.perf_counter() - t0:.0f} s", flush=True)
+    return results, alternated
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -282,6 +430,12 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--sites", type=int, default=1)
     parser.add_argument("--z-planes", type=int, default=8)
+    parser.add_argument("--speedup-rounds", type=int, default=2,
+                        help="alternating rounds of inline, threads and dask (0: skip)")
+    parser.add_argument("--speedup-wells", type=int, default=24)
+    parser.add_argument("--speedup-size", type=int, default=1024)
+    parser.add_argument("--only-speedup", action="store_true",
+                        help="skip the memory and time phases")
     args = parser.parse_args()
     if args.child is not None:
         print(json.dumps(_child(json.loads(args.child))))
@@ -290,51 +444,52 @@ def main() -> None:
     sizes = sorted(set(args.wells))
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
     alternated: dict[str, list[dict[str, Any]]] = {}
+    speedup: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="memtype-scale-") as tmp:
         root = Path(tmp)
-        dirs = _plates(root, sorted(set(sizes) | {1}), args)
-        print(f"plates written in {time.perf_counter() - started:.1f} s", flush=True)
-        order = [(e, n) for n in sizes for e in args.executors]
-        for r in range(args.rounds):  # 1. each size in a fresh process: peaks, held per group
-            for executor, n in order if r % 2 == 0 else order[::-1]:
-                run_tmp = root / f"run-{executor}-{n}-{r}"
-                run_tmp.mkdir()
-                t0 = time.perf_counter()
-                res = _run_child({"mode": "memory", "executor": executor,
-                                  "input": str(dirs[n]), "warmup": str(dirs[1]),
-                                  "tmp": str(run_tmp)})
-                _report_memory(res, f"round {r + 1} {executor:>6} {n:>3} wells",
-                               time.perf_counter() - t0)
-                results.setdefault((executor, n), []).append(res)
-        small, large = sizes[-2:] if len(sizes) > 1 else (sizes[0], sizes[0])
-        for executor in args.executors if args.time_rounds else []:  # 2. time, alternating
-            run_tmp = root / f"time-{executor}"
-            run_tmp.mkdir()
+        if not args.only_speedup:
+            dirs = _plates(root, sorted(set(sizes) | {1}), args)
+            print(f"plates written in {time.perf_counter() - started:.1f} s", flush=True)
+            results, alternated = _scale_phases(root, dirs, sizes, args)
+        if args.speedup_rounds:  # 3. speed-up over inline on the 1024 x 1024 plate
             t0 = time.perf_counter()
-            out = _run_child({"mode": "alternate", "executor": executor,
-                              "inputs": {small: str(dirs[small]), large: str(dirs[large])},
-                              "rounds": args.time_rounds, "warmup": str(dirs[1]),
-                              "tmp": str(run_tmp)})
-            alternated[executor] = out["runs"]
-            print(f"time {executor}: {time.perf_counter() - t0:.0f} s", flush=True)
-    results = {k: results[k] for k in sorted(results, key=lambda k: (k[0] != "inline", k[1]))}
-    opencl = next(iter(results.values()))[0]["opencl"]
+            full, first = _speedup_plate(root, args)
+            print(f"speed-up plate written in {time.perf_counter() - t0:.1f} s", flush=True)
+            run_tmp = root / "speedup-runs"
+            run_tmp.mkdir()
+            speedup = _run_child({"mode": "speedup", "input": str(full), "warmup": str(first),
+                                  "rounds": args.speedup_rounds, "tmp": str(run_tmp)},
+                                 timeout=4 * 3600, live=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    opencl = (speedup or next(iter(results.values()), [{}])[0]).get("opencl", False)
     head = (f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores (load average at the "
-            f"end {load}), Python {platform.python_version()}; {datetime.date.today()}. "
-            f"Plate: N wells x {args.sites} sites x 2 channels x {args.z_planes} planes of "
-            f"{args.size} x {args.size} uint16; median step on "
-            f"{'pyclesperanto' if opencl else 'scipy'}. Whole run "
+            f"end {load}), Python {platform.python_version()}; {datetime.date.today()}; "
+            f"median step on {'pyclesperanto' if opencl else 'scipy'}. Whole run "
             f"{time.perf_counter() - started:.0f} s.")
-    text = "\n".join([
-        "# Scale (benchmarks/scale.py)", "", head, "",
-        f"Memory (each size in a fresh process, median of {args.rounds} round(s)):", "",
-        *_memory_table(results), "",
-        f"Time per group ({small} and {large} wells alternated in one process, "
-        f"{args.time_rounds} rounds, medians):", "",
-        *(_time_table(alternated, small, large) if alternated else ["(not run)"])])
     OUT.mkdir(exist_ok=True)
-    (OUT / "scale.md").write_text(text + "\n", encoding="utf-8")
+    if results:
+        small, large = sizes[-2:] if len(sizes) > 1 else (sizes[0], sizes[0])
+        results = {k: results[k]
+                   for k in sorted(results, key=lambda k: (k[0] != "inline", k[1]))}
+        _write("scale.md", [
+            "# Scale (benchmarks/scale.py)", "", head, "",
+            f"Plate: N wells x {args.sites} sites x 2 channels x {args.z_planes} planes "
+            f"of {args.size} x {args.size} uint16.", "",
+            f"Memory (each size in a fresh process, median of {args.rounds} round(s)):", "",
+            *_memory_table(results), "",
+            f"Time per group ({small} and {large} wells alternated in one process, "
+            f"{args.time_rounds} rounds, medians):", "",
+            *(_time_table(alternated, small, large) if alternated else ["(not run)"])])
+    if speedup is not None:
+        _write("scale_speedup.md", [
+            "# Scale out: speed-up over one inline process (benchmarks/scale.py)", "", head,
+            "", *_speedup_table(speedup, args)])
+
+
+def _write(name: str, lines: list[str]) -> None:
+    """Write a result file and print it."""
+    text = "\n".join(lines)
+    (OUT / name).write_text(text + "\n", encoding="utf-8")
     print(text)
 
 
