@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import os
 import warnings
 from pathlib import Path
 
@@ -106,10 +107,15 @@ def test_an_empty_table_reads_back(tmp_path: Path, version: int) -> None:
 
     from memtype.storage._tables import table_names, write_table
 
-    group = zarr.open_group(str(tmp_path / "image.zarr"), mode="w", zarr_format=version)
-    write_table(group, "none", [], region="cells")
-    write_table(group, "none", [{"label": 1, "area": 3}], region="cells")  # replaces it
-    assert table_names(group) == ["none"]
-    assert anndata.read_zarr(str(tmp_path / "image.zarr/tables/none")).shape == (1, 1)
-    write_table(group, "empty", [])
-    assert anndata.read_zarr(str(tmp_path / "image.zarr/tables/empty")).shape == (0, 0)
+    image = str(tmp_path / "image.zarr")
+    zarr.open_group(image, mode="w", zarr_format=version)
+    write_table(image, "none", [], region="cells")
+    write_table(image, "none", [{"label": 1, "area": 3}], region="cells")  # replaces it
+    assert table_names(image) == ["none"]
+    assert anndata.read_zarr(f"{image}/tables/none").shape == (1, 1)
+    write_table(image, "empty", [])
+    assert table_names(image) == ["none", "empty"]
+    assert anndata.read_zarr(f"{image}/tables/empty").shape == (0, 0)
+    assert sorted(os.listdir(f"{image}/tables")) == sorted(
+        ["empty", "none", "zarr.json" if version == 3 else ".zgroup"]
+        + ([] if version == 3 else [".zattrs"]))  # no staging left

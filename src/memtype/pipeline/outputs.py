@@ -342,8 +342,6 @@ def _write_zarr_tables(plate_path: str, pattern: str, name: str,
     <name>`` (the Fractal table specification, see :mod:`memtype.storage._tables`): a
     feature table of the field's label image named ``name`` (else its only one) when the
     rows have a ``label`` column; rows without a field in the plate stay in the CSV only."""
-    import zarr
-
     from memtype.storage import ZarrStore
     from memtype.storage._tables import write_table
 
@@ -361,8 +359,7 @@ def _write_zarr_tables(plate_path: str, pattern: str, name: str,
             continue
         labels = plate.list_labels(path)
         region = name if name in labels else (labels[0] if len(labels) == 1 else None)
-        write_table(zarr.open_group(os.path.join(plate_path, path), mode="r+"), name, part,
-                    region=region, keys=fields)
+        write_table(os.path.join(plate_path, path), name, part, region=region, keys=fields)
 
 
 def _write_zarr_labels(path: str, fields: Sequence[str], labels: dict[str, Sequence[Item]],
