@@ -189,11 +189,15 @@ def _speedup(config: dict[str, Any]) -> dict[str, Any]:
     distributed: Any = importlib.import_module("distributed")  # untyped
     opencl, tmp, source = opencl_available(), config["tmp"], config["input"]
     pipeline, setup = demo_pipeline(opencl), {}
-    executors: dict[str, Any] = {"inline": "inline", "threads": ThreadExecutor(2)}
+    chosen = config["executors"]
+    executors: dict[str, Any] = {"inline": "inline"}
     workers: dict[str, list[Any]] = {"inline": [], "threads": []}
+    if "threads" in chosen:
+        executors["threads"] = ThreadExecutor(2)
     # the stock cluster first: a Nanny writes its environment into this process's (dask's
     # own doing), which the second cluster's workers would inherit unless they set it
-    for name in ("dask (stock LocalCluster)", "dask"):
+    for name in [n for key, n in (("stock", "dask (stock LocalCluster)"), ("dask", "dask"))
+                 if key in chosen]:
         t0 = time.perf_counter()
         if name == "dask":
             ex = DaskExecutor(workers=2)
@@ -433,6 +437,9 @@ def main() -> None:
     parser.add_argument("--speedup-rounds", type=int, default=2,
                         help="alternating rounds of inline, threads and dask (0: skip)")
     parser.add_argument("--speedup-wells", type=int, default=24)
+    parser.add_argument("--speedup-executors", nargs="+",
+                        default=["threads", "stock", "dask"],
+                        help="besides inline: threads, stock (a stock LocalCluster), dask")
     parser.add_argument("--speedup-size", type=int, default=1024)
     parser.add_argument("--only-speedup", action="store_true",
                         help="skip the memory and time phases")
@@ -458,7 +465,8 @@ def main() -> None:
             run_tmp = root / "speedup-runs"
             run_tmp.mkdir()
             speedup = _run_child({"mode": "speedup", "input": str(full), "warmup": str(first),
-                                  "rounds": args.speedup_rounds, "tmp": str(run_tmp)},
+                                  "rounds": args.speedup_rounds, "tmp": str(run_tmp),
+                                  "executors": args.speedup_executors},
                                  timeout=4 * 3600, live=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     opencl = (speedup or next(iter(results.values()), [{}])[0]).get("opencl", False)
