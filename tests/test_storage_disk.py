@@ -153,7 +153,7 @@ BAD_DATA = [
     ("img.tif", np.zeros((4, 4), np.float16), "float16"),
     ("img.tif", np.zeros((4, 4), np.complex64), "complex64"),
     ("img.tif", np.zeros((4, 4), np.int64), "int64"),
-    ("img.tif", np.zeros((2, 2, 4, 4), np.uint8), "4D"),
+    ("img.tif", np.zeros((2, 2, 2, 2, 4, 4), np.uint8), "6D"),
     ("img.tif", np.zeros(4, np.uint8), "1D"),
     ("img.tif", "text", "str"),
     ("img.png", np.zeros((4, 4), np.float32), "float32 png"),

@@ -46,3 +46,17 @@ def test_invalid_tiff_axes(disk: DiskStore, axes: object) -> None:
     with pytest.raises(StoreFormatError, match="Invalid TIFF axes"):
         disk.save(np.zeros((2, 3, 4, 5), np.uint16), "x.tif", axes=axes)
     assert not disk.exists("x.tif")
+
+
+@pytest.mark.requires("tifffile")
+@pytest.mark.parametrize("shape", [(1, 8, 8), (1, 1, 8, 8), (2, 1, 8, 8), (1, 2, 1, 8, 8)])
+@pytest.mark.parametrize("dtype", ["uint8", "float64"])  # ImageJ hyperstack, OME-TIFF
+def test_axes_of_length_one_survive_the_round_trip(tmp_path: Path, shape: tuple[int, ...],
+                                                   dtype: str) -> None:
+    """ImageJ and OME readers drop axes of length 1; memtype's own reads keep them."""
+    store = DiskStore(str(tmp_path))
+    a = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+    store.save(a, "img.tif")
+    np.testing.assert_array_equal(store.load("img.tif"), a)
+    assert store.load("img.tif").shape == shape
+    assert store.stat("img.tif").shape == shape

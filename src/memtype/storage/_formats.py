@@ -37,7 +37,14 @@ import numpy as np
 
 from memtype import require
 from memtype.errors import ArgumentTypeError, StoreFormatError, UnsupportedArrayError
-from memtype.storage._readers import read_json, read_npy, read_png, read_text, read_tiff
+from memtype.storage._readers import (
+    TIFF_SHAPE_TAG,
+    read_json,
+    read_npy,
+    read_png,
+    read_text,
+    read_tiff,
+)
 
 __all__ = ["FileFormat", "format_for", "supported_extensions", "check_options", "as_numpy",
            "canonical"]
@@ -189,11 +196,16 @@ def _write_tiff(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) 
         compression = None
     axes = options.get("axes") or TIFF_AXES[a.ndim]
     order = [_IMAGEJ_ORDER.index(x) for x in axes]
+    # ImageJ and OME readers drop axes of length 1: the array's own shape rides in a private
+    # tag, so memtype reads (1, Y, X) back as (1, Y, X) (read_tiff, array_header).
+    shape_tag = [(TIFF_SHAPE_TAG, 2, 0, json.dumps({"shape": list(a.shape), "axes": axes}),
+                  True)]
     if a.dtype.name in TIFF_CORE and order == sorted(order):
-        tifffile.imwrite(fh, a, imagej=True, metadata={"axes": axes}, compression=compression)
+        tifffile.imwrite(fh, a, imagej=True, metadata={"axes": axes}, compression=compression,
+                         extratags=shape_tag)
         return
     tifffile.imwrite(fh, a, ome=True, photometric="minisblack", metadata={"axes": axes},
-                     compression=compression)
+                     compression=compression, extratags=shape_tag)
 
 
 # -- .png --------------------------------------------------------------------------------

@@ -183,9 +183,37 @@ def read_tiff(fh: BinaryIO, options: dict[str, Any]) -> Any:
         if key is not None:
             _check_page(key, pages)
         a = tif.asarray(key=key)
+        if key is None:
+            a = a.reshape(_written_shape(tif, a.shape))
     if a.size == 0:
         raise CorruptFile(f"the image decoded to an empty array of shape {a.shape}")
     return a
+
+
+TIFF_SHAPE_TAG = 65432
+"""A private TIFF tag where memtype writes an array's shape and axes (JSON): ImageJ and OME
+readers drop axes of length 1."""
+
+
+def _written_shape(tif: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape memtype wrote (its private tag), where it holds the same number of pixels
+    as the first series' ``shape``; else ``shape``."""
+    tag = tif.pages[0].tags.get(TIFF_SHAPE_TAG)
+    value = None if tag is None else tag.value
+    if isinstance(value, np.ndarray):  # tifffile reads an unknown ASCII tag as its bytes
+        value = value.tobytes()
+    if isinstance(value, bytes):
+        value = value.rstrip(b"\0").decode("ascii", "replace")
+    if not isinstance(value, str):
+        return shape
+    try:
+        written = json.loads(value).get("shape")
+    except (ValueError, AttributeError):
+        return shape  # another writer's tag of the same number: not ours
+    if not isinstance(written, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in written):
+        return shape
+    return tuple(written) if math.prod(written) == math.prod(shape) else shape
 
 
 def _check_page(key: object, pages: int) -> None:
@@ -234,5 +262,5 @@ def array_header(fh: BinaryIO, name: str) -> tuple[tuple[int, ...] | None, str |
             if not tif.series:
                 raise CorruptFile("no readable image (no valid page)")
             series = tif.series[0]
-            return tuple(series.shape), str(series.dtype)
+            return _written_shape(tif, tuple(series.shape)), str(series.dtype)
     return None, None
