@@ -41,7 +41,7 @@ from skimage import (
 
 import memtype as mt
 from memtype.dtypes import DtypePolicyWarning, cast, output_dtype
-from memtype.frameworks import get_framework
+from memtype.frameworks import load_adapter
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "scikit-image.md"
 DTYPES = ("uint8", "uint16", "bool", "float32")
@@ -210,7 +210,7 @@ def cell(name: str, dtype: str) -> str:
     texts, footnote = set(), ""
     for fw in FRAMEWORKS:
         got = wrapped(name, dtype, fw)
-        if needs_writable(got.error) and get_framework(fw).immutable:
+        if needs_writable(got.error) and load_adapter(fw).immutable:
             if not names_copy_inputs(got.error):
                 return "MISMATCH (the error names no way out)"
             got, footnote = wrapped(name, dtype, fw, copy_inputs=True), " ¹"
