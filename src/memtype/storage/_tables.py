@@ -10,7 +10,9 @@ Layout (``<field>`` is ``row/column/field``; the same in OME-Zarr 0.4 and 0.5)::
         obs/                        dataframe: the index (the label id, or the row number)
                                     and the text columns (well, site, channel...), the label
         var/                        dataframe: the index holds the measurements' names
-        layers/ obsm/ obsp/ varm/ varp/ uns/   empty (AnnData requires them)
+
+AnnData's other members (``layers``, ``obsm``, ``uns``...) are left out: they would be empty,
+and anndata reads a table without them (each group is two files more per table).
 
 A table with a ``label`` column and a label image to refer to is a ``feature_table``
 (``region: {path: "../labels/<name>"}``, ``instance_key: "label"``, one row per object);
@@ -37,7 +39,6 @@ __all__ = ["write_table", "table_names", "TABLE_VERSION"]
 
 TABLE_VERSION = "1"
 """The Fractal table specification version written."""
-_EMPTY = ("layers", "obsm", "obsp", "varm", "varp", "uns")
 _V3_TYPES = {"<f4": "float32", "<i8": "int64"}
 
 
@@ -180,8 +181,6 @@ def write_table(field: str, name: str, rows: Sequence[Mapping[str, Any]], *,
            _encoding("array", "0.2.0"))
     _dataframe(os.path.join(staging, "obs"), fmt, index, obs)
     _dataframe(os.path.join(staging, "var"), fmt, measured, {})
-    for group in _EMPTY:
-        _group(os.path.join(staging, group), fmt, _encoding("dict", "0.1.0"))
     shutil.rmtree(final, ignore_errors=True)
     os.rename(staging, final)
     listed = [str(n) for n in _read_attrs(tables, fmt).get("tables", [])]
