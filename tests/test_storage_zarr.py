@@ -361,6 +361,7 @@ def test_stat_refuses_a_tampered_array_header(plate: ZarrStore, field: str, valu
     with pytest.raises(StoreFormatError, match="not a valid OME-Zarr document"):
         plate.stat("A/1/0")
 
+
 # -- dtypes: canonical type codes are equal dtypes; what zarr cannot hold is a format error ----
 @pytest.mark.parametrize("dtype", [np.longlong, np.ulonglong], ids=["longlong", "ulonglong"])
 def test_platform_integer_types_are_stored_as_their_type_code(plate: ZarrStore,
