@@ -224,6 +224,7 @@ def test_declared_output_type(memory_type: str) -> None:
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("jax")
 def test_arrays_in_lists_tuples_and_keywords_are_converted() -> None:
     import torch
 

@@ -111,6 +111,7 @@ def test_arrays_inside_containers_are_converted(wrap: Any) -> None:
     assert all(isinstance(a, np.ndarray) for a in arrays_in(caller))  # the caller's own
 
 
+@pytest.mark.requires("jax")
 def test_namedtuple_and_dict_arrays_are_isolated_for_numpy() -> None:
     caller = IMAGE.copy()
     frozen = mt.convert(IMAGE.copy(), "jax")

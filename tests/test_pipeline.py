@@ -113,6 +113,7 @@ def test_step_dict_needs_group_by() -> None:
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("jax")
 def test_step_names_types_and_chain() -> None:
     step = FunctionStep([(torch_scale, {"factor": 3.0}), jax_offset], **NATIVE)
     assert step.name == "torch_scale"
@@ -147,6 +148,7 @@ def test_a_repeated_name_never_becomes_another_steps_name() -> None:
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("tifffile")
 def test_plan_and_run_write_nothing_onto_the_callers_steps(plate_dir: Path,
                                                             tmp_path: Path) -> None:
     both = FunctionStep(mt.variants(numpy=lambda x: x * 2, torch=lambda x: x * 2), name="d",

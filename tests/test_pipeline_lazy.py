@@ -115,6 +115,7 @@ def _doubled_plus_one(stack: Any) -> Any:
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("tifffile")
 def test_a_step_declaring_numpy_hands_torch_to_a_torch_step(plate_dir: Path,
                                                             tmp_path: Path) -> None:
     pipeline = Pipeline([FunctionStep(torch_to_numpy, **NATIVE), FunctionStep(torch_add, **NATIVE)])
@@ -129,6 +130,7 @@ def test_a_step_declaring_numpy_hands_torch_to_a_torch_step(plate_dir: Path,
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("tifffile")
 def test_a_materialized_step_keeps_its_declared_output(plate_dir: Path,
                                                        tmp_path: Path) -> None:
     pipeline = Pipeline([FunctionStep(torch_to_numpy, materialize=True, **NATIVE),
@@ -141,6 +143,7 @@ def test_a_materialized_step_keeps_its_declared_output(plate_dir: Path,
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("tifffile")
 def test_a_chain_inside_a_step_converts_once(plate_dir: Path, tmp_path: Path) -> None:
     pipeline = Pipeline([FunctionStep([torch_to_numpy, torch_add], name="both", **NATIVE),
                          FunctionStep(mt.numpy(lambda s: s), name="last")])

@@ -291,6 +291,7 @@ def test_planning_is_hidden_from_user_hooks(plate_dir: Path) -> None:
 
 # -- the CLI -------------------------------------------------------------------------------
 @pytest.mark.requires("torch")  # the pipeline file builds torch steps, in a subprocess
+@pytest.mark.requires("tifffile")
 def test_cli_run_plan_prints_and_runs_nothing(plate_dir: Path, tmp_path: Path) -> None:
     file = tmp_path / "pipe.py"
     file.write_text("from memtype.pipeline import FunctionStep, Pipeline\n"
@@ -381,6 +382,7 @@ def test_plan_of_host_only_images(dtype: np.dtype[Any]) -> None:
 
 @pytest.mark.requires("torch")
 @pytest.mark.parametrize("dtype", list(_HOST_ONLY.values()), ids=list(_HOST_ONLY))
+@pytest.mark.requires("tifffile")
 def test_plan_refuses_host_only_data_into_torch(plate_dir: Path, dtype: np.dtype[Any]) -> None:
     pipeline = Pipeline([FunctionStep(_as(dtype), **NATIVE), FunctionStep(torch_only, **NATIVE)])
     refusal = (r"No plan.*numpy -> torch is not possible: .*dtype.*torch cannot hold the "
@@ -409,6 +411,7 @@ def test_run_of_host_only_data_fails_each_group_cleanly(plate_dir: Path, tmp_pat
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("tifffile")
 def test_run_of_object_data_into_torch_fails_each_group_cleanly(plate_dir: Path,
                                                                  tmp_path: Path) -> None:
     steps = [FunctionStep(_as(np.dtype(object)), **NATIVE), FunctionStep(torch_only, **NATIVE)]
@@ -478,6 +481,7 @@ def test_cli_run_plan_of_object_data(plate_dir: Path, tmp_path: Path,
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("tifffile")
 def test_cli_run_plan_refuses_object_data_into_torch(plate_dir: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     from memtype.cli import main

@@ -128,6 +128,7 @@ def test_json_csv_txt(disk: DiskStore) -> None:
 
 
 @pytest.mark.requires("torch")
+@pytest.mark.requires("tifffile")
 def test_torch_tensor_is_saved_through_numpy(disk: DiskStore) -> None:
     torch = importlib.import_module("torch")
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
