@@ -1,5 +1,6 @@
 """Operations (issue 25, section 2): every implementation agrees with the reference within
-its stated tolerance, per dtype, on scikit-image's bundled coins and camera images."""
+its stated tolerance, per dtype, on scikit-image's bundled coins and camera images (images,
+their Otsu masks, and those masks' labels)."""
 
 from __future__ import annotations
 
@@ -10,33 +11,69 @@ import pytest
 
 import memtype as mt
 from memtype.pipeline import Pipeline, catalog
-from memtype.pipeline.catalog.operations import OPERATIONS, TOLERANCES, Tolerance, variants_of
+from memtype.pipeline.catalog.operations import (
+    OPERATIONS,
+    TOLERANCES,
+    Operation,
+    Tolerance,
+    variants_of,
+)
 
 pytestmark = pytest.mark.requires("skimage", "scipy")
 
 DTYPES = ("uint8", "float32")
 MARKS = {"pyclesperanto": [pytest.mark.opencl], "torch": [pytest.mark.requires("torch")]}
+
+
+def _dtypes(op: Operation) -> tuple[str, ...]:
+    """The dtypes an operation is compared in: its images' (labels: int32 only)."""
+    return ("int32",) if op.input == "labels" and op.output != "table" else DTYPES
+
+
 PAIRS = [pytest.param(name, mt_name, dtype, id=f"{name}-{mt_name}-{dtype}",
                       marks=MARKS.get(mt_name, []))
          for name, op in sorted(OPERATIONS.items()) for mt_name in op.implementations
-         if mt_name != "numpy" for dtype in DTYPES]
+         if mt_name != "numpy" for dtype in _dtypes(op)]
+# each operation computing one number per stack (not per slice) runs on the whole stack
+PER_STACK = ("threshold_otsu", "threshold_li", "threshold_triangle", "remove_small_objects",
+             "rescale_intensity", "label_statistics", "max_projection", "mean_projection",
+             "sum_projection")
 
 
-def _stack(dtype: str, mask: bool) -> np.ndarray[Any, Any]:
+def _images(dtype: str) -> np.ndarray[Any, Any]:
     """coins and (every 4th pixel of) camera, 96x96, as a [2, Y, X] stack."""
     from skimage import data
 
     stack = np.stack([data.coins()[:96, :96], data.camera()[::4, ::4][:96, :96]])
-    if mask:  # a labelling runs on a mask: the pixels above each plane's Otsu threshold
-        from skimage.filters import threshold_otsu
-
-        return np.stack([p > threshold_otsu(p) for p in stack]).astype(dtype)
     return stack if dtype == "uint8" else (stack / 255).astype(np.float32)
 
 
-def _on(memory_type: str, func: Any, stack: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """``func`` run on ``stack`` converted to ``memory_type``, back on the host."""
-    return np.asarray(mt.convert(func(mt.convert(stack, memory_type)), "numpy"))
+def _mask(dtype: str) -> np.ndarray[Any, Any]:
+    """The pixels above each plane's Otsu threshold, as ``dtype`` (what a labelling gets)."""
+    from skimage.filters import threshold_otsu
+
+    return np.stack([p > threshold_otsu(p) for p in _images("uint8")]).astype(dtype)
+
+
+def _labels() -> np.ndarray[Any, Any]:
+    """The mask's connected components (int32; objects from 1 pixel to thousands)."""
+    from skimage.measure import label
+
+    return label(_mask("uint8")).astype(np.int32)
+
+
+def _stack(op: Operation, dtype: str) -> np.ndarray[Any, Any]:
+    """What the operation works on: images, a mask or labels."""
+    return {"image": _images, "mask": _mask}.get(op.input, lambda _: _labels())(dtype)
+
+
+def _on(memory_type: str, func: Any, stack: np.ndarray[Any, Any], **kwargs: Any) -> Any:
+    """``func`` run on ``stack`` converted to ``memory_type``, back on the host (a table:
+    its rows)."""
+    result = func(mt.convert(stack, memory_type), **kwargs)
+    if isinstance(result, tuple):
+        return result[1]
+    return np.asarray(mt.convert(result, "numpy"))
 
 
 def _same_labels(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
@@ -47,22 +84,89 @@ def _same_labels(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
     return len(pairs) == len({p for p, _ in pairs}) == len({q for _, q in pairs})
 
 
+def _same_rows(a: list[dict[str, Any]], b: list[dict[str, Any]], tol: Tolerance) -> None:
+    """The same labels with the same columns, every number within ``tol.atol`` relative."""
+    assert [r["label"] for r in a] == [r["label"] for r in b]
+    assert all(set(p) == set(q) for p, q in zip(a, b, strict=True))
+    for p, q in zip(a, b, strict=True):
+        assert {k: pytest.approx(v, rel=tol.atol, abs=tol.atol) for k, v in p.items()} == q
+
+
 @pytest.mark.parametrize(("name", "memory_type", "dtype"), PAIRS)
 @pytest.mark.filterwarnings("ignore::memtype.dtypes.DtypePolicyWarning")
 def test_implementations_agree_within_tolerance(name: str, memory_type: str, dtype: str) -> None:
     op = OPERATIONS[name]
     options = variants_of(name)
-    stack = _stack(dtype, mask=op.output == "labels")
-    reference = _on("numpy", options["numpy"], stack)
-    result = _on(memory_type, options[memory_type], stack)
+    stack = _stack(op, dtype)
+    tol = TOLERANCES.get(name, {}).get(dtype, Tolerance())
+    kwargs = {"intensity": _images(dtype)} if name == "label_statistics" else {}
+    reference = _on("numpy", options["numpy"], stack, **kwargs)
+    result = _on(memory_type, options[memory_type], stack, **kwargs)
+    if op.output == "table":
+        assert reference and {"label", "area", "mean_intensity"} <= set(reference[0])
+        _same_rows(reference, result, tol)
+        return
     if op.output == "labels":
         assert _same_labels(reference, result)
         return
     assert result.shape == reference.shape
-    tol = TOLERANCES.get(name, {}).get(dtype, Tolerance())
+    if not op.keeps_dtype:
+        assert reference.dtype == result.dtype == np.float32
     diff = np.abs(reference.astype(np.float64) - result.astype(np.float64))
     assert float(diff.max()) <= tol.atol
     assert float((diff > 0).mean()) <= tol.fraction
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+def test_each_operation_is_checked_on_labels_masks_or_images(name: str) -> None:
+    """Every operation has an implementation besides the reference (else nothing above
+    compares it), and one of the three inputs the comparison knows."""
+    op = OPERATIONS[name]
+    assert list(op.implementations)[0] == "numpy" and len(op.implementations) >= 2
+    assert op.input in ("image", "mask", "labels")
+
+
+@pytest.mark.parametrize("name", PER_STACK)
+def test_a_per_stack_operation_never_runs_slice_by_slice(name: str) -> None:
+    """Out-of-memory recovery goes slice by slice only for separable functions: a
+    threshold, a count or a projection per stack is not (its slices would each get their
+    own threshold)."""
+    for func in variants_of(name).implementations.values():
+        assert func._separable is False
+
+
+def test_sobel_is_scikit_images_times_four_root_two() -> None:
+    """The operation's Sobel is scikit-image's unnormalised: ``skimage.filters.sobel`` of a
+    float image (kernel / 4, magnitude / sqrt(2)) times 4 sqrt(2), up to float32 rounding."""
+    from skimage.filters import sobel
+
+    stack = _images("float32")
+    ours = np.asarray(variants_of("sobel")["numpy"](stack))
+    theirs = np.stack([sobel(p, mode="nearest") for p in stack]) * 4 * np.sqrt(2)
+    assert np.allclose(ours, theirs, atol=1e-5)
+
+
+def test_sobel_of_uint8_is_float32_in_the_input_units() -> None:
+    """A uint8 magnitude reaches above 255: it stays float32, not clipped into uint8."""
+    result = np.asarray(variants_of("sobel")["numpy"](_images("uint8")))
+    assert result.dtype == np.float32 and result.max() > 255
+
+
+def test_small_objects_are_removed_by_their_size_in_the_stack() -> None:
+    labels = np.zeros((2, 8, 8), np.int32)
+    labels[0, :2, :2] = 1            # 4 pixels
+    labels[:, 4:6, 4:6] = 2          # 8 pixels over two planes
+    out = np.asarray(variants_of("remove_small_objects")["numpy"](labels, min_size=5))
+    assert set(np.unique(out)) == {0, 2}
+
+
+def test_label_statistics_without_intensity_has_no_intensity_columns() -> None:
+    labels = np.zeros((1, 8, 8), np.int32)
+    labels[0, 2:4, 2:6] = 1
+    same, rows = variants_of("label_statistics")["numpy"](labels)
+    assert same is labels
+    assert rows == [{"label": 1, "area": 8.0, "centroid_plane": 0.0, "centroid_y": 2.5,
+                     "centroid_x": 3.5}]
 
 
 def test_an_operation_is_a_variant_step() -> None:

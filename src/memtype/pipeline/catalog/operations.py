@@ -30,7 +30,10 @@ Template = Mapping[str, Any]
 @dataclass(frozen=True)
 class Implementation:
     """One way to compute an operation: a catalog entry or a plain function here, with a
-    template of its keyword arguments (``"$sigma"`` is the operation's ``sigma``)."""
+    template of its keyword arguments (``"$sigma"`` is the operation's ``sigma``).
+
+    ``volume``: the function works on the whole stack (a catalog entry runs on the volume;
+    a plain function is not separable into slices: a threshold or a count per stack)."""
 
     target: str
     template: Template = field(default_factory=dict)
@@ -55,67 +58,109 @@ class Operation:
     implementations : mapping of str to Implementation
         Memory type -> implementation, the reference (scikit-image or NumPy) first.
     output : str
-        The kind of result: ``image``, ``labels`` or ``mask``.
+        The kind of result: ``image``, ``labels``, ``mask`` (the new stack) or ``table``
+        (rows beside the stack, which passes on).
+    input : str
+        What the stack holds: ``image``, ``mask`` or ``labels``.
+    keeps_dtype : bool
+        An image result returns in the input's dtype (memtype's dtype policy); False: in
+        its own (float32 for ``sobel`` and ``rescale_intensity``).
     """
 
     name: str
     parameters: Mapping[str, Any]
     implementations: Mapping[str, Implementation]
     output: str = "image"
+    input: str = "image"
+    keeps_dtype: bool = True
 
 
-def _op(name: str, parameters: Mapping[str, Any], output: str = "image",
+def _op(name: str, parameters: Mapping[str, Any], output: str = "image", *,
+        input: str = "image", keeps_dtype: bool = True,  # noqa: A002
         **implementations: Implementation) -> Operation:
     """An Operation from keyword implementations."""
-    return Operation(name, parameters, implementations, output)
+    return Operation(name, parameters, implementations, output, input, keeps_dtype)
 
 
 _IMPL = Implementation
+_HERE = "memtype.pipeline.catalog.implementations:"
 _CLE_SIGMA = {"sigma_x": "$sigma", "sigma_y": "$sigma", "sigma_z": 0}
 _CLE_RADIUS = {"radius_x": "$radius", "radius_y": "$radius", "radius_z": 0}
+_CLE_BOX = {**_CLE_RADIUS, "connectivity": "box"}
+_RADIUS = {"radius": "$radius"}
+
+
+def _here(name: str, template: Template | None = None, volume: bool = False) -> Implementation:
+    """A plain function of :mod:`~memtype.pipeline.catalog.implementations`."""
+    return Implementation(_HERE + name, template or {}, volume)
+
+
+def _box_op(name: str, cle: str) -> Operation:
+    """A per-plane box filter with a radius: scipy.ndimage, pyclesperanto, torch."""
+    return _op(name, {"radius": 1}, numpy=_here(f"box_{name}", _RADIUS),
+               pyclesperanto=_IMPL(f"pyclesperanto.{cle}", _CLE_RADIUS, volume=True),
+               torch=_here(f"tensor_{name}", _RADIUS))
+
+
+def _threshold_op(method: str) -> Operation:
+    """A threshold as a mask: scikit-image's, pyclesperanto's."""
+    return _op(f"threshold_{method}", {}, output="mask",
+               numpy=_here(f"{method}_mask", volume=True),
+               pyclesperanto=_IMPL(f"pyclesperanto.threshold_{method}", volume=True))
+
+
+def _projection_op(kind: str, cle: str) -> Operation:
+    """A projection over z: NumPy, torch, pyclesperanto."""
+    return _op(f"{kind}_projection", {},
+               numpy=_here(f"{kind}_projection", volume=True),
+               torch=_here(f"tensor_{kind}_projection", volume=True),
+               pyclesperanto=_IMPL(f"pyclesperanto.{cle}", volume=True))
+
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     _op("gaussian", {"sigma": 1.0},
         numpy=_IMPL("skimage.filters.gaussian", {"sigma": "$sigma"}),
-        pyclesperanto=_IMPL("pyclesperanto.gaussian_blur", _CLE_SIGMA, volume=True)),
-    _op("maximum", {"radius": 1},
-        numpy=_IMPL("memtype.pipeline.catalog.operations:box_maximum", {"radius": "$radius"}),
-        pyclesperanto=_IMPL("pyclesperanto.maximum_filter", _CLE_RADIUS, volume=True)),
-    _op("minimum", {"radius": 1},
-        numpy=_IMPL("memtype.pipeline.catalog.operations:box_minimum", {"radius": "$radius"}),
-        pyclesperanto=_IMPL("pyclesperanto.minimum_filter", _CLE_RADIUS, volume=True)),
-    _op("white_tophat", {"radius": 1},
-        numpy=_IMPL("memtype.pipeline.catalog.operations:box_white_tophat",
-                    {"radius": "$radius"}),
-        pyclesperanto=_IMPL("pyclesperanto.top_hat", _CLE_RADIUS, volume=True)),
-    _op("black_tophat", {"radius": 1},
-        numpy=_IMPL("memtype.pipeline.catalog.operations:box_black_tophat",
-                    {"radius": "$radius"}),
-        pyclesperanto=_IMPL("pyclesperanto.bottom_hat", _CLE_RADIUS, volume=True)),
+        pyclesperanto=_IMPL("pyclesperanto.gaussian_blur", _CLE_SIGMA, volume=True),
+        torch=_here("tensor_gaussian", {"sigma": "$sigma"})),
+    _box_op("maximum", "maximum_filter"),
+    _box_op("minimum", "minimum_filter"),
+    _op("opening", {"radius": 1}, numpy=_here("box_opening", _RADIUS),
+        pyclesperanto=_IMPL("pyclesperanto.grayscale_opening", _CLE_BOX, volume=True),
+        torch=_here("tensor_opening", _RADIUS)),
+    _op("closing", {"radius": 1}, numpy=_here("box_closing", _RADIUS),
+        pyclesperanto=_IMPL("pyclesperanto.grayscale_closing", _CLE_BOX, volume=True),
+        torch=_here("tensor_closing", _RADIUS)),
+    _box_op("white_tophat", "top_hat"),
+    _box_op("black_tophat", "bottom_hat"),
     _op("median", {"radius": 1},
-        numpy=_IMPL("memtype.pipeline.catalog.operations:box_median", {"radius": "$radius"}),
+        numpy=_here("box_median", _RADIUS),
         pyclesperanto=_IMPL("pyclesperanto.median", _CLE_RADIUS, volume=True)),
-    _op("threshold_otsu", {}, output="mask",
-        numpy=_IMPL("memtype.pipeline.catalog.operations:otsu_mask"),
-        pyclesperanto=_IMPL("pyclesperanto.threshold_otsu", volume=True)),
-    _op("label", {}, output="labels",
+    _op("sobel", {}, keeps_dtype=False,
+        numpy=_here("sobel_magnitude"),
+        pyclesperanto=_here("cle_sobel"),
+        torch=_here("tensor_sobel")),
+    _threshold_op("otsu"),
+    _threshold_op("li"),
+    _threshold_op("triangle"),
+    _op("label", {}, output="labels", input="mask",
         numpy=_IMPL("skimage.measure.label", volume=True),
         pyclesperanto=_IMPL("pyclesperanto.connected_components_labeling", volume=True)),
-    _op("max_projection", {},
-        numpy=_IMPL("memtype.pipeline.catalog.operations:max_projection"),
-        torch=_IMPL("memtype.pipeline.catalog.operations:tensor_max_projection"),
-        pyclesperanto=_IMPL("pyclesperanto.maximum_z_projection", volume=True)),
-    _op("mean_projection", {},
-        numpy=_IMPL("memtype.pipeline.catalog.operations:mean_projection"),
-        torch=_IMPL("memtype.pipeline.catalog.operations:tensor_mean_projection"),
-        pyclesperanto=_IMPL("pyclesperanto.mean_z_projection", volume=True)),
-    _op("sum_projection", {},
-        numpy=_IMPL("memtype.pipeline.catalog.operations:sum_projection"),
-        torch=_IMPL("memtype.pipeline.catalog.operations:tensor_sum_projection"),
-        pyclesperanto=_IMPL("pyclesperanto.sum_z_projection", volume=True)),
+    _op("remove_small_objects", {"min_size": 64}, output="labels", input="labels",
+        numpy=_here("remove_small_objects", {"min_size": "$min_size"}, volume=True),
+        pyclesperanto=_IMPL("pyclesperanto.remove_small_labels",
+                            {"minimum_size": "$min_size"}, volume=True),
+        torch=_here("tensor_remove_small_objects", {"min_size": "$min_size"}, volume=True)),
+    _op("rescale_intensity", {}, keeps_dtype=False,
+        numpy=_here("rescale_intensity", volume=True),
+        pyclesperanto=_here("cle_rescale_intensity", volume=True),
+        torch=_here("tensor_rescale_intensity", volume=True)),
+    _op("label_statistics", {"intensity": None}, output="table", input="labels",
+        numpy=_here("label_statistics", {"intensity": "$intensity"}, volume=True),
+        pyclesperanto=_here("cle_label_statistics", {"intensity": "$intensity"}, volume=True)),
+    _projection_op("max", "maximum_z_projection"),
+    _projection_op("mean", "mean_z_projection"),
+    _projection_op("sum", "sum_z_projection"),
 )}
-
-
 
 
 @dataclass(frozen=True)
@@ -123,7 +168,8 @@ class Tolerance:
     """How far an implementation may be from the reference (the first implementation).
 
     ``atol``: the largest absolute difference of a pixel; ``fraction``: the largest share of
-    pixels that may differ at all (1.0: any). Labels are compared up to renumbering.
+    pixels that may differ at all (1.0: any). Labels are compared up to renumbering; a
+    table's numbers (``label_statistics``) within ``atol``, relative to each value.
     """
 
     atol: float = 0.0
@@ -133,86 +179,21 @@ class Tolerance:
 # Operation -> dtype -> tolerance (checked on scikit-image's coins and camera images). A
 # missing entry means exactly equal.
 TOLERANCES: dict[str, dict[str, Tolerance]] = {
-    # scikit-image works in float64 on [0, 1] and rounds back; OpenCL in float32.
+    # scikit-image works in float64 on [0, 1] and rounds back; OpenCL and torch in float32.
     "gaussian": {"uint8": Tolerance(atol=1, fraction=0.01),
                  "float32": Tolerance(atol=1e-5)},
+    # float32 sums in another order; a uint8 image's magnitude reaches ~1440, where one
+    # float32 step is 1.2e-4
+    "sobel": {"uint8": Tolerance(atol=2e-4), "float32": Tolerance(atol=1e-6)},
+    # pyclesperanto's 256-bin histogram of a float image puts the threshold in another bin
+    # than scikit-image's: the pixels between the two thresholds differ
+    "threshold_triangle": {"float32": Tolerance(atol=1, fraction=0.005)},
+    "rescale_intensity": {"uint8": Tolerance(atol=1e-6), "float32": Tolerance(atol=1e-6)},
+    # float32 sums (OpenCL) against float64 (scikit-image): mean intensity and centroids
+    "label_statistics": {"uint8": Tolerance(atol=1e-5), "float32": Tolerance(atol=1e-5)},
     "mean_projection": {"uint8": Tolerance(atol=1), "float32": Tolerance(atol=1e-6)},
     "sum_projection": {"float32": Tolerance(atol=1e-4)},
 }
-
-
-# -- plain implementations (NumPy and torch share the array methods they use) -------------
-
-def _box(stack: Any, radius: int, name: str) -> Any:
-    """A per-plane (2r+1)^2 box filter of scipy.ndimage (edges: nearest)."""
-    from scipy import ndimage
-
-    size = (1, 2 * radius + 1, 2 * radius + 1)
-    return getattr(ndimage, name)(stack, size=size, mode="nearest")
-
-
-def box_maximum(stack: Any, radius: int = 1) -> Any:
-    """Per-plane maximum over a (2r+1)^2 box."""
-    return _box(stack, radius, "maximum_filter")
-
-
-def box_minimum(stack: Any, radius: int = 1) -> Any:
-    """Per-plane minimum over a (2r+1)^2 box."""
-    return _box(stack, radius, "minimum_filter")
-
-
-def box_white_tophat(stack: Any, radius: int = 1) -> Any:
-    """The stack minus its per-plane box opening (minimum, then maximum)."""
-    opened = _box(_box(stack, radius, "minimum_filter"), radius, "maximum_filter")
-    return stack - opened
-
-
-def box_black_tophat(stack: Any, radius: int = 1) -> Any:
-    """The per-plane box closing (maximum, then minimum) minus the stack."""
-    closed = _box(_box(stack, radius, "maximum_filter"), radius, "minimum_filter")
-    return closed - stack
-
-
-def box_median(stack: Any, radius: int = 1) -> Any:
-    """Per-plane median over a (2r+1)^2 box."""
-    return _box(stack, radius, "median_filter")
-
-
-def otsu_mask(stack: Any) -> Any:
-    """Pixels above the stack's Otsu threshold (scikit-image's, one per stack)."""
-    from skimage.filters import threshold_otsu
-
-    return stack > threshold_otsu(stack)  # type: ignore[no-untyped-call]
-
-
-def max_projection(stack: Any) -> Any:
-    """The maximum over z, as one plane."""
-    return stack.max(0, keepdims=True)
-
-
-def mean_projection(stack: Any) -> Any:
-    """The mean over z (float32), as one plane."""
-    return stack.mean(0, keepdims=True, dtype="float32")
-
-
-def sum_projection(stack: Any) -> Any:
-    """The sum over z (float32), as one plane."""
-    return stack.sum(0, keepdims=True, dtype="float32")
-
-
-def tensor_max_projection(stack: Any) -> Any:
-    """The maximum over z of a tensor, as one plane."""
-    return stack.amax(0, keepdim=True)
-
-
-def tensor_mean_projection(stack: Any) -> Any:
-    """The mean over z (float32) of a tensor, as one plane."""
-    return stack.float().mean(0, keepdim=True)
-
-
-def tensor_sum_projection(stack: Any) -> Any:
-    """The sum over z (float32) of a tensor, as one plane."""
-    return stack.float().sum(0, keepdim=True)
 
 
 # -- building steps ----------------------------------------------------------------------
@@ -239,7 +220,7 @@ def _function(memory_type: str, impl: Implementation, op: Operation) -> Callable
     """One implementation as a memtype function of ``memory_type``."""
     from memtype import DtypeConversion, memory_types
 
-    conversion = (DtypeConversion.PRESERVE_INPUT if op.output == "image"
+    conversion = (DtypeConversion.PRESERVE_INPUT if op.output == "image" and op.keeps_dtype
                   else DtypeConversion.NATIVE_OUTPUT)
     return memory_types(memory_type, memory_type, dtype_conversion=conversion,
                         slice_separable=not impl.volume)(_Implemented(impl, op.parameters))
@@ -264,8 +245,12 @@ def _operation(name: str) -> Operation:
     """The operation called ``name``."""
     op = OPERATIONS.get(name)
     if op is None:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(OPERATIONS), n=3)
+        hint = f" Closest: {', '.join(close)}." if close else ""
         raise InvalidArgumentError(f"no operation {name!r}; expected one of "
-                                   f"{sorted(OPERATIONS)}.")
+                                   f"{sorted(OPERATIONS)}.{hint}")
     return op
 
 
@@ -278,16 +263,17 @@ def variants_of(name: str) -> Variants:
 
 def operation(name: str, /, *, step_name: str | None = None,
               variable_components: tuple[str, ...] = ("z",), materialize: bool = False,
-              **params: Any) -> FunctionStep:
+              outputs: tuple[str, ...] | None = None, **params: Any) -> FunctionStep:
     """A step computing the operation ``name`` in whichever framework the plan picks.
 
     Parameters
     ----------
     name : str
         An operation of :data:`OPERATIONS` (``memtype functions --operations`` lists them).
-    step_name, variable_components, materialize
-        As ``name``, ``variable_components`` and ``materialize`` of
-        :class:`~memtype.pipeline.FunctionStep`.
+    step_name, variable_components, materialize, outputs
+        As ``name``, ``variable_components``, ``materialize`` and ``outputs`` of
+        :class:`~memtype.pipeline.FunctionStep` (``outputs``: the table of a ``table``
+        operation, named after the step by default).
     **params
         The operation's parameters (``sigma=``, ``radius=``).
 
@@ -306,8 +292,9 @@ def operation(name: str, /, *, step_name: str | None = None,
     >>> from memtype.pipeline import catalog
     >>> blur = catalog.operation("gaussian", sigma=2)
     >>> list(blur.variants)
-    ['numpy', 'pyclesperanto']
+    ['numpy', 'pyclesperanto', 'torch']
     """
     _parameters(_operation(name), params)
     return FunctionStep((variants_of(name), params), step_name or name,
-                        variable_components=variable_components, materialize=materialize)
+                        variable_components=variable_components, materialize=materialize,
+                        outputs=outputs)
