@@ -9,10 +9,12 @@ itself; its listing is made again where it is needed, never shipped.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,7 +32,7 @@ from memtype.pipeline.patterns import (
 )
 
 __all__ = ["Reader", "PlateMetadata", "FileReader", "READER_FIELDS", "walk_inside",
-           "well_name", "record", "input_directory"]
+           "walk_folders", "well_name", "record", "natural_sort", "input_directory"]
 
 READER_FIELDS = ("well", "site", "channel", "z", "t")
 """The fields every vendor reader yields; site, channel, z and t count from 1."""
@@ -142,7 +144,7 @@ class Reader(ABC):
         """
         if self._records is None or exclude != self._exclude:
             found = self._list(exclude)
-            found.sort(key=_sort_key())
+            natural_sort(found)
             if not found:
                 raise NoImagesError(f"No image found in {self.root!r} read as layout "
                                     f"{self.layout!r}; {self._nothing_found()} Another "
@@ -251,20 +253,14 @@ class FileReader(Reader):
         return sum(os.stat(self.resolve(f)).st_size for f in files)
 
 
-def _sort_key() -> Callable[[ImageRecord], tuple[Any, ...]]:
-    """``key_order`` of a record's key, each distinct value's sort key computed once."""
-    cache: dict[tuple[type, FieldValue], Any] = {}
-
-    def order(rec: ImageRecord) -> tuple[Any, ...]:
-        out = []
-        for _, value in rec.key:
-            known = cache.get((type(value), value))
-            if known is None:
-                known = cache[(type(value), value)] = field_sort_key(value)
-            out.append(known)
-        return tuple(out)
-
-    return order
+def natural_sort(records: list[ImageRecord]) -> None:
+    """Sort records in place in ``key_order`` of their keys, computing the sort key of each
+    distinct ``(field, value)`` pair once and comparing records by the pairs' ranks."""
+    pairs = set(itertools.chain.from_iterable(r.key for r in records))
+    keys = {pair: field_sort_key(pair[1]) for pair in pairs}
+    order = {key: i for i, key in enumerate(sorted(set(keys.values())))}
+    rank = {pair: order[key] for pair, key in keys.items()}
+    records.sort(key=lambda r: tuple(map(rank.__getitem__, r.key)))
 
 
 def input_directory(root: str | os.PathLike[str]) -> str:
@@ -290,7 +286,19 @@ def _inside(real: str, top: str) -> bool:
 
 def walk_inside(root: str, exclude: str | None = None) -> Iterator[str]:
     """The relative path of every file under ``root``, following symbolic links to files and
-    folders that resolve inside ``root`` (one ``stat`` per link; none per plain file).
+    folders that resolve inside ``root`` (see :func:`walk_folders`)."""
+    for folder, names in walk_folders(root, exclude):
+        if folder:
+            for name in names:
+                yield f"{folder}/{name}"
+        else:
+            yield from names
+
+
+def walk_folders(root: str, exclude: str | None = None) -> Iterator[tuple[str, list[str]]]:
+    """Each folder under ``root`` (relative, ``""`` for the root) with the names of its files
+    (sorted), following symbolic links to files and folders that resolve inside ``root`` (one
+    ``stat`` per link; none per plain file).
 
     A link that resolves outside ``root`` is skipped, and one warning (a ``UserWarning``)
     says how many were and names the first: reading never leaves the folder the user named.
@@ -298,6 +306,8 @@ def walk_inside(root: str, exclude: str | None = None) -> Iterator[str]:
     both; a link to a folder it is inside (a loop) is not entered; a dangling link is not a
     file; a link that cannot be resolved (a loop of links, ``ELOOP``) raises ``OSError``.
     Hidden files and folders (a leading ``.``) are left out, but a link to one is followed.
+    Folders come in name order, depth first; ``exclude`` (a folder) and what it holds are left
+    out.
     """
     top = os.path.realpath(root)
     outside: list[str] = []
@@ -306,34 +316,45 @@ def walk_inside(root: str, exclude: str | None = None) -> Iterator[str]:
         rel, real, above = pending.pop()
         if real in above:  # a loop: this folder is its own ancestor
             continue
+        files, folders = _scan(rel, real, top, exclude, outside)
+        files.sort()
         above = above | {real}
-        with os.scandir(real) as entries:
-            items = sorted(entries, key=lambda e: e.name)
-        for entry in items:
-            if entry.name.startswith("."):
-                continue
-            path = f"{rel}/{entry.name}" if rel else entry.name
-            if exclude is not None and (path == exclude or path.startswith(exclude + "/")):
+        pending.extend((path, target, above) for path, target in sorted(folders, reverse=True))
+        yield rel, files
+    if outside:
+        warnings.warn(f"{len(outside)} symbolic link(s) in {root!r} lead outside it and were "
+                      f"skipped (first: {outside[0]!r}); inputs are read only inside the "
+                      "folder given. Point --input at a folder that holds the targets.",
+                      UserWarning, stacklevel=3)
+
+
+def _scan(rel: str, real: str, top: str, exclude: str | None,
+          outside: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The file names and the (relative path, real path) of the folders in one folder, but
+    ``exclude``; links leading outside ``top`` are added to ``outside``."""
+    files: list[str] = []
+    folders: list[tuple[str, str]] = []
+    prefix = f"{rel}/" if rel else ""
+    with os.scandir(real) as entries:
+        for entry in entries:
+            name = entry.name
+            if name[0] == "." or (exclude is not None and prefix + name == exclude):
                 continue
             if entry.is_symlink():
                 target = _link_target(entry.path)
                 if target is None:  # a dangling link names nothing to read
                     continue
                 if not _inside(target, top):
-                    outside.append(path)
+                    outside.append(prefix + name)
                 elif os.path.isdir(target):
-                    pending.append((path, target, above))
+                    folders.append((prefix + name, target))
                 elif os.path.isfile(target):
-                    yield path
+                    files.append(name)
             elif entry.is_dir(follow_symlinks=False):
-                pending.append((path, entry.path, above))
+                folders.append((prefix + name, entry.path))
             elif entry.is_file(follow_symlinks=False):
-                yield path
-    if outside:
-        warnings.warn(f"{len(outside)} symbolic link(s) in {root!r} lead outside it and were "
-                      f"skipped (first: {outside[0]!r}); inputs are read only inside the "
-                      "folder given. Point --input at a folder that holds the targets.",
-                      UserWarning, stacklevel=3)
+                files.append(name)
+    return files, folders
 
 
 def _link_target(path: str) -> str | None:
@@ -361,7 +382,14 @@ def well_name(row: int, column: int) -> str:
 
 
 def record(path: str, well: str, site: int, channel: int, z: int, t: int) -> ImageRecord:
-    """An image record with the reader fields."""
-    key: Key = (("well", canonical_well(well)), ("site", site), ("channel", channel),
-                ("z", z), ("t", t))
+    """An image record with the reader fields (its ``(field, value)`` pairs shared with other
+    records: a listing holds one tuple per record, not six)."""
+    key: Key = (field_pair("well", canonical_well(well)), field_pair("site", site),
+                field_pair("channel", channel), field_pair("z", z), field_pair("t", t))
     return ImageRecord(path, key)
+
+
+@functools.lru_cache(maxsize=8192, typed=True)
+def field_pair(name: str, value: FieldValue) -> tuple[str, FieldValue]:
+    """The one ``(name, value)`` tuple of a field's value, shared by the records that have it."""
+    return name, value

@@ -23,8 +23,15 @@ import re
 from dataclasses import dataclass, field
 
 from memtype.errors import StoreFormatError
-from memtype.pipeline.patterns import ImageRecord, key_label
-from memtype.pipeline.readers.base import FileReader, PlateMetadata, record, well_name
+from memtype.pipeline.patterns import ImageRecord, Key, key_label
+from memtype.pipeline.readers.base import (
+    FileReader,
+    PlateMetadata,
+    field_pair,
+    record,
+    walk_folders,
+    well_name,
+)
 
 __all__ = ["ImageXpressReader", "parse_htd", "HtdInfo"]
 
@@ -103,6 +110,11 @@ def _place(folder: str) -> tuple[int, int]:
     return t, z
 
 
+def _values_of(m: re.Match[str]) -> tuple[str, int, int]:
+    """The well, site and channel of a matched name (site and channel 1 where absent)."""
+    return m["well"], int(m["site"] or 1), int(m["channel"] or 1)
+
+
 def _has_images(folder: str) -> bool:
     """Whether a time point's folder (or its first ``ZStep_`` folder) holds a MetaXpress name."""
     names = sorted(os.listdir(folder))
@@ -145,22 +157,30 @@ class ImageXpressReader(FileReader):
         return parse_htd(os.path.join(self.root, found))
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
-        found: list[tuple[ImageRecord, int, bool]] = []  # record, time point, in a ZStep_
+        found: list[ImageRecord] = []
+        projections: dict[int, list[ImageRecord]] = {}  # images beside ZStep_ folders
         with_zsteps: set[int] = set()
-        places: dict[str, tuple[int, int]] = {}
-        for path in self._walk(exclude):
-            folder, _, name = path.rpartition("/")
-            m = _NAME.fullmatch(name)
-            if m is None or "_thumb" in name.lower():
-                continue
-            if folder not in places:
-                places[folder] = _place(folder)
-            t, z = places[folder]
+        fields: dict[tuple[str | None, ...], Key] = {}  # (well, site, channel) as named
+        for folder, names in walk_folders(self.root, exclude):
+            t, z = _place(folder)
             if z:
                 with_zsteps.add(t)
-            rec = record(path, m["well"], int(m["site"] or 1), int(m["channel"] or 1), z or 1, t)
-            found.append((rec, t, bool(z)))
-        return [rec for rec, t, in_zstep in found if in_zstep or t not in with_zsteps]
+            into = found if z else projections.setdefault(t, [])
+            prefix = f"{folder}/" if folder else ""
+            place = (field_pair("z", z or 1), field_pair("t", t))
+            for name in names:
+                m = _NAME.fullmatch(name)
+                if m is None or "_thumb" in name.lower():
+                    continue
+                named = m.groups()
+                head = fields.get(named)
+                if head is None:
+                    head = fields[named] = record("", *_values_of(m), 1, 1).key[:3]
+                into.append(ImageRecord(prefix + name, head + place))
+        for t, images in projections.items():
+            if t not in with_zsteps:
+                found += images
+        return found
 
     def _nothing_found(self) -> str:
         return ("expected files named <prefix>_<well>_s<site>_w<channel>.TIF in "
