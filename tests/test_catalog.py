@@ -256,3 +256,94 @@ def _wide_env() -> dict[str, str]:
     import os
 
     return {**os.environ, "COLUMNS": "200"}
+
+
+# -- steps named by a string (issue 25, section 4) ------------------------------------------
+
+def test_a_step_naming_an_entry_is_the_entrys_step() -> None:
+    from memtype.pipeline import FunctionStep
+
+    named = FunctionStep("skimage.filters.gaussian", sigma=2)
+    made = catalog.step("skimage.filters.gaussian", sigma=2)
+    assert named.name == made.name == "gaussian"
+    assert named.chain[0].kwargs == made.chain[0].kwargs == {"sigma": 2}
+    assert named.chain[0].func.__name__ == made.chain[0].func.__name__
+
+
+def test_a_step_naming_an_operation_is_its_variant_step() -> None:
+    from memtype.pipeline import FunctionStep
+
+    step = FunctionStep("gaussian", sigma=2)
+    assert step.variants is not None
+    assert list(step.variants) == list(catalog.OPERATIONS["gaussian"].implementations)
+    assert (step.name, step.chain[0].kwargs) == ("gaussian", {"sigma": 2})
+
+
+def test_a_pipeline_takes_names_and_name_argument_pairs() -> None:
+    pipeline = Pipeline(["gaussian", ("skimage.filters.gaussian", {"sigma": 2}),
+                         ("threshold_otsu", {})], name="named")
+    assert [s.name for s in pipeline.steps] == ["gaussian", "gaussian_2", "threshold_otsu"]
+    assert pipeline.steps[0].variants is not None
+    assert pipeline.steps[1].variants is None
+    assert pipeline.steps[1].chain[0].kwargs == {"sigma": 2}
+
+
+def test_a_named_steps_call_options_stay_the_steps() -> None:
+    import memtype as mt
+    from memtype.pipeline import FunctionStep
+
+    step = FunctionStep("skimage.filters.gaussian", sigma=1,
+                        dtype_conversion=mt.DtypeConversion.NATIVE_OUTPUT)
+    assert step.chain[0].kwargs == {"sigma": 1}
+    assert step.kwargs == {"dtype_conversion": mt.DtypeConversion.NATIVE_OUTPUT}
+
+
+@pytest.mark.parametrize(("name", "closest"), [
+    ("gausian", "Closest: gaussian"),
+    ("skimage.filters.gausian", "Closest: skimage.filters.gaussian"),
+    ("median_filter", "scipy.ndimage.median_filter"),
+], ids=["operation", "entry", "short-name"])
+def test_an_unknown_step_name_lists_close_matches(name: str, closest: str) -> None:
+    from memtype.pipeline import FunctionStep
+
+    with pytest.raises(ValueError, match=f"{name!r} is neither an operation nor a catalog "
+                                         f"function.*{closest}"):
+        FunctionStep(name)
+
+
+@pytest.mark.parametrize(("spec", "kwargs", "message"), [
+    ("skimage.transform.resize", {}, "needs 'output_shape'"),
+    (("skimage.transform.resize", {"order": 1}), {}, "needs 'output_shape'"),
+    ("skimage.filters.gaussian", {"sigmaa": 2}, "takes no argument 'sigmaa'"),
+    ("gaussian", {"size": 3}, "takes no parameter 'size'"),
+    ("gaussian", {"volume": True}, "takes no volume="),
+    ("skimage.feature.canny", {"volume": True}, "2D images only"),
+    ("skimage.filters.try_all_threshold", {}, "left out of the catalog: draws a matplotlib"),
+], ids=["missing", "missing-in-pair", "unknown-argument", "unknown-parameter",
+        "volume-on-operation", "volume-on-2d", "left-out"])
+def test_a_named_step_is_checked_at_construction(spec: Any, kwargs: dict[str, Any],
+                                                 message: str) -> None:
+    from memtype.pipeline import FunctionStep
+
+    with pytest.raises(ValueError, match=message):
+        FunctionStep(spec, **kwargs)
+
+
+def test_a_named_pair_needs_a_dict() -> None:
+    from memtype.pipeline import FunctionStep
+
+    with pytest.raises(TypeError, match=r"\(name, kwargs\) with kwargs a dict; received "
+                                        r"\('gaussian', int\)"):
+        FunctionStep(("gaussian", 3))
+
+
+def test_a_pipeline_file_names_catalog_steps(tmp_path: Path) -> None:
+    from memtype.pipeline.commands import load_pipeline_file
+
+    file = tmp_path / "named.py"
+    file.write_text("from memtype.pipeline import Pipeline\n"
+                    "pipeline = Pipeline(['white_tophat', ('gaussian', {'sigma': 2}),\n"
+                    "                     'skimage.filters.threshold_otsu'])\n")
+    pipeline = load_pipeline_file(str(file))
+    assert [s.name for s in pipeline.steps] == ["white_tophat", "gaussian", "threshold_otsu"]
+    assert pipeline.steps[1].chain[0].kwargs == {"sigma": 2}

@@ -32,7 +32,7 @@ from memtype.pipeline.report import GroupResult, RunReport
 from memtype.pipeline.requirements import check_frameworks
 from memtype.pipeline.runner import RunContext, execute_group
 from memtype.pipeline.sources import PathOrStore, is_store, output_inside_input
-from memtype.pipeline.steps import FunctionStep, GroupTask
+from memtype.pipeline.steps import FunctionStep, GroupTask, NamedSpec
 from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES, FailureWatch
 
 if TYPE_CHECKING:
@@ -55,8 +55,8 @@ def _pixel_size(size: Sequence[float] | None) -> tuple[float, float, float] | No
     return float(z), float(y), float(x)
 
 
-def _as_step(step: FunctionStep | Callable[..., Any]) -> FunctionStep:
-    """A FunctionStep from a step or a bare decorated function."""
+def _as_step(step: FunctionStep | Callable[..., Any] | NamedSpec) -> FunctionStep:
+    """A FunctionStep from a step, a bare decorated function or a catalog name."""
     return step if isinstance(step, FunctionStep) else FunctionStep(step)
 
 
@@ -82,8 +82,10 @@ class Pipeline:
 
     Parameters
     ----------
-    steps : sequence of FunctionStep or decorated functions
-        Run in order on every group; a bare function becomes ``FunctionStep(func)``. The
+    steps : sequence of FunctionStep, decorated functions or catalog names
+        Run in order on every group; a bare function becomes ``FunctionStep(func)``, and so
+        does a catalog name (``"gaussian"``, ``("skimage.filters.gaussian", {"sigma": 2})``,
+        see ``docs/functions.md``). The
         pipeline keeps its own copies (``self.steps``), named uniquely: a repeated name
         becomes ``name_2``, ``name_3``...; the steps passed are never changed.
     pattern : str
@@ -115,7 +117,7 @@ class Pipeline:
     >>> print(report.summary())  # doctest: +SKIP
     """
 
-    def __init__(self, steps: Sequence[FunctionStep | Callable[..., Any]], *,
+    def __init__(self, steps: Sequence[FunctionStep | Callable[..., Any] | NamedSpec], *,
                  pattern: str = DEFAULT_PATTERN, task_by: Sequence[str] = ("well",),
                  output_format: str = "zarr", name: str = "pipeline",
                  pyramid_levels: int = 1, ome_version: str = "0.5",

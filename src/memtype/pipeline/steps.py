@@ -18,6 +18,14 @@ __all__ = ["FunctionStep", "FuncSpec", "StepCall", "GroupTask", "writes"]
 _Pair = tuple[Callable[..., Any], Mapping[str, Any]]
 FuncSpec = Callable[..., Any] | _Pair | Sequence[Callable[..., Any] | _Pair]
 """A function, a ``(function, kwargs)`` pair, or a list of those (a chain)."""
+NamedSpec = str | tuple[str, Mapping[str, Any]]
+"""A catalog operation or function by name, alone or with its keyword arguments."""
+
+
+def _named(spec: object) -> bool:
+    """Whether a step's ``func`` names a catalog operation or function."""
+    return isinstance(spec, str) or (isinstance(spec, tuple) and len(spec) == 2
+                                     and isinstance(spec[0], str))
 
 
 @dataclass(frozen=True)
@@ -100,13 +108,16 @@ class FunctionStep:
 
     Parameters
     ----------
-    func : function, (function, kwargs), list of those, dict of those, or Variants
+    func : function, (function, kwargs), list of those, dict of those, Variants, or a name
         A memtype-decorated function; a pair adds keyword arguments; a list is a chain run
         in order with nothing stored between its functions; a dict maps values of the
         ``group_by`` component to what runs on stacks with that value (e.g. one function
         per channel). Implementations of one operation in several frameworks are declared
         with :func:`memtype.variants` (``mt.variants(torch=blur_t, numpy=blur_np)``); the
-        pipeline's plan picks one (see ``Pipeline.plan``).
+        pipeline's plan picks one (see ``Pipeline.plan``). A string (or a ``(string,
+        kwargs)`` pair) names a catalog operation (``"gaussian"``: its variant step) or
+        function (``"skimage.filters.gaussian"``); ``**kwargs`` are then its parameters or
+        arguments (and ``volume=``, see :func:`memtype.pipeline.catalog.step`), checked now.
     name : str, optional
         Shown in progress and summaries; the first function's name by default.
     variable_components : sequence of str
@@ -136,8 +147,9 @@ class FunctionStep:
     TypeError
         A function without a memtype decorator, or a malformed spec.
     ValueError
-        An empty chain, a dict without ``group_by``, or ``group_by`` among the variable
-        components.
+        An empty chain, a dict without ``group_by``, ``group_by`` among the variable
+        components; an unknown catalog name (the message names the closest), or a missing
+        or unknown argument of a named one.
 
     Examples
     --------
@@ -150,7 +162,8 @@ class FunctionStep:
     'project'
     """
 
-    def __init__(self, func: FuncSpec | Mapping[FieldValue, FuncSpec], name: str | None = None,
+    def __init__(self, func: FuncSpec | NamedSpec | Mapping[FieldValue, FuncSpec],
+                 name: str | None = None,
                  *, variable_components: Sequence[str] = ("z",), group_by: str | None = None,
                  materialize: bool = False, outputs: Sequence[str] | None = None,
                  labels: str | None = None, passes_input: bool = False,
@@ -161,6 +174,11 @@ class FunctionStep:
         self.kwargs: dict[str, Any] = dict(kwargs)
         self.routes: dict[FieldValue, tuple[StepCall, ...]] | None = None
         self.chain: tuple[StepCall, ...] = ()
+        if _named(func):  # resolved by the catalog (which builds on this module)
+            from memtype.pipeline.catalog.naming import resolve
+
+            func, named, self.kwargs = resolve(func, kwargs, self.variable_components)  # type: ignore[arg-type]
+            name = name or named
         if isinstance(func, Mapping):
             self._set_routes(func)
         else:
