@@ -33,7 +33,14 @@ except ImportError:
 import numpy as np  # noqa: E402
 
 import memtype as mt  # noqa: E402
-from memtype._matrix import heatmap, median_seconds, parse_size, source_array, usable_types  # noqa: E402
+from memtype._bench import (  # noqa: E402
+    Cell,
+    heatmap,
+    median_seconds,
+    parse_size,
+    source_array,
+    usable_types,
+)
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -141,7 +148,7 @@ def run(sizes: list[str], repeats: int, only: list[str] | None = None) -> str:
                 theirs = (_time(functools.partial(peer, x, s, t), nbytes, repeats) if peer
                           else float("nan"))
                 rows.append((label, s, t, ours, best, theirs, zero))
-                cells.append(mt._matrix.Cell(s, t, nbytes, ours, zero))
+                cells.append(Cell(s, t, nbytes, ours, zero))
                 print(f"{label:>6} {s:>13} -> {t:<13} memtype {_fmt(ours):>10}  "
                       f"direct {_fmt(best):>10}"
                       f"  arraybridge {_fmt(theirs):>10}  zero-copy={zero}", file=sys.stderr)

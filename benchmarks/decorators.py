@@ -29,7 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import torch  # noqa: E402  (import order: torch and pyclesperanto before tensorflow)
 
 import memtype as mt  # noqa: E402
-from memtype._matrix import parse_size, usable_types  # noqa: E402
+from memtype._bench import parse_size, usable_types  # noqa: E402
 from memtype.frameworks import load_adapter  # noqa: E402
 
 for _name in ("pyclesperanto", "jax", "tensorflow"):  # through memtype: its runtime choice

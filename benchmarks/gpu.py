@@ -43,7 +43,7 @@ from _decorator_cases import Case, identity  # beside this script
 from gpu_report import GPU_TYPES, DecoratorRow, Row, fmt, report
 
 import memtype as mt
-from memtype._matrix import median_seconds, parse_size
+from memtype._bench import median_seconds, parse_size
 from memtype.frameworks import load_adapter
 from memtype.frameworks._host import aligned_copy
 

@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from memtype._matrix import median_seconds  # noqa: E402
+from memtype._bench import median_seconds  # noqa: E402
 from memtype.gpu import GPUMemoryManager, GPUTensorCache  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"

@@ -30,7 +30,7 @@ import numpy as np
 import torch  # noqa: F401  (import order: torch before anything that loads tensorflow)
 
 import memtype as mt
-from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
+from memtype.conversion import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from memtype.pipeline import FunctionStep, Pipeline, Variants
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
+from memtype.conversion import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from tests.helpers import import_if_installed
 
 pytestmark = pytest.mark.requires("torch")

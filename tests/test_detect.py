@@ -87,7 +87,7 @@ def test_tensorflow_variable_is_tensorflow() -> None:
 _PROBE = """
 import json, os, sys
 before = dict(os.environ)
-import memtype, memtype.gpu, memtype.frameworks, memtype.convert, memtype.stack
+import memtype, memtype.gpu, memtype.frameworks, memtype.conversion, memtype.stack
 import numpy as np
 memtype.detect_memory_type(np.zeros(2))
 heavy = [m for m in ("torch", "jax", "tensorflow", "cupy", "pyclesperanto") if m in sys.modules]

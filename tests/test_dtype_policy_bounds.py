@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype._casting import cast_in, ops_for
 from memtype._ranges import rounds_into as _rounds_into
 from memtype._ranges import unit_fits as _unit_fits
+from memtype.conversion.casting import cast_in, ops_for
 from memtype.dtypes import DtypePolicyWarning, preserve_input
 from memtype.frameworks import load_adapter
 from tests.frameworks import held_params

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.requires("torch")
 
 torch = import_if_installed("torch")
 no_gpu = pytest.mark.no_gpu
-# the function memtype.convert shadows the module of the same name on the package
-convert_module = sys.modules["memtype.convert"]
+# the hooks registered with memtype.conversion.add_conversion_hook
+convert_module = sys.modules["memtype.conversion.events"]
 
 
 def test_context_manager_counts_conversions_and_zero_copy() -> None:

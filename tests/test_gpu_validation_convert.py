@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
+from memtype.conversion import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from memtype.frameworks import Device, load_adapter
 from tests.gpu_validation_support import (
     GPU_IDS,

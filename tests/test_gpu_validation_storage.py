@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
+from memtype.conversion import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from memtype.frameworks import Device, load_adapter
 from memtype.pipeline import FunctionStep, Pipeline
 from memtype.storage import MemoryStore, TieredStore

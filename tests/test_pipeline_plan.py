@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
+from memtype.conversion import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from memtype.pipeline import FunctionStep, Pipeline
 from memtype.pipeline.planning import Plan
 from memtype.pipeline.variants import Variants

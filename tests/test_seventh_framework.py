@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype._casting import ops_for
+from memtype.conversion.casting import ops_for
 from memtype.frameworks import Framework, load_adapter, register_framework, unregister_framework
 from tests.frameworks import builtin_names, type_params
 from tests.helpers import host, registered

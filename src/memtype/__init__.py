@@ -11,7 +11,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from memtype import errors
-from memtype.convert import capture_conversions, convert, convert_memory, shares_memory
+from memtype.conversion import capture_conversions, convert, convert_memory, shares_memory
 from memtype.detect import detect_memory_type
 from memtype.errors import (
     DeviceError,

@@ -33,15 +33,15 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from memtype._matrix import run_matrix
+    from memtype._bench import run_matrix
 
     print(run_matrix(sizes=args.sizes, repeats=args.repeats, png=args.png))
     return 0
 
 
 def _cmd_matrix_demo(args: argparse.Namespace) -> int:
+    from memtype._bench import run_matrix
     from memtype._info import info_report
-    from memtype._matrix import run_matrix
 
     print(info_report())
     print()

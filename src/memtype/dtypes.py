@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype._casting import (
+from memtype.conversion.casting import (
     SCALINGS,
     Bounds,
     Ops,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from memtype._failures import unsupported_reason
-from memtype.convert import convert
+from memtype.conversion import convert
 from memtype.detect import detect_framework
 from memtype.errors import ArgumentTypeError, DtypePolicyError, ShapeError, UnsupportedArrayError
 from memtype.frameworks import get_framework, load_adapter

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.convert import convert
+from memtype.conversion import convert
 from memtype.decorators.containers import LEAVES, walk
 from memtype.detect import KNOWN_TYPES as _known
 from memtype.detect import framework_of

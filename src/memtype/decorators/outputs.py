@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from memtype._casting import Bounds, cast_in
-from memtype.convert import convert
+from memtype.conversion import convert
+from memtype.conversion.casting import Bounds, cast_in
 from memtype.decorators.inputs import Inputs
 from memtype.decorators.options import CallOptions
 from memtype.detect import KNOWN_TYPES as _known

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.convert import convert, target_device
+from memtype.conversion import convert, target_device
 from memtype.errors import (
     AllocationKeyError,
     ArgumentTypeError,

@@ -2,7 +2,7 @@
 
 ``with profile() as p:`` records one :class:`ProfileRecord` per block; ``@profile`` records one
 per call of the decorated function (its profiler is ``f.profiler``). Conversions are counted
-through :func:`memtype.convert.add_conversion_hook`, only those made by the profiling thread.
+through :func:`memtype.conversion.add_conversion_hook`, only those made by the profiling thread.
 Device time comes from CUDA events on torch's current stream when torch has started CUDA
 (the block then waits for that stream to finish). Peak memory is read from every loaded
 framework's adapter on every visible GPU; with ``reset_peaks=True`` (default) torch's and
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Self, TypeVar, overload
 
-from memtype.convert import ConversionEvent, add_conversion_hook, remove_conversion_hook
+from memtype.conversion import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from memtype.frameworks import gpu_adapters, load_adapter
 from memtype.gpu.devices import get_gpu_manager
 from memtype.gpu.memory import memory_usage

@@ -1,4 +1,4 @@
-"""The conversion matrix of ``memtype bench`` (and ``benchmarks/convert.py``)."""
+"""What `memtype bench` measures: the conversion matrix (also used by `benchmarks/`)."""
 
 from __future__ import annotations
 
