@@ -176,7 +176,8 @@ class OutputSpec:
                 _write_zarr(os.path.join(self.root, location), self.rows, self.columns,
                             FilenamePattern(self.pattern).fields, items,
                             self.pyramid_levels if final else 1, done, self.ome_version,
-                            self.pixel_size, self.pixel_unit, dict(self.channel_names))
+                            self.pixel_size, self.pixel_unit, dict(self.channel_names),
+                            self._voxel_micrometres())
             else:
                 _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items, done)
         finally:
@@ -218,7 +219,16 @@ class OutputSpec:
         labels = {**final, **self._staged_labels(group)}
         if labels:
             _write_zarr_labels(os.path.join(self.root, location),
-                               FilenamePattern(self.pattern).fields, labels, self.ome_version)
+                               FilenamePattern(self.pattern).fields, labels, self.ome_version,
+                               self._voxel_micrometres())
+
+    def _voxel_micrometres(self) -> tuple[float, float, float]:
+        """The size of a voxel (z, y, x) in micrometres (1 a pixel where no size is set)."""
+        if self.pixel_size is None:
+            return (1.0, 1.0, 1.0)
+        factor = _MICROMETRES[self.pixel_unit]
+        z, y, x = self.pixel_size
+        return (z * factor, y * factor, x * factor)
 
     def discard_images(self, written: Sequence[tuple[str, str]]) -> None:
         """Remove images a group wrote before it failed: a plate lists only the wells of
@@ -363,8 +373,11 @@ def _write_zarr_tables(plate_path: str, pattern: str, name: str,
 
 
 def _write_zarr_labels(path: str, fields: Sequence[str], labels: dict[str, Sequence[Item]],
-                       ome_version: str) -> None:
-    """Save label stacks as OME-Zarr labels of the plate's fields (one channel each)."""
+                       ome_version: str,
+                       voxel: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> None:
+    """Save label stacks as OME-Zarr labels of the plate's fields (one channel each), each
+    with its masking ROI table ``<name>_ROI_table`` (the objects' bounding boxes, ``voxel``
+    the size of a voxel (z, y, x) in micrometres)."""
     from memtype.storage import ZarrStore
 
     roles = zarr_roles(fields)
@@ -385,8 +398,10 @@ def _write_zarr_labels(path: str, fields: Sequence[str], labels: dict[str, Seque
                     "channels; a label image has one (label one channel, or give the labels "
                     "step group_by='channel' with one channel's function).")
             row, column = split_well(well)
-            plate.save_labels(np.take(image, 0, axis=axes.index("c")),
-                              plate.field_path(row, column, site), name, overwrite=True)
+            field_path = plate.field_path(row, column, site)
+            label_image = np.take(image, 0, axis=axes.index("c"))
+            plate.save_labels(label_image, field_path, name, overwrite=True)
+            _write_object_rois(os.path.join(path, field_path), name, label_image, voxel)
 
 
 def _rank(values: Sequence[Any]) -> dict[Any, int]:
@@ -424,12 +439,13 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
                 written: list[str] | None = None, ome_version: str = "0.5",
                 pixel_size: tuple[float, float, float] | None = None,
                 pixel_unit: str = "micrometer",
-                channel_names: dict[str, str] | None = None) -> None:
+                channel_names: dict[str, str] | None = None,
+                voxel: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> None:
     """Write a group's stacks into an OME-Zarr plate (of ``ome_version``), one complete
     image per field, with up to ``pyramid_levels`` resolution levels (fewer where the image
     is too small), the physical ``pixel_size`` (z, y, x) if given and the names of the
-    channels ``channel_names`` has (by channel value); each field saved is appended to
-    ``written``."""
+    channels ``channel_names`` has (by channel value), and its ROI tables (``voxel``: the
+    size of a voxel in micrometres); each field saved is appended to ``written``."""
     from memtype.storage import ZarrStore
 
     roles = zarr_roles(fields)
@@ -450,5 +466,43 @@ def _write_zarr(path: str, rows: Sequence[str], columns: Sequence[str], fields: 
         plate.save(image, field_path, axes=axes, overwrite=True, parents=True,
                    pyramid_levels=max(levels, 1), channel_names=names, scale=scale,
                    unit=None if pixel_size is None else pixel_unit)
+        _write_field_rois(os.path.join(path, field_path), site, image.shape[-3:], voxel)
         if written is not None:
             written.append(field_path)
+
+
+FIELD_ROI_TABLES = ("FOV_ROI_table", "well_ROI_table")
+"""The ROI tables of every field: each holds one row, the whole image (memtype writes one
+image per field of view), named ``FOV_<site>`` and ``well_1`` as Fractal names them."""
+_PREFIXES = {"atto": 1e-18, "femto": 1e-15, "pico": 1e-12, "nano": 1e-9, "micro": 1e-6,
+             "milli": 1e-3, "centi": 1e-2, "deci": 1e-1, "": 1.0, "hecto": 1e2, "kilo": 1e3,
+             "mega": 1e6, "giga": 1e9, "tera": 1e12, "peta": 1e15, "exa": 1e18,
+             "yocto": 1e-24, "zepto": 1e-21, "zetta": 1e21, "yotta": 1e24}
+_MICROMETRES = {**{f"{p}meter": f / 1e-6 for p, f in _PREFIXES.items()},
+                "angstrom": 1e-4, "inch": 25_400.0, "foot": 304_800.0, "yard": 914_400.0,
+                "mile": 1_609_344_000.0, "parsec": 3.0856775814913673e22}
+"""Micrometres in one of each OME-NGFF space unit."""
+
+
+def _write_field_rois(field: str, site: str, zyx: tuple[int, ...],
+                      voxel: tuple[float, float, float]) -> None:
+    """A field's ``FOV_ROI_table`` and ``well_ROI_table``: one box, the whole image."""
+    from memtype.storage._tables import write_roi_table
+
+    (z, y, x), (dz, dy, dx) = zyx, voxel
+    box = np.array([[0.0, 0.0, 0.0, x * dx, y * dy, z * dz]])
+    for name, index in zip(FIELD_ROI_TABLES, (f"FOV_{site}", "well_1"), strict=True):
+        write_roi_table(field, name, [index], box)
+
+
+def _write_object_rois(field: str, name: str, labels: np.ndarray[Any, Any],
+                       voxel: tuple[float, float, float]) -> None:
+    """The masking ROI table ``<name>_ROI_table`` of a ``[T] Z Y X`` label image: one row
+    per object, its bounding box (over all time points)."""
+    from memtype.storage._tables import label_boxes, write_roi_table
+
+    ids, start, stop = label_boxes(labels)
+    scale = np.array(voxel[::-1])  # x, y, z
+    corner = start[:, ::-1][:, :3] * scale
+    size = (stop - start)[:, ::-1][:, :3] * scale
+    write_roi_table(field, f"{name}_ROI_table", ids, np.hstack([corner, size]), region=name)

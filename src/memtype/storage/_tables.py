@@ -16,7 +16,14 @@ and anndata reads a table without them (each group is two files more per table).
 
 A table with a ``label`` column and a label image to refer to is a ``feature_table``
 (``region: {path: "../labels/<name>"}``, ``instance_key: "label"``, one row per object);
-any other is a generic table (no ``type``), e.g. one row per channel of the field. The
+any other is a generic table (no ``type``), e.g. one row per channel of the field.
+:func:`write_roi_table` writes ROI tables (axis-aligned boxes in micrometres: columns
+``x_micrometer, y_micrometer, z_micrometer, len_x_micrometer, len_y_micrometer,
+len_z_micrometer`` in ``X``): a ``roi_table`` (rows named in ``obs`` index ``FieldIndex``,
+as Fractal's ``FOV_ROI_table`` and ``well_ROI_table``) or, with a label image, a
+``masking_roi_table`` (one row per object, its bounding box, as Fractal's
+``<label>_ROI_table``). Every table also carries ngio's backend metadata (``backend:
+"anndata"``, ``table_version``, ``index_key``, ``index_type``). The
 layout is written as plain files (JSON metadata, uncompressed chunks: ``vlen-utf8`` for
 text), so writing needs neither anndata nor zarr's per-node machinery (zarr-python took
 about 0.25 s a table, a quarter of a small demo run; these files take milliseconds);
@@ -35,10 +42,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["write_table", "table_names", "TABLE_VERSION"]
+__all__ = ["write_table", "write_roi_table", "label_boxes", "table_names",
+           "ROI_COLUMNS", "TABLE_VERSION"]
 
 TABLE_VERSION = "1"
 """The Fractal table specification version written."""
+_BACKEND = {"fractal_table_version": TABLE_VERSION, "table_version": TABLE_VERSION,
+            "backend": "anndata"}
+"""Every table's version, as fractal-tasks-core (``fractal_table_version``) and ngio
+(``table_version``, ``backend``) read it."""
+ROI_COLUMNS = ("x_micrometer", "y_micrometer", "z_micrometer",
+               "len_x_micrometer", "len_y_micrometer", "len_z_micrometer")
+"""The columns of a ROI table: a box's corner, then its size, in micrometres."""
 _V3_TYPES = {"<f4": "float32", "<i8": "int64"}
 
 
@@ -123,11 +138,14 @@ def _array(path: str, fmt: int, values: np.ndarray[Any, Any] | Sequence[str],
 
 
 def _dataframe(path: str, fmt: int, index: Sequence[str],
-               columns: Mapping[str, np.ndarray[Any, Any] | list[str]]) -> None:
-    """An AnnData dataframe group: ``_index`` and the columns (numbers or strings)."""
-    _group(path, fmt, {"_index": "_index", "column-order": list(columns),
+               columns: Mapping[str, np.ndarray[Any, Any] | list[str]],
+               index_name: str = "_index") -> None:
+    """An AnnData dataframe group: the index (array ``index_name``) and the columns
+    (numbers or strings)."""
+    _group(path, fmt, {"_index": index_name, "column-order": list(columns),
                        **_encoding("dataframe", "0.2.0")})
-    _array(os.path.join(path, "_index"), fmt, list(index), _encoding("string-array", "0.2.0"))
+    _array(os.path.join(path, index_name), fmt, list(index),
+           _encoding("string-array", "0.2.0"))
     for column, values in columns.items():
         kind = "array" if isinstance(values, np.ndarray) else "string-array"
         _array(os.path.join(path, column), fmt, values, _encoding(kind, "0.2.0"))
@@ -154,7 +172,6 @@ def write_table(field: str, name: str, rows: Sequence[Mapping[str, Any]], *,
     ``label`` column describes (a feature table), else None. The table is written beside
     its place and renamed into it, so a reader never meets half of one.
     """
-    fmt = _zarr_format(field)
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
@@ -164,27 +181,82 @@ def write_table(field: str, name: str, rows: Sequence[Mapping[str, Any]], *,
     text = [c for c in columns if c not in measured and c != "label"]
     obs: dict[str, np.ndarray[Any, Any] | list[str]] = {
         c: ["" if r.get(c) is None else str(r[c]) for r in rows] for c in text}
+    x = np.array([[_number(r.get(c)) for c in measured] for r in rows], "<f4")
     if feature:
-        obs["label"] = np.array([int(float(r["label"])) for r in rows], "<i8")
-        index = [str(v) for v in obs["label"]]
+        labels = np.array([int(float(r["label"])) for r in rows], "<i8")
+        _write_anndata(field, name, _labelled("feature_table", str(region)),
+                       x.reshape(len(rows), len(measured)), measured, labels, obs)
     else:
-        index = [str(i) for i in range(len(rows))]
+        _write_anndata(field, name, {}, x.reshape(len(rows), len(measured)), measured,
+                       [str(i) for i in range(len(rows))], obs)
+
+
+def write_roi_table(field: str, name: str, index: Sequence[str] | np.ndarray[Any, Any],
+                    boxes: np.ndarray[Any, Any], *, region: str | None = None) -> None:
+    """Write a ROI table ``name`` of the image group at path ``field``: one row per box,
+    ``boxes[i]`` the :data:`ROI_COLUMNS` (corner x, y, z and size x, y, z, micrometres).
+
+    Without ``region`` a ``roi_table`` whose rows are named ``index`` (``"FOV_1"``); with
+    it a ``masking_roi_table`` of the label image ``region``, ``index`` the label ids.
+    """
+    boxes = np.asarray(boxes, "<f4").reshape(len(index), len(ROI_COLUMNS))
+    if region is None:
+        attrs = {"type": "roi_table", "index_key": "FieldIndex", "index_type": "str"}
+        _write_anndata(field, name, attrs, boxes, ROI_COLUMNS, [str(i) for i in index], {},
+                       index_name="FieldIndex")
+    else:
+        _write_anndata(field, name, _labelled("masking_roi_table", region), boxes,
+                       ROI_COLUMNS, np.asarray(index, "<i8"), {})
+
+
+def label_boxes(labels: np.ndarray[Any, Any],
+                ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The ids of a label image (0 is background) and each one's bounding box: ``(ids,
+    start, stop)``, ``start[i]`` the first and ``stop[i]`` one past the last index of id
+    ``ids[i]`` along each axis (one pass over the image, then over its object pixels)."""
+    flat = labels.reshape(-1)
+    where = np.flatnonzero(flat)
+    order = np.argsort(flat[where], kind="stable")
+    where = where[order]
+    ids, starts = np.unique(flat[where], return_index=True)
+    if not len(ids):
+        empty = np.zeros((0, labels.ndim), np.int64)
+        return ids, empty, empty
+    coords = np.unravel_index(where, labels.shape)
+    start = np.stack([np.minimum.reduceat(c, starts) for c in coords], axis=1)
+    stop = np.stack([np.maximum.reduceat(c, starts) for c in coords], axis=1) + 1
+    return ids, start, stop
+
+
+def _labelled(kind: str, region: str) -> dict[str, Any]:
+    """The attributes of a table with one row per object of the label image ``region``."""
+    return {"type": kind, "region": {"path": f"../labels/{region}"},
+            "instance_key": "label", "index_key": "label", "index_type": "int"}
+
+
+def _write_anndata(field: str, name: str, attrs: Mapping[str, Any], x: np.ndarray[Any, Any],
+                   var: Sequence[str], index: Sequence[str] | np.ndarray[Any, Any],
+                   obs: Mapping[str, np.ndarray[Any, Any] | list[str]], *,
+                   index_name: str = "_index") -> None:
+    """Write one AnnData table (``X``, ``var`` names, ``obs``; ``index`` an int array is
+    the label ids: the row names and ``obs["label"]``) staged beside its place, then
+    renamed in and listed in the field's ``tables`` group."""
+    fmt = _zarr_format(field)
+    if isinstance(index, np.ndarray):
+        obs = {**obs, "label": index}
+        index = [str(v) for v in index]
     tables = os.path.join(field, "tables")
     final, staging = os.path.join(tables, name), os.path.join(tables, f".{name}.writing")
     shutil.rmtree(staging, ignore_errors=True)
-    kind = ({"type": "feature_table", "region": {"path": f"../labels/{region}"},
-             "instance_key": "label"} if feature else {})
-    _group(staging, fmt, {**_encoding("anndata", "0.1.0"),
-                          "fractal_table_version": TABLE_VERSION, **kind})
-    x = np.array([[_number(r.get(c)) for c in measured] for r in rows], "<f4")
-    _array(os.path.join(staging, "X"), fmt, x.reshape(len(rows), len(measured)),
-           _encoding("array", "0.2.0"))
-    _dataframe(os.path.join(staging, "obs"), fmt, index, obs)
-    _dataframe(os.path.join(staging, "var"), fmt, measured, {})
+    _group(staging, fmt, {**_encoding("anndata", "0.1.0"), **_BACKEND, **attrs})
+    _array(os.path.join(staging, "X"), fmt, x, _encoding("array", "0.2.0"))
+    _dataframe(os.path.join(staging, "obs"), fmt, index, obs, index_name)
+    _dataframe(os.path.join(staging, "var"), fmt, list(var), {})
     shutil.rmtree(final, ignore_errors=True)
     os.rename(staging, final)
     listed = [str(n) for n in _read_attrs(tables, fmt).get("tables", [])]
-    _group(tables, fmt, {"tables": listed + ([name] if name not in listed else [])})
+    if name not in listed:
+        _group(tables, fmt, {"tables": [*listed, name]})
 
 
 def table_names(field: str) -> list[str]:
