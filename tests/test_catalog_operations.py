@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.pipeline import Pipeline, catalog
+from memtype.pipeline import FunctionStep, Pipeline, catalog
 from memtype.pipeline.catalog.operations import (
     OPERATIONS,
     TOLERANCES,
@@ -195,3 +195,83 @@ def test_the_plan_runs_an_operation_where_the_data_is(tmp_path: Any) -> None:
              catalog.step("pyclesperanto.top_hat", name="top_hat_2", radius_x=2, radius_y=2,
                           radius_z=0)]
     assert Pipeline(steps).plan(plate).choices == {"gaussian": "pyclesperanto"}
+
+
+# -- the plan says why each operation runs where it does (issue 25, section 4) -------------
+
+@pytest.fixture(scope="module")
+def plate(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.pipeline_support import write_plate
+
+    return write_plate(tmp_path_factory.mktemp("why") / "plate")
+
+
+def _top_hat(name: str = "top_hat") -> Any:
+    return catalog.step("pyclesperanto.top_hat", name=name, radius_x=2, radius_y=2, radius_z=0)
+
+
+@pytest.mark.opencl
+@pytest.mark.requires("pyclesperanto", "tifffile")
+def test_the_plan_says_the_data_is_already_there(plate: Any) -> None:
+    plan = Pipeline([_top_hat(), "gaussian", _top_hat("top_hat_2")]).plan(plate)
+    assert plan.reasons == {"gaussian": "the data is already there (pyclesperanto)"}
+    assert "gaussian runs in pyclesperanto: the data is already there" in plan.table()
+
+
+@pytest.mark.opencl
+@pytest.mark.requires("pyclesperanto", "tifffile")
+def test_the_plan_says_when_equal_costs_go_to_the_declared_order(plate: Any) -> None:
+    """The last step is written as NumPy: from pyclesperanto, either Gaussian copies once."""
+    plan = Pipeline([_top_hat(), "gaussian"]).plan(plate)
+    assert plan.choices == {"gaussian": "numpy"}
+    assert plan.reasons["gaussian"].startswith("declared before pyclesperanto, at the same cost")
+
+
+@pytest.mark.opencl
+@pytest.mark.requires("pyclesperanto", "torch", "tifffile")
+def test_the_plan_says_the_cost_it_measured(plate: Any) -> None:
+    """From torch on the CPU, NumPy's median is a zero-copy away, pyclesperanto's a copy."""
+    @mt.torch
+    def keep(stack: Any) -> Any:
+        return stack
+
+    plan = Pipeline([FunctionStep(keep), "median"]).plan(plate)
+    assert plan.choices == {"median": "numpy"}
+    assert plan.reasons["median"].startswith("cheaper measured cost (")
+    assert "next pyclesperanto" in plan.reasons["median"]
+
+
+@pytest.mark.opencl
+@pytest.mark.requires("pyclesperanto", "tifffile")
+def test_the_plan_says_when_the_others_have_no_room(plate: Any) -> None:
+    step = FunctionStep(mt.variants(pyclesperanto=lambda s: s, numpy=lambda s: s), "same")
+    plan = Pipeline([step]).plan(plate, budgets={"opencl:0": 1})
+    assert plan.reasons == {"same": "the only implementation that can run (pyclesperanto: "
+                                    "no room in the memory budget)"}
+
+
+@pytest.mark.no_gpu
+@pytest.mark.requires("tifffile")
+def test_the_plan_says_when_only_one_is_installed(plate: Any) -> None:
+    """Without a GPU, CuPy is either not installed or has no device."""
+    step = FunctionStep(mt.variants(numpy=lambda s: s, cupy=lambda s: s), "same")
+    reason = Pipeline([step]).plan(plate).reasons["same"]
+    assert reason in ("the only implementation installed",
+                      "the only implementation that can run (cupy: cannot run here)")
+
+
+@pytest.mark.requires("skimage", "tifffile")
+def test_cli_plan_prints_why_for_a_file_of_named_steps(plate: Any, tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    file = tmp_path / "named.py"
+    file.write_text("from memtype.pipeline import Pipeline\n"
+                    "pipeline = Pipeline([('gaussian', {'sigma': 2}), 'threshold_otsu'])\n")
+    done = subprocess.run([sys.executable, "-m", "memtype", "run", str(file), "--input",
+                           str(plate), "--output", str(tmp_path / "out"), "--plan"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "gaussian runs in numpy: the data is already there (numpy)" in done.stdout
+    assert "threshold_otsu runs in numpy: the data is already there (numpy)" in done.stdout
+    assert not (tmp_path / "out").exists()

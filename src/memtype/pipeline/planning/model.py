@@ -71,6 +71,9 @@ class PlannedStep:
     device: str
     conversions: tuple[PlannedConversion, ...]
     explanation: str = ""
+    reason: str = ""
+    """Why a step with several implementations runs this one (the data is already there,
+    the cheaper measured cost, the only one installed or with room, the declared order)."""
 
     @property
     def events(self) -> int:
@@ -111,6 +114,11 @@ class Plan:
     cost: float
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def reasons(self) -> dict[str, str]:
+        """Step name -> why it runs its chosen implementation (the steps in ``choices``)."""
+        return {p.name: p.reason for p in self.phases if p.reason}
+
     def predicted(self) -> dict[str, tuple[int, int]]:
         """Phase name -> (conversion events, bytes) per group."""
         return {p.name: (p.events, p.nbytes) for p in self.phases}
@@ -134,7 +142,11 @@ class Plan:
         lines.append("-" * 100)
         peak = ", ".join(f"{d} {b / _MIB:.1f} MiB" for d, b in self.peak_memory.items())
         lines.append(f"predicted peak memory: {peak}")
-        lines.extend(f"{p.name}: {p.explanation}" for p in self.phases if p.explanation)
+        for p in self.phases:
+            if p.reason:
+                lines.append(f"{p.name} runs in {p.memory_type}: {p.reason}")
+            if p.explanation:
+                lines.append(f"{p.name}: {p.explanation}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
 

@@ -200,6 +200,45 @@ def _explain(planner: _Planner, i: int, chosen: int, through: list[float]) -> st
     return "chain cost with " + ", ".join(parts)
 
 
+def _unavailable_kind(reason: str) -> str:
+    """Why an implementation is out, in words for a plan's reason."""
+    if reason.startswith("ran out of memory"):
+        return "ran out of memory during the run"
+    if reason.startswith("FrameworkNotInstalledError"):
+        return "not installed"
+    if reason.split(" ", 1)[0].endswith(":"):  # "<Error>: ..." from the device
+        return "cannot run here"
+    return "no room in the memory budget"
+
+
+def _reason(planner: _Planner, i: int, chosen: int, through: list[float], arrives: str) -> str:
+    """Why step ``i`` runs option ``chosen``, in a phrase: the data is already there, the
+    cheaper measured cost, the only implementation installed (or with room), or the
+    declared order among equal costs. ``arrives``: the memory type its input comes in."""
+    options = planner.options[i]
+    others = [j for j in range(len(options)) if j != chosen]
+    out = {j: _unavailable_kind(planner.unavailable[(i, j)]) for j in others
+           if (i, j) in planner.unavailable}
+    runnable = [j for j in others if j not in out and not math.isinf(through[j])]
+    if not runnable:
+        kinds = sorted(set(out.values()))
+        if not kinds:
+            return "the only implementation that can take the stacks"
+        if kinds == ["not installed"]:
+            return "the only implementation installed"
+        why = "; ".join(f"{', '.join(options[j].name for j in out if out[j] == k)}: {k}"
+                        for k in kinds)
+        return f"the only implementation that can run ({why})"
+    if options[chosen].input_type == arrives:
+        return f"the data is already there ({arrives})"
+    best_other = min(runnable, key=lambda j: through[j])
+    if through[best_other] == through[chosen]:
+        return (f"declared before {options[best_other].name}, at the same cost "
+                f"({through[chosen]:.0f})")
+    return (f"cheaper measured cost ({through[chosen]:.0f}; next "
+            f"{options[best_other].name} {through[best_other]:.0f})")
+
+
 def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
               gpu_id: int | None = None, *, budgets: Mapping[str, int] | None = None,
               avoid: Collection[tuple[str, str]] = ()) -> Plan:
@@ -271,11 +310,15 @@ def _assemble(planner: _Planner, picks: list[int], cost: list[list[float]],
     for i, o in enumerate(chosen):
         here = [c for c in (convs(prev, o.input_type, i, True),
                             *(convs(s, t, i + 1, f) for s, t, f in o.inner)) if c is not None]
-        why = ""
+        why = reason = ""
         if steps[i].variants is not None:
-            why = _explain(planner, i, picks[i], [a + b for a, b in zip(cost[i], rest[i])])
+            through = [a + b for a, b in zip(cost[i], rest[i])]
+            why = _explain(planner, i, picks[i], through)
+            arrives = HOST_STACK if i == 0 else chosen[i - 1].output_type
+            reason = _reason(planner, i, picks[i], through, arrives)
         phases.append(PlannedStep(steps[i].name, o.input_type,
-                                  str(prober.device(o.input_type, shape, dtype)), tuple(here), why))
+                                  str(prober.device(o.input_type, shape, dtype)), tuple(here), why,
+                                  reason))
         if planner._writes(i):
             w = convs(o.output_type, HOST_STACK, i + 1, False)
             writes.extend([w] if w is not None else [])
