@@ -2,7 +2,7 @@
 NumPy + pyclesperanto + torch, vs the same pipeline fixed to scikit-image / NumPy.
 
 Steps: background subtraction (white top-hat), Gaussian, Otsu mask, connected-component
-labels, then regionprops (a table). ``plan``: ``Pipeline.run`` plans each operation's
+labels, small-object removal, then per-label statistics (a table), all catalog operations. ``plan``: ``Pipeline.run`` plans each operation's
 implementation; ``fixed``: every operation forced to its NumPy (scikit-image) implementation
 with ``FunctionStep.with_implementation("numpy")``; ``opencl``: all in pyclesperanto. All run
 inline on the same synthetic
@@ -46,11 +46,13 @@ WAYS = {"plan": None, "fixed": "numpy", "opencl": "pyclesperanto"}
 def steps(way: str) -> list[FunctionStep]:
     """The nuclei pipeline: planned, or every operation forced to one framework."""
     ops = [catalog.operation("white_tophat", radius=7), catalog.operation("gaussian", sigma=1),
-           catalog.operation("threshold_otsu"), catalog.operation("label", materialize=True)]
+           catalog.operation("threshold_otsu"), catalog.operation("label"),
+           catalog.operation("remove_small_objects", min_size=9, materialize=True),
+           catalog.operation("label_statistics", outputs=("objects",))]
     forced = WAYS[way]
     if forced is not None:
         ops = [op.with_implementation(forced) for op in ops]
-    return [*ops, catalog.step("skimage.measure.regionprops", outputs=("objects",))]
+    return ops
 
 
 def run(plate: Path, out: Path, way: str) -> tuple[float, int, int, RunReport]:
