@@ -252,6 +252,15 @@ def test_cli_lists_operations_with_their_frameworks() -> None:
     assert "sigma=1.0" in out.stdout
 
 
+def test_cli_lists_what_an_operation_takes_and_gives() -> None:
+    out = subprocess.run([sys.executable, "-m", "memtype", "functions", "--operations",
+                          "remove_small"], capture_output=True, text=True, check=True,
+                         env=_wide_env())
+    row = next(line for line in out.stdout.splitlines() if "remove_small_objects" in line)
+    assert "input" in out.stdout
+    assert "labels" in row and "min_size=64" in row and "torch" in row
+
+
 def _wide_env() -> dict[str, str]:
     import os
 

@@ -48,11 +48,11 @@ def _cmd_functions(args: argparse.Namespace) -> int:
     if args.operations:
         from memtype.pipeline.catalog.operations import operations
 
-        ops = [(op.name, ", ".join(op.implementations), op.output,
+        ops = [(op.name, ", ".join(op.implementations), op.input, op.output,
                 ", ".join(f"{k}={v}" for k, v in op.parameters.items()) or "-")
                for op in operations() if all(w in op.name for w in query.lower().split())]
-        _print(f"{len(ops)} operations", ("operation", "frameworks", "output", "parameters"),
-               ops)
+        _print(f"{len(ops)} operations",
+               ("operation", "frameworks", "input", "output", "parameters"), ops)
         return 0
     if args.excluded:
         words = query.lower().split()
