@@ -26,6 +26,7 @@ from memtype.types import DtypeConversion, MemoryType
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers
     from memtype._optional import require as require
+    from memtype.array_api_functions import array_api as array_api
     from memtype.decorators import memory_types as memory_types
 
 __version__ = "0.1.0"
@@ -38,6 +39,7 @@ _LAZY: dict[str, str] = {
     "storage": "memtype.storage",
     "pipeline": "memtype.pipeline",
     "variants": "memtype.pipeline.variants",
+    "array_api": "memtype.array_api_functions",
     "chain": "memtype.chaining",
     "frameworks": "memtype.frameworks",
     "dtypes": "memtype.dtypes",

@@ -26,6 +26,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "matplotlib": ("matplotlib", "bench"),
     "ml_dtypes": ("ml_dtypes", "torch"),
     "pynvml": ("nvidia-ml-py", "gpu"),
+    "array_api_compat": ("array-api-compat", "array-api"),
 }
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "CommandError",
     "SideOutputError",
     "InputWriteError",
+    "ArrayAPIError",
     "StoreIndexError",
     "StoreAccessError",
     "StoreIOError",
@@ -211,6 +212,11 @@ class SideOutputError(MemtypeError, ValueError):
 
 class InputWriteError(MemtypeError, RuntimeError):
     """A decorated function wrote to an input it had to leave unchanged."""
+
+
+class ArrayAPIError(MemtypeError, TypeError):
+    """An ``@mt.array_api`` function that cannot run as written where its data is: a write
+    into an immutable array (JAX), a dtype the framework has no kernels for."""
 
 
 class StoreIndexError(MemtypeError, IndexError):

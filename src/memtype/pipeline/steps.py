@@ -11,7 +11,7 @@ from typing import Any
 from memtype.errors import ArgumentTypeError, FieldError, InvalidArgumentError
 from memtype.frameworks import get_framework, is_registered, iter_frameworks
 from memtype.pipeline.patterns import FieldValue, ImageRecord, Key
-from memtype.pipeline.variants import Variants
+from memtype.pipeline.variants import Variants, offered
 
 __all__ = ["FunctionStep", "FuncSpec", "StepCall", "GroupTask", "writes"]
 
@@ -215,10 +215,10 @@ class FunctionStep:
 
     @property
     def variants(self) -> Variants | None:
-        """The step's implementations when it offers several (one call, a Variants)."""
+        """The step's implementations when it offers several (one call: a Variants, or an
+        ``@mt.array_api`` function, offered in every framework it runs in)."""
         if self.routes is None and len(self.chain) == 1:
-            func = self.chain[0].func
-            return func if isinstance(func, Variants) else None
+            return offered(self.chain[0].func)
         return None
 
     def with_name(self, name: str) -> FunctionStep:

@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from memtype import MemoryType
+from memtype.array_api_functions import ArrayAPIFunction
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.frameworks import get_framework
 
-__all__ = ["Variants", "variants"]
+__all__ = ["Variants", "variants", "offered"]
 
 
 def _implementation(key: str, func: Callable[..., Any]) -> Any:
@@ -100,3 +101,13 @@ def variants(**implementations: Callable[..., Any]) -> Variants:
     """
     return Variants(implementations)
 
+
+def offered(func: Any) -> Variants | None:
+    """The implementations a step's function offers: a :class:`Variants` itself, or an
+    ``@mt.array_api`` function's, one per framework it runs in here
+    (:meth:`~memtype.array_api_functions.ArrayAPIFunction.frameworks`); None for any other."""
+    if isinstance(func, Variants):
+        return func
+    if isinstance(func, ArrayAPIFunction) and func.runs_in is None:
+        return Variants({name: func.implementation(name) for name in func.frameworks()})
+    return None
