@@ -34,11 +34,50 @@ def planes() -> list[tuple[str, int, int, int]]:
             for c in range(1, CHANNELS + 1) for z in range(1, PLANES + 1)]
 
 
-def _tif(path: Path, data: np.ndarray[Any, Any]) -> None:
+def _tif(path: Path, data: np.ndarray[Any, Any], description: str | None = None) -> None:
     import tifffile
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tifffile.imwrite(path, data)
+    if description is None:
+        tifffile.imwrite(path, data)
+    else:  # as MetaXpress writes: its XML the only description, software "MetaSeries"
+        tifffile.imwrite(path, data, description=description, software="MetaSeries",
+                         metadata=None)
+
+
+def metaxpress_description(well: str, site: int, channel: int, z: int,
+                           name: str | None = None, pixel_um: float = PIXEL_UM,
+                           units: str = "um", calibrated: str = "on") -> str:
+    """The ImageDescription MetaXpress writes in each TIFF (MetaMorph ``<MetaData>`` XML)."""
+    def prop(key: str, kind: str, value: object, tag: str = "prop") -> str:
+        return f'<{tag} id="{key}" type="{kind}" value="{value}"/>'
+
+    name = CHANNEL_NAMES[channel - 1] if name is None else name
+    plane = [prop("camera-binning-x", "int", 1), prop("camera-binning-y", "int", 1),
+             prop("pixel-size-x", "int", SHAPE[1]), prop("pixel-size-y", "int", SHAPE[0]),
+             prop("bits-per-pixel", "int", 16),
+             prop("spatial-calibration-state", "bool", calibrated),
+             prop("spatial-calibration-x", "float", pixel_um),
+             prop("spatial-calibration-y", "float", pixel_um),
+             prop("spatial-calibration-units", "string", units),
+             prop("image-name", "string", name),
+             prop("acquisition-time-local", "time", "20140206 18:00:02.125"),
+             prop("stage-position-x", "float", 12000.5 + site * 650),
+             prop("stage-position-y", "float", 8000.25),
+             prop("z-position", "float", 5000.0 + (z - 1) * Z_STEP_UM),
+             prop("wavelength", "float", 452 + 70 * channel),
+             prop("_IllumSetting_", "string", name), prop("_MagNA_", "float", 0.45),
+             prop("_MagSetting_", "string", "10X Plan Fluor"),
+             prop("stage-label", "string", f"{well} : Site {site}"),
+             prop("ImageXpress Micro X", "float", 12000.5 + site * 650, "custom-prop"),
+             prop("ImageXpress Micro Y", "float", 8000.25, "custom-prop"),
+             prop("Exposure Time", "string", "50 ms", "custom-prop")]
+    return ("<MetaData>\r\n" + prop("Description", "string", "Acquired by MetaXpress")
+            + "\r\n" + prop("MetaDataVersion", "float", 1) + "\r\n"
+            + prop("ApplicationName", "string", "MetaXpress") + "\r\n"
+            + prop("ApplicationVersion", "string", "6.5.4.532") + "\r\n<PlaneInfo>\r\n"
+            + "\r\n".join(plane) + "\r\n</PlaneInfo>\r\n<SetInfo>\r\n"
+            + prop("number-of-planes", "int", 1) + "\r\n</SetInfo>\r\n</MetaData>\r\n")
 
 
 def write_pattern(root: Path) -> Path:
@@ -78,11 +117,21 @@ def write_imagexpress(root: Path) -> Path:
     (root / "MFGTMP_140206180002.HTD").write_text(htd_text(), newline="")
     for w, s, c, z in planes():
         name = f"MFGTMP_140206180002_{w}_s{s}_w{c}"
-        _tif(root / f"TimePoint_1/ZStep_{z}/{name}.TIF", plane(w, s, c, z))
+        _tif(root / f"TimePoint_1/ZStep_{z}/{name}.TIF", plane(w, s, c, z),
+             metaxpress_description(w, s, c, z))
         _tif(root / f"TimePoint_1/ZStep_{z}/{name}_thumbA1B2.TIF", np.zeros((2, 2), np.uint16))
         if z == 1:
             _tif(root / f"TimePoint_1/{name}.TIF", np.full(SHAPE, 9, np.uint16))
     return root
+
+
+FIELD_Y_UM = 120.0
+"""Every Phenix fixture field's PositionY (micrometres)."""
+
+
+def field_x_um(site: int) -> float:
+    """A Phenix fixture field's PositionX (micrometres): fields 650 µm apart, centred."""
+    return (site - 1) * 650.0 - 325.0
 
 
 def phenix_xml(images: list[tuple[str, int, int, int, str]], rows: int = 8,
@@ -97,7 +146,11 @@ def phenix_xml(images: list[tuple[str, int, int, int, str]], rows: int = 8,
                 f'<ImageResolutionX Unit="m">{PIXEL_UM * 1e-6!r}</ImageResolutionX>'
                 f'<ImageResolutionY Unit="m">{PIXEL_UM * 1e-6!r}</ImageResolutionY>'
                 f"<ImageSizeX>{SHAPE[1]}</ImageSizeX><ImageSizeY>{SHAPE[0]}</ImageSizeY>"
-                f'<PositionZ Unit="m">{(z - 1) * Z_STEP_UM * 1e-6!r}</PositionZ></Image>')
+                f'<PositionX Unit="m">{field_x_um(s) * 1e-6!r}</PositionX>'
+                f'<PositionY Unit="m">{FIELD_Y_UM * 1e-6!r}</PositionY>'
+                f'<PositionZ Unit="m">{(z - 1) * Z_STEP_UM * 1e-6!r}</PositionZ>'
+                f'<AbsPositionZ Unit="m">{0.0135 + (z - 1) * Z_STEP_UM * 1e-6!r}</AbsPositionZ>'
+                "</Image>")
 
     wells = sorted({w for w, *_ in images})
     entries = "".join(

@@ -52,13 +52,14 @@ def test_phenix_channel_names_and_pixel_size_reach_the_plate(tmp_path: Path) -> 
         "micrometer", "micrometer", "micrometer"]
 
 
-def test_imagexpress_channel_names_reach_the_plate(tmp_path: Path) -> None:
+def test_imagexpress_channel_names_and_pixel_size_reach_the_plate(tmp_path: Path) -> None:
     src = write_imagexpress(tmp_path / "in")
     report = Pipeline([_same]).run(src, tmp_path / "out")
     assert report.ok, report.summary()
     names, multiscale = _field_metadata(report.outputs["images"])
     assert names == list(CHANNEL_NAMES)
-    assert set(_scale(multiscale)) == {1.0}  # the HTD file has no pixel size
+    # the HTD has no pixel size; the TIFFs' MetaXpress descriptions do
+    assert _scale(multiscale)[-3:] == pytest.approx([Z_STEP_UM, PIXEL_UM, PIXEL_UM])
 
 
 def test_the_pipelines_pixel_size_wins_over_the_input(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ __all__ = ["PlateSummary", "inspect_plate"]
 
 _SHOWN = 8
 """Missing images listed by name; the rest are counted."""
+_SITES_SHOWN = 4
+"""Field positions shown, of the first well's sites."""
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class PlateSummary:
     root : str
         The plate folder.
     metadata : PlateMetadata
-        Layout, what showed it, channel names, pixel size, plate size.
+        Layout, what showed it, channel names, pixel size, plate size, field positions.
     values : dict of str to list
         Every field's values present, in natural order (``{"site": [1, 2], ...}``).
     images : int
@@ -66,6 +68,7 @@ class PlateSummary:
                 ("dtype", self.dtype),
                 ("pixel size", "unknown" if size is None else f"{size[0]:g} x {size[1]:g} µm"
                  + ("" if meta.z_step_um is None else f", z step {meta.z_step_um:g} µm")),
+                *self._positions(),
                 ("missing", self._missing()),
                 ("total size", "unknown" if self.nbytes is None else _bytes(self.nbytes))]
         return out
@@ -78,6 +81,22 @@ class PlateSummary:
         if len(shown) <= 12:
             return f"{len(shown)}: {', '.join(shown)}"
         return f"{len(shown)}: {', '.join(shown[:6])} ... {', '.join(shown[-2:])}"
+
+    def _positions(self) -> list[tuple[str, str]]:
+        """The ``field positions`` row, where the metadata has them: how many, and the first
+        well's sites (at most :data:`_SITES_SHOWN`)."""
+        positions = self.metadata.field_positions
+        if not positions:
+            return []
+        wells = sorted({w for w, _ in positions}, key=field_sort_key)
+        sites = sorted(s for w, s in positions if w == wells[0])
+        shown = "; ".join(f"site {s} at x {positions[(wells[0], s)].x_um:g}, "
+                          f"y {positions[(wells[0], s)].y_um:g} µm"
+                          for s in sites[:_SITES_SHOWN])
+        more = "; ..." if len(sites) > _SITES_SHOWN else ""
+        count = len({s for _, s in positions})
+        return [("field positions", f"{len(positions)} fields ({len(wells)} wells x {count} "
+                 f"sites); {shown}{more}")]
 
     def _missing(self) -> str:
         """The missing images: none, or a count and the first few."""

@@ -22,16 +22,22 @@ from typing import Any
 
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern
-from memtype.pipeline.readers.base import READER_FIELDS, PlateMetadata, Reader, input_directory
+from memtype.pipeline.readers.base import (
+    READER_FIELDS,
+    FieldPosition,
+    PlateMetadata,
+    Reader,
+    input_directory,
+)
 from memtype.pipeline.readers.imagexpress import ImageXpressReader, parse_htd
 from memtype.pipeline.readers.ometiff import OmeTiffReader
 from memtype.pipeline.readers.omezarr import OmeZarrReader
 from memtype.pipeline.readers.pattern import PatternReader
 from memtype.pipeline.readers.phenix import PhenixReader
 
-__all__ = ["Reader", "PlateMetadata", "PatternReader", "ImageXpressReader", "PhenixReader",
-           "OmeZarrReader", "OmeTiffReader", "LAYOUTS", "READER_FIELDS", "open_input",
-           "detect_layout", "parse_htd"]
+__all__ = ["Reader", "PlateMetadata", "FieldPosition", "PatternReader", "ImageXpressReader",
+           "PhenixReader", "OmeZarrReader", "OmeTiffReader", "LAYOUTS", "READER_FIELDS",
+           "open_input", "detect_layout", "parse_htd"]
 
 LAYOUTS: dict[str, type[Reader]] = {
     "ome-zarr": OmeZarrReader,

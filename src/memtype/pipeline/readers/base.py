@@ -16,7 +16,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -31,11 +31,21 @@ from memtype.pipeline.patterns import (
     field_sort_key,
 )
 
-__all__ = ["Reader", "PlateMetadata", "FileReader", "READER_FIELDS", "walk_inside",
+__all__ = ["Reader", "PlateMetadata", "FieldPosition", "FileReader", "READER_FIELDS", "walk_inside",
            "walk_folders", "well_name", "record", "natural_sort", "input_directory"]
 
 READER_FIELDS = ("well", "site", "channel", "z", "t")
 """The fields every vendor reader yields; site, channel, z and t count from 1."""
+
+
+class FieldPosition(NamedTuple):
+    """Where a field was imaged, in micrometres, as the microscope's metadata gives it (Opera
+    Phenix: relative to the well's centre, y growing upwards; z relative to the focus
+    reference)."""
+
+    x_um: float
+    y_um: float
+    z_um: float | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,9 @@ class PlateMetadata:
     missing : tuple of str
         Images the metadata announces that are not there (``"B03 site=2 channel=1 z=1 t=1"``):
         a plate with skipped fields is normal, and is listed here rather than refused.
+    field_positions : dict of (str, int) to FieldPosition
+        Where each field (``(well, site)``) was imaged, in micrometres, where the metadata
+        says (Opera Phenix: ``PositionX/Y/Z`` of its first plane); empty otherwise.
     """
 
     layout: str
@@ -69,6 +82,7 @@ class PlateMetadata:
     pixel_size_um: tuple[float, float] | None = None
     z_step_um: float | None = None
     missing: tuple[str, ...] = ()
+    field_positions: dict[tuple[str, int], FieldPosition] = field(default_factory=dict)
 
     @property
     def plate_size(self) -> int | None:

@@ -8,6 +8,15 @@ row by row from 1), ``NWavelengths`` and ``WaveName<n>`` (channel names), ``Time
 ``ZSteps``. It gives the channel names and what was acquired, so that absent images are listed
 as missing. Without it the plate is read from the names and folders alone.
 
+Each TIFF's ImageDescription holds MetaXpress's MetaMorph ``<MetaData>`` XML (``<prop id=..
+value=..>`` under ``<PlaneInfo>``): ``_IllumSetting_`` (the wavelength's name),
+``spatial-calibration-x``/``-y`` with ``-units`` and ``-state``, ``z-position``,
+``stage-label`` (``"A01 : Site 1"``). The metadata reads the first image of each channel's
+description (one TIFF header, no pixel data) for channel names and the pixel size, and plane 2
+of the first image for the z step; the ``.HTD``'s ``WaveName<n>`` take precedence over the
+TIFFs' names. tifffile parses the TIFF; its MetaSeries reader wants the ``Software`` tag
+``MetaSeries``, so the XML is read here from the description itself.
+
 Names: ``<prefix>_<well>_s<site>_w<channel>`` where ``_s`` is absent on single-site plates and
 ``_w`` on single-channel ones, and MetaXpress may append a GUID to the channel
 (``..._w1F1A2B3C4-....TIF``); any case of ``.tif``/``.tiff``. Thumbnails (``_thumb``) are left
@@ -20,10 +29,11 @@ from __future__ import annotations
 import csv
 import os
 import re
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from memtype.errors import StoreFormatError
-from memtype.pipeline.patterns import ImageRecord, Key, key_label
+from memtype.pipeline.patterns import FieldValue, ImageRecord, Key, key_label
 from memtype.pipeline.readers.base import (
     FileReader,
     PlateMetadata,
@@ -33,7 +43,7 @@ from memtype.pipeline.readers.base import (
     well_name,
 )
 
-__all__ = ["ImageXpressReader", "parse_htd", "HtdInfo"]
+__all__ = ["ImageXpressReader", "parse_htd", "HtdInfo", "tiff_properties"]
 
 _NAME = re.compile(
     r"(?:.*?_)??(?P<well>[A-Z]{1,2}\d{2,3})(?:_s(?P<site>\d+))?(?:_w(?P<channel>\d+)"
@@ -189,13 +199,120 @@ class ImageXpressReader(FileReader):
     def _metadata(self) -> PlateMetadata:
         htd = self._htd()
         source = self.detect(self.root) or ""
+        records = self.records(self._exclude)
+        tiff = _tiff_metadata(self, records)
         if htd is None:
-            return PlateMetadata(self.layout, source)
-        present = {r.key for r in self.records(self._exclude)}
+            return PlateMetadata(self.layout, source, channel_names=tiff.channel_names,
+                                 pixel_size_um=tiff.pixel_size_um, z_step_um=tiff.z_step_um)
+        present = {r.key for r in records}
         channels = sorted(htd.channel_names) or [1]
         expected = [(("well", w), ("site", s), ("channel", c), ("z", z), ("t", t))
                     for w in htd.wells for s in range(1, htd.sites + 1) for c in channels
                     for z in range(1, htd.zsteps + 1) for t in range(1, htd.timepoints + 1)]
         missing = tuple(key_label(k) for k in expected if k not in present)
-        return PlateMetadata(self.layout, source, htd.rows, htd.columns, htd.channel_names,
+        names = {**tiff.channel_names, **htd.channel_names}  # the HTD's names first
+        return PlateMetadata(self.layout, source, htd.rows, htd.columns,
+                             dict(sorted(names.items())), tiff.pixel_size_um, tiff.z_step_um,
                              missing=missing)
+
+
+@dataclass(frozen=True)
+class _TiffInfo:
+    """What the MetaXpress descriptions of one image per channel say."""
+
+    channel_names: dict[int, str] = field(default_factory=dict)
+    pixel_size_um: tuple[float, float] | None = None
+    z_step_um: float | None = None
+
+
+def _tiff_metadata(reader: ImageXpressReader, records: list[ImageRecord]) -> _TiffInfo:
+    """Channel names (``_IllumSetting_``) and the pixel size (``spatial-calibration-x/y``) from
+    the first image of each channel, and the z step (``z-position``) from the first image's
+    plane 2: one TIFF header per channel, plus one, never pixel data."""
+    first: dict[FieldValue, ImageRecord] = {}
+    for rec in records:
+        first.setdefault(rec.key[2][1], rec)
+    names: dict[int, str] = {}
+    size: tuple[float, float] | None = None
+    z1: float | None = None
+    for channel, rec in first.items():
+        props = tiff_properties(reader.resolve(rec.path))
+        if props.get("_IllumSetting_") and isinstance(channel, int):
+            names[channel] = props["_IllumSetting_"]
+        if size is None:
+            size = _calibration(props)
+        if z1 is None and channel == records[0].key[2][1]:
+            z1 = _float(props.get("z-position"))
+    return _TiffInfo(names, size, _z_step(reader, records, z1))
+
+
+def _z_step(reader: ImageXpressReader, records: list[ImageRecord],
+            z1: float | None) -> float | None:
+    """The distance between planes 1 and 2 of the first image's stack, if both say where."""
+    if z1 is None:
+        return None
+    want = records[0].key[:3] + (("z", 2),) + records[0].key[4:]
+    second = next((r for r in records if r.key == want), None)
+    if second is None:
+        return None
+    z2 = _float(tiff_properties(reader.resolve(second.path)).get("z-position"))
+    return None if z2 is None or z2 == z1 else abs(z2 - z1)
+
+
+_TO_UM = {"um": 1.0, "micron": 1.0, "microns": 1.0, "nm": 1e-3, "mm": 1e3}
+
+
+def _float(text: str | None) -> float | None:
+    """A number of a description, or None if absent or not a number."""
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
+
+
+def _calibration(props: dict[str, str]) -> tuple[float, float] | None:
+    """``(y, x)`` micrometres from ``spatial-calibration-x/y`` and ``-units`` (None when the
+    calibration is off, absent, or in units that are not lengths, such as pixels)."""
+    if props.get("spatial-calibration-state", "on").lower() not in ("on", "true", "1"):
+        return None
+    scale = _TO_UM.get(props.get("spatial-calibration-units", "um").strip().lower())
+    x = _float(props.get("spatial-calibration-x"))
+    y = _float(props.get("spatial-calibration-y", props.get("spatial-calibration-x")))
+    if scale is None or x is None or y is None or x <= 0 or y <= 0:
+        return None
+    return y * scale, x * scale
+
+
+def tiff_properties(path: str) -> dict[str, str]:
+    """The ``<prop id= value=>`` (and ``<custom-prop>``) values of a MetaXpress / MetaMorph
+    TIFF's ImageDescription (``<MetaData>`` XML), read from the first page's tags alone; empty
+    when the description is not MetaMorph's.
+
+    Raises
+    ------
+    StoreFormatError
+        The file is not a readable TIFF, or its ``<MetaData>`` is not well-formed XML (a
+        ``ValueError``).
+    """
+    from memtype import require
+
+    tifffile = require("tifffile", "Reading ImageXpress TIFF metadata")
+    try:
+        with tifffile.TiffFile(path) as tif:
+            description = tif.pages.first.description
+    except tifffile.TiffFileError as exc:
+        raise StoreFormatError(f"ImageXpress image {path!r} is not a readable TIFF ({exc}); "
+                               "its header gives the channel's name and pixel size.") from exc
+    if not description.lstrip().startswith("<MetaData>"):
+        return {}
+    try:
+        root = ET.fromstring(description)
+    except ET.ParseError as exc:
+        raise StoreFormatError(f"The MetaXpress description of {path!r} is not valid XML "
+                               f"({exc}); expected <MetaData><prop id=.. value=../>...")\
+            from exc
+    props: dict[str, str] = {}
+    for element in root.iter():
+        if element.tag in ("prop", "custom-prop") and element.get("id"):
+            props.setdefault(str(element.get("id")), element.get("value", ""))
+    return props

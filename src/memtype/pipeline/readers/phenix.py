@@ -5,27 +5,42 @@ The index is namespaced XML (``http://www.perkinelmer.com/PEHH/HarmonyV5`` or ``
 namespace is not checked) with one ``<Image>`` per plane under ``<Images>``: ``URL`` (the file,
 relative to the index), ``Row``, ``Col``, ``FieldID``, ``PlaneID``, ``TimepointID`` (from 0),
 ``ChannelID``, ``ChannelName``, ``ImageResolutionX``/``Y`` (with a ``Unit``, metres in
-practice) and ``PositionZ``. ``<Plates><Plate>`` has ``PlateRows`` and ``PlateColumns``;
-``<Maps><Map><Entry ChannelID=..>`` repeats the channel names and resolutions. The index is
+practice) and ``PositionX``/``Y``/``Z`` (the field's place, with a ``Unit``).
+``<Plates><Plate>`` has ``PlateRows`` and ``PlateColumns``; ``<Maps><Map><Entry ChannelID=..>``
+repeats the channel names and resolutions. The index is
 the source of truth: an ``<Image>`` whose file is absent is listed as missing. Without an
 index the file names are read: ``r<row>c<col>f<field>p<plane>-ch<channel>sk<timepoint>fk..fl..``
 (``sk`` counts time points from 1). Row 2, column 3 is well ``B03``.
+
+``Index.ref.xml`` (what Harmony writes beside an export with flat-field references; Bio-Formats'
+HarmonyReader reads it with the same parser) has the same schema and is read the same way, after
+``Index.idx.xml`` and ``Index.xml``. The index is parsed once, streamed (``iterparse``, each
+``<Image>`` cleared once read): a 138,240-plane index is not held as a tree.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from memtype.errors import StoreFormatError
 from memtype.pipeline.patterns import ImageRecord
-from memtype.pipeline.readers.base import FileReader, PlateMetadata, record, well_name
+from memtype.pipeline.readers.base import (
+    FieldPosition,
+    FileReader,
+    PlateMetadata,
+    record,
+    well_name,
+)
 
 __all__ = ["PhenixReader"]
 
-_INDEXES = ("Index.idx.xml", "Index.xml", "Images/Index.idx.xml", "Images/Index.xml")
+_INDEXES = ("Index.idx.xml", "Index.xml", "Index.ref.xml", "Images/Index.idx.xml",
+            "Images/Index.xml", "Images/Index.ref.xml")
 _NAME = re.compile(r"r(\d+)c(\d+)f(\d+)p(\d+)-ch(\d+)sk(\d+)fk\d+fl\d+\.tiff?", re.IGNORECASE)
 _TO_UM = {"m": 1e6, "mm": 1e3, "um": 1.0, "µm": 1.0, "nm": 1e-3}
 
@@ -43,11 +58,6 @@ def _children(element: ET.Element) -> dict[str, ET.Element]:
     return out
 
 
-def _find_all(root: ET.Element, tag: str) -> Iterator[ET.Element]:
-    """Every element below ``root`` with this tag, whatever its namespace."""
-    return (e for e in root.iter() if _local(e.tag) == tag)
-
-
 def _um(element: ET.Element | None) -> float | None:
     """A length element's value in micrometres (by its ``Unit``; metres if none)."""
     if element is None or not (element.text or "").strip():
@@ -62,6 +72,94 @@ def _text(parts: dict[str, ET.Element], tag: str) -> str:
     return "" if element is None else (element.text or "").strip()
 
 
+@dataclass
+class _Index:
+    """What one pass over a Harmony index found: the images present, those absent, and the
+    plate's metadata."""
+
+    found: list[ImageRecord] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    rows: int | None = None
+    columns: int | None = None
+    names: dict[int, str] = field(default_factory=dict)
+    size: tuple[float, float] | None = None
+    planes: dict[int, float] = field(default_factory=dict)
+    positions: dict[tuple[str, int], tuple[tuple[int, int], FieldPosition]] = \
+        field(default_factory=dict)
+
+    def add_image(self, parts: dict[str, ET.Element], base: str, files: set[str]) -> None:
+        """One ``<Image>`` plane: its record (present or absent), name, size and place."""
+        url = _text(parts, "URL").replace("\\", "/")
+        path = posixpath.normpath(f"{base}/{url}") if base and url else url
+        rec = PhenixReader._record(path, parts)
+        if url and path in files:
+            self.found.append(rec)
+        else:
+            self.absent.append(f"{rec.path or '(no file)'} ({_label(rec)})")
+        self.add_channel(_text(parts, "ChannelID"), parts)
+        z = _um(parts.get("PositionZ"))
+        fields = rec.fields
+        if z is not None:
+            self.planes.setdefault(int(fields["z"]), z)
+        x, y = _um(parts.get("PositionX")), _um(parts.get("PositionY"))
+        if x is not None and y is not None:
+            place = (str(fields["well"]), int(fields["site"]))
+            order = (int(fields["t"]), int(fields["z"]))
+            known = self.positions.get(place)
+            if known is None or order < known[0]:  # the first plane of the first time point
+                self.positions[place] = (order, FieldPosition(x, y, z))
+
+    def add_channel(self, channel: str, parts: dict[str, ET.Element]) -> None:
+        """A channel's name and the pixel size, from an ``<Image>`` or a ``<Map><Entry>``."""
+        if channel and _text(parts, "ChannelName"):
+            self.names.setdefault(int(channel), _text(parts, "ChannelName"))
+        y, x = _um(parts.get("ImageResolutionY")), _um(parts.get("ImageResolutionX"))
+        if self.size is None and y is not None and x is not None:
+            self.size = (y, x)
+
+    def add_plate(self, parts: dict[str, ET.Element]) -> None:
+        """``<Plate>``: the plate's rows and columns."""
+        self.rows = int(_text(parts, "PlateRows") or 0) or None
+        self.columns = int(_text(parts, "PlateColumns") or 0) or None
+
+    def metadata(self, layout: str, source: str) -> PlateMetadata:
+        """The plate's metadata."""
+        planes = self.planes
+        step = abs(planes[2] - planes[1]) if 1 in planes and 2 in planes else None
+        return PlateMetadata(layout, source, self.rows, self.columns,
+                             dict(sorted(self.names.items())), self.size, step,
+                             tuple(self.absent),
+                             {k: v for k, (_, v) in sorted(self.positions.items())})
+
+
+def _scan_index(path: str, base: str, files: set[str]) -> _Index:
+    """One streamed pass over a Harmony index.
+
+    Raises
+    ------
+    StoreFormatError
+        The index is not well-formed XML, or a position is not a whole number (a
+        ``ValueError``).
+    """
+    out = _Index()
+    try:
+        for _, element in ET.iterparse(path):
+            tag = _local(element.tag)
+            if tag == "Image":
+                parts = _children(element)
+                if "Row" in parts:  # not an <Image id=".."/> reference under <Wells>
+                    out.add_image(parts, base, files)
+                element.clear()
+            elif tag == "Entry":
+                out.add_channel(element.get("ChannelID") or "", _children(element))
+            elif tag == "Plate":
+                out.add_plate(_children(element))
+    except ET.ParseError as exc:
+        raise StoreFormatError(f"Phenix index {path!r} is not valid XML ({exc}); expected "
+                               "Harmony's Index.idx.xml.") from exc
+    return out
+
+
 class PhenixReader(FileReader):
     """An Opera Phenix / Operetta Harmony export (see the module's description).
 
@@ -72,6 +170,15 @@ class PhenixReader(FileReader):
     """
 
     layout = "phenix"
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._scanned: _Index | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_scanned"] = None  # listed again where needed, like the records
+        return state
 
     @classmethod
     def detect(cls, root: str) -> str | None:
@@ -89,45 +196,16 @@ class PhenixReader(FileReader):
         """The index file's path relative to ``root``, if there is one."""
         return next((p for p in _INDEXES if os.path.isfile(os.path.join(root, p))), None)
 
-    def _parse(self) -> ET.Element | None:
-        """The index's root element, or None without an index.
-
-        Raises
-        ------
-        StoreFormatError
-            The index is not well-formed XML (a ``ValueError``).
-        """
-        index = self._index(self.root)
-        if index is None:
-            return None
-        try:
-            return ET.parse(os.path.join(self.root, index)).getroot()
-        except ET.ParseError as exc:
-            raise StoreFormatError(f"Phenix index {index!r} in {self.root!r} is not valid "
-                                   f"XML ({exc}); expected Harmony's Index.idx.xml.") from exc
-
     def _list(self, exclude: str | None) -> list[ImageRecord]:
         files = set(self._walk(exclude))
-        tree = self._parse()
-        if tree is None:
+        index = self._index(self.root)
+        if index is None:
             return [record(path, well_name(int(m[1]), int(m[2])), int(m[3]), int(m[5]),
                            int(m[4]), int(m[6]))
                     for path in files if (m := _NAME.fullmatch(path.rsplit("/", 1)[-1]))]
-        base = os.path.dirname(self._index(self.root) or "")
-        found: list[ImageRecord] = []
-        self._absent: list[str] = []
-        for image in _find_all(tree, "Image"):
-            parts = _children(image)
-            if "Row" not in parts:  # an <Image id=".."/> reference under <Wells>
-                continue
-            url = _text(parts, "URL")
-            path = f"{base}/{url}" if base and url else url
-            rec = self._record(path, parts)
-            if url and path in files:
-                found.append(rec)
-            else:
-                self._absent.append(f"{rec.path or '(no file)'} ({_label(rec)})")
-        return found
+        self._scanned = _scan_index(os.path.join(self.root, index),
+                                    posixpath.dirname(index), files)
+        return self._scanned.found
 
     @staticmethod
     def _record(path: str, parts: dict[str, ET.Element]) -> ImageRecord:
@@ -149,36 +227,20 @@ class PhenixReader(FileReader):
         return record(path, well_name(row, col), site, channel, plane, time + 1)
 
     def _nothing_found(self) -> str:
-        return ("expected Images/Index.idx.xml (or Index.xml) and the files it names, or "
-                "files named r01c01f01p01-ch1sk1fk1fl1.tiff.")
+        return ("expected Images/Index.idx.xml (or Index.xml, Index.ref.xml) and the files it "
+                "names, or files named r01c01f01p01-ch1sk1fk1fl1.tiff.")
 
     def _metadata(self) -> PlateMetadata:
-        tree = self._parse()
         source = self.detect(self.root) or ""
-        if tree is None:
+        index = self._index(self.root)
+        if index is None:
             return PlateMetadata(self.layout, source)
-        self.records(self._exclude)
-        plate = next(_find_all(tree, "Plate"), None)
-        parts = _children(plate) if plate is not None else {}
-        rows = int(_text(parts, "PlateRows") or 0) or None
-        columns = int(_text(parts, "PlateColumns") or 0) or None
-        names: dict[int, str] = {}
-        size: tuple[float, float] | None = None
-        planes: dict[int, float] = {}
-        for element in (*_find_all(tree, "Entry"), *_find_all(tree, "Image")):
-            p = _children(element)
-            channel = element.get("ChannelID") or _text(p, "ChannelID")
-            if channel and _text(p, "ChannelName"):
-                names.setdefault(int(channel), _text(p, "ChannelName"))
-            y, x = _um(p.get("ImageResolutionY")), _um(p.get("ImageResolutionX"))
-            if size is None and y is not None and x is not None:
-                size = (y, x)
-            z = _um(p.get("PositionZ"))
-            if z is not None and _text(p, "PlaneID"):
-                planes.setdefault(int(_text(p, "PlaneID")), z)
-        step = abs(planes[2] - planes[1]) if 1 in planes and 2 in planes else None
-        return PlateMetadata(self.layout, source, rows, columns, dict(sorted(names.items())),
-                             size, step, tuple(getattr(self, "_absent", [])))
+        self.records(self._exclude)  # the index's one pass, unless listed already
+        scanned = self._scanned or _scan_index(  # an index that appeared since the listing
+            os.path.join(self.root, index), posixpath.dirname(index),
+            set(self._walk(self._exclude)))
+        self._scanned = None
+        return scanned.metadata(self.layout, source)
 
 
 def _label(rec: ImageRecord) -> str:
