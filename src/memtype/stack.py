@@ -18,7 +18,7 @@ from memtype._failures import unsupported_reason
 from memtype.conversion import convert
 from memtype.detect import detect_framework
 from memtype.errors import ArgumentTypeError, DtypePolicyError, ShapeError, UnsupportedArrayError
-from memtype.frameworks import get_framework, load_adapter
+from memtype.frameworks import Device, get_framework, load_adapter
 from memtype.frameworks._host import is_extension
 from memtype.types import MemoryTypeLike
 
@@ -138,7 +138,7 @@ def _same_dtype(arrays: list[Any], name: str) -> list[Any]:
 
 
 def stack_slices(slices: Sequence[Any], memory_type: MemoryTypeLike,
-                 gpu_id: int | None = None) -> Any:
+                 gpu_id: int | str | Device | None = None) -> Any:
     """Stack 2D slices into one ``[Z, Y, X]`` array of ``memory_type`` on ``gpu_id``.
 
     Parameters
@@ -148,8 +148,8 @@ def stack_slices(slices: Sequence[Any], memory_type: MemoryTypeLike,
         NumPy promotion (``np.result_type``) when every value survives it exactly.
     memory_type : MemoryType or str
         The type of the result.
-    gpu_id : int, optional
-        The device of the result (see :func:`memtype.convert`).
+    gpu_id : int, str or Device, optional
+        The GPU of the result (see :func:`memtype.convert`).
 
     Raises
     ------
@@ -177,9 +177,21 @@ def stack_slices(slices: Sequence[Any], memory_type: MemoryTypeLike,
     return load_adapter(fw.name).stack(_same_dtype(converted, fw.name))
 
 
-def unstack_slices(array: Any, memory_type: MemoryTypeLike, gpu_id: int | None = None,
+def unstack_slices(array: Any, memory_type: MemoryTypeLike,
+                   gpu_id: int | str | Device | None = None,
                    validate_slices: bool = True) -> list[Any]:
     """Split a ``[Z, Y, X]`` array into a list of 2D slices of ``memory_type``.
+
+    Parameters
+    ----------
+    array : array
+        A 3D array of any loaded framework.
+    memory_type : MemoryType or str
+        The type of the slices.
+    gpu_id : int, str or Device, optional
+        The GPU of the slices (see :func:`memtype.convert`).
+    validate_slices : bool
+        Check that each slice is 2D.
 
     Raises
     ------

@@ -12,30 +12,35 @@ from typing import Any
 
 import memtype.conversion.events as _events
 from memtype._failures import conversion_failure
+from memtype._renamed import renamed_argument
 from memtype.conversion.routes import ROUTES, Route, build_route, follow_route
 from memtype.detect import detect_framework, shares_memory
 from memtype.errors import MemoryConversionError, UnknownMemoryTypeError
-from memtype.frameworks import get_framework, load_adapter
+from memtype.frameworks import Device, get_framework, load_adapter
 from memtype.types import MemoryTypeLike
 
 __all__ = ["convert", "convert_memory"]
 
 
-def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
-            allow_cpu_roundtrip: bool = False) -> Any:
+def convert(x: Any, memory_type: MemoryTypeLike | None = None, *,
+            gpu_id: int | str | Device | None = None, allow_cpu_roundtrip: bool = False,
+            to: MemoryTypeLike | None = None) -> Any:
     """Convert an array to another memory type, sharing memory wherever that is safe.
 
     Parameters
     ----------
     x : array
         An array of any loaded framework; its type is detected.
-    to : MemoryType or str
+    memory_type : MemoryType or str
         The target memory type (``"torch"``, ``MemoryType.JAX``...).
-    gpu_id : int, optional
-        The GPU the result must live on (types with GPUs); ignored by host-only types.
-        Without it the result stays on the source's device where the target can live there.
+    gpu_id : int, str or Device, optional
+        The GPU the result must live on (``0``, ``"cuda:0"`` or ``Device("cuda", 0)``; types
+        with GPUs); ignored by host-only types. Without it the result stays on the source's
+        device where the target can live there.
     allow_cpu_roundtrip : bool
         Allow a GPU -> GPU conversion to go through host memory.
+    to : MemoryType or str, optional
+        Deprecated spelling of ``memory_type`` (a DeprecationWarning names the new one).
 
     Returns
     -------
@@ -51,7 +56,9 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
         ``x`` is not an array, or an array that cannot leave its framework (a masked NumPy
         array, a sparse, meta or quantized torch tensor, a JAX PRNG key array...).
     UnknownMemoryTypeError
-        ``to`` names no memory type.
+        ``memory_type`` names no memory type (or none was given).
+    ArgumentTypeError
+        Both ``memory_type`` and its old spelling ``to`` were given.
     FrameworkNotInstalledError
         The target framework is not installed.
     DeviceError
@@ -68,12 +75,14 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
     >>> type(t).__name__
     'Tensor'
     """
+    if to is not None:
+        memory_type = renamed_argument("convert", "to", "memory_type", to, memory_type)
     try:
-        route = ROUTES.get((type(x), to))
-    except TypeError:  # an unhashable ``to``: get_framework explains
+        route = ROUTES.get((type(x), memory_type))
+    except TypeError:  # an unhashable ``memory_type``: get_framework explains
         route = None
     if route is None:
-        route = build_route(x, to)
+        route = build_route(x, memory_type)
     try:
         watched = _events.watched
         if gpu_id is None and route.host is not None and not watched:
@@ -89,7 +98,8 @@ def convert(x: Any, to: MemoryTypeLike, *, gpu_id: int | None = None,
         raise error from exc
 
 
-def _observed(x: Any, route: Route, gpu_id: int | None, allow_cpu_roundtrip: bool) -> Any:
+def _observed(x: Any, route: Route, gpu_id: int | str | Device | None,
+              allow_cpu_roundtrip: bool) -> Any:
     """:func:`follow_route`, timed and reported to the hooks (or this context's capture)."""
     start = time.perf_counter()
     out = follow_route(x, route, gpu_id, allow_cpu_roundtrip)
@@ -111,7 +121,8 @@ def _size(shape: tuple[int, ...]) -> int:
 
 
 def convert_memory(data: Any, source_type: MemoryTypeLike, target_type: MemoryTypeLike,
-                   gpu_id: int | None = None, allow_cpu_roundtrip: bool = False) -> Any:
+                   gpu_id: int | str | Device | None = None,
+                   allow_cpu_roundtrip: bool = False) -> Any:
     """Convert ``data`` from ``source_type`` to ``target_type`` (the OpenHCS signature).
 
     Same as :func:`convert`, but the caller states the source type; a statement that does

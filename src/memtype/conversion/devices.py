@@ -18,7 +18,7 @@ def _require_device(fw: Framework, adapter: Adapter, kind: str, index: int) -> D
     return Device(kind, index)
 
 
-def target_device(fw: Framework, source: Device, gpu_id: int | None) -> Device:
+def target_device(fw: Framework, source: Device, gpu_id: int | str | Device | None) -> Device:
     """Where a conversion to ``fw`` puts its result.
 
     ``gpu_id`` picks that GPU for types that have GPUs (ignored by host-only types); without

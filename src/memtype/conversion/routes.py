@@ -70,7 +70,8 @@ def build_route(x: Any, memory_type: object) -> Route:
     return route
 
 
-def follow_route(x: Any, route: Route, gpu_id: int | None, allow_cpu_roundtrip: bool) -> Any:
+def follow_route(x: Any, route: Route, gpu_id: int | str | Device | None,
+                 allow_cpu_roundtrip: bool) -> Any:
     """``x`` converted along ``route`` (the paths of the module notes)."""
     sfw, dfw = route.sfw, route.dfw
     if sfw is dfw and gpu_id is None:

@@ -21,6 +21,7 @@ from typing import cast
 
 import psutil
 
+from memtype._renamed import renamed_argument
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.frameworks import (
     CPU,
@@ -35,6 +36,7 @@ from memtype.frameworks import (
     managed_gpu,
 )
 from memtype.gpu.devices import GpuId, as_device, get_gpu_manager
+from memtype.types import MemoryTypeLike
 
 __all__ = [
     "GIB",
@@ -353,7 +355,8 @@ def device_pressure(device: GpuId) -> float | None:
 
 
 def cap_framework_memory(limit_bytes: int | None, gpu_id: GpuId = 0,
-                         frameworks: Sequence[str] | None = None) -> list[str]:
+                         memory_types: Sequence[MemoryTypeLike] | None = None, *,
+                         frameworks: Sequence[MemoryTypeLike] | None = None) -> list[str]:
     """Cap what the frameworks' allocators may hold on one GPU (adapter ``set_memory_cap``).
 
     Parameters
@@ -362,10 +365,12 @@ def cap_framework_memory(limit_bytes: int | None, gpu_id: GpuId = 0,
         The cap in bytes (torch's is set as the matching fraction of the GPU); None lifts it.
     gpu_id : int, str or Device
         The GPU (``0``, ``"cuda:0"`` or ``Device("cuda", 0)``).
-    frameworks : sequence of str, optional
-        Which to cap (imported if needed); by default the loaded ones. Names without a cap
+    memory_types : sequence of MemoryType or str, optional
+        Which to cap (imported if needed); by default the loaded ones. Types without a cap
         (host-only ones, or those that can only be limited before they start, such as JAX
         and TensorFlow: see ``memtype.gpu.configure``) are skipped.
+    frameworks : sequence of MemoryType or str, optional
+        Deprecated spelling of ``memory_types`` (a DeprecationWarning names the new one).
 
     Returns
     -------
@@ -377,9 +382,13 @@ def cap_framework_memory(limit_bytes: int | None, gpu_id: GpuId = 0,
     DeviceError
         If ``gpu_id`` names no visible GPU (a cap needs a GPU).
     """
+    if frameworks is not None:
+        memory_types = renamed_argument("cap_framework_memory", "frameworks", "memory_types",
+                                        frameworks, memory_types)
     gpu_id = gpu_index(gpu_id, allow_none=False)
     total = get_gpu_manager().mem_get_info(gpu_id)[1]
-    names = [fw.name for fw in loaded_frameworks()] if frameworks is None else list(frameworks)
+    names = [fw.name for fw in loaded_frameworks()] if memory_types is None \
+        else [get_framework(m).name for m in memory_types]
     capped: list[str] = []
     for name in names:
         if not get_framework(name).managed_gpu:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from memtype._renamed import renamed_argument
 from memtype.conversion import convert, target_device
 from memtype.errors import (
     AllocationKeyError,
@@ -353,22 +354,28 @@ class GPUMemoryPool(GPUMemoryManager):
                 f"gpu_id would live on {device}."
             )
 
-    def apply_caps(self, frameworks: Sequence[str] | None = None) -> list[str]:
+    def apply_caps(self, memory_types: Sequence[MemoryTypeLike] | None = None, *,
+                   frameworks: Sequence[MemoryTypeLike] | None = None) -> list[str]:
         """Cap what cupy and torch may hold on the pool's GPU at ``limit_bytes``.
 
         Parameters
         ----------
-        frameworks : sequence of str, optional
+        memory_types : sequence of MemoryType or str, optional
             Which to cap (imported if needed); by default those already imported.
+        frameworks : sequence of MemoryType or str, optional
+            Deprecated spelling of ``memory_types`` (a DeprecationWarning names the new one).
 
         Returns
         -------
         list of str
             The frameworks capped (empty for a host pool).
         """
+        if frameworks is not None:
+            memory_types = renamed_argument("apply_caps", "frameworks", "memory_types",
+                                            frameworks, memory_types)
         if not self.device.is_managed_gpu:
             return []
-        capped = cap_framework_memory(self.limit_bytes, self.device.index, frameworks)
+        capped = cap_framework_memory(self.limit_bytes, self.device.index, memory_types)
         self._capped = sorted(set(self._capped) | set(capped))
         return capped
 

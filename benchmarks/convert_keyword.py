@@ -1,0 +1,106 @@
+"""The cost of convert's one spelling (issue 22 section 2): ``convert(x, memory_type)`` with
+the deprecated ``to=`` checked by one ``is None`` and the conversion modules split into
+``memtype.conversion``, against a revision before both, in alternating rounds.
+
+Each round starts one fresh process per revision (the order alternates), which times
+``mt.convert`` positional calls on 1 KiB float32 arrays (NumPy and torch only: the overhead,
+not the bandwidth) and reports seconds per call, the best of 7 batches. The table gives per
+case the median over rounds and the median of the per-round ratios (after / before).
+
+Run: ``python benchmarks/convert_keyword.py --before e633ab2~1 [--after WORKTREE]
+[--rounds 9]``. Writes ``benchmarks/results/convert_keyword.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_revisions import export, table  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results" / "convert_keyword.md"
+
+PROBE = r"""
+import json, sys, time
+import numpy as np
+import torch
+import memtype as mt
+
+def per_call(fn, budget=0.02):
+    fn()
+    n, start = 1, time.perf_counter()
+    while time.perf_counter() - start < budget / 10:
+        fn()
+        n += 1
+    best = float("inf")
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+host = np.arange(256, dtype=np.float32).reshape(16, 16)
+t = torch.from_numpy(host.copy())
+cases = {
+    "convert numpy->numpy": lambda: mt.convert(host, "numpy"),
+    "convert numpy->torch": lambda: mt.convert(host, "torch"),
+    "convert torch->numpy": lambda: mt.convert(t, "numpy"),
+    "convert torch->torch": lambda: mt.convert(t, "torch"),
+    "convert numpy->torch gpu_id=None": lambda: mt.convert(host, "torch", gpu_id=None),
+    "convert_memory numpy->torch": lambda: mt.convert_memory(host, "numpy", "torch"),
+}
+print(json.dumps({"memtype_file": mt.__file__,
+                  "results": {k: per_call(f) for k, f in cases.items()}}))
+"""
+
+
+def one_round(src: Path) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"the probe failed with {src}:\n{done.stderr[-3000:]}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    if not str(report["memtype_file"]).startswith(str(src)):
+        sys.exit(f"the probe imported {report['memtype_file']}, not the revision in {src}")
+    return dict(report["results"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="git revision to compare against")
+    parser.add_argument("--after", default="WORKTREE", help="git revision, or WORKTREE")
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args(argv)
+    load_start = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="memtype-keyword-") as tmp:
+        trees = {"before": export(args.before, Path(tmp)), "after": export(args.after, Path(tmp))}
+        rounds = []
+        for i in range(args.rounds):
+            order = ("before", "after") if i % 2 == 0 else ("after", "before")
+            rounds.append({side: one_round(trees[side]) for side in order})
+            print(f"round {i + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    body = table(args.before, args.after, rounds)
+    header = (f"# memtype.convert {args.after} vs {args.before}: seconds per call, 1 KiB "
+              f"float32\n\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
+              f"{platform.machine()}, {os.cpu_count()} cores (shared), Python "
+              f"{platform.python_version()}, {args.rounds} alternating rounds, load average "
+              f"{load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end. "
+              "Medians; ratio = median of per-round ratios.\n\n")
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(header + body + "\n")
+    print(header + body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
