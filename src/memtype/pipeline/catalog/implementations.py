@@ -34,7 +34,8 @@ __all__ = [
     "cle_label_statistics", "tensor_max_projection", "tensor_mean_projection",
     "tensor_sum_projection", "tensor_gaussian", "tensor_maximum", "tensor_minimum",
     "tensor_opening", "tensor_closing", "tensor_white_tophat", "tensor_black_tophat",
-    "tensor_sobel", "tensor_rescale_intensity", "tensor_remove_small_objects",
+    "tensor_sobel", "tensor_otsu_mask", "tensor_rescale_intensity",
+    "tensor_remove_small_objects",
 ]
 
 Row = dict[str, Any]
@@ -321,6 +322,45 @@ def tensor_sobel(stack: Any) -> Any:
     gy = F.conv2d(x, torch.outer(diff, smooth).view(1, 1, 3, 3))
     gx = F.conv2d(x, torch.outer(smooth, diff).view(1, 1, 3, 3))
     return torch.hypot(gy, gx).squeeze(1)
+
+
+def _tensor_histogram(x: Any) -> tuple[Any, Any]:
+    """Counts (float32) and bin centres as ``skimage.exposure.histogram(x, 256,
+    source_range="image")`` makes them: one bin per value of an integer tensor, else 256
+    equal bins from the minimum to the maximum (NumPy's edges: float64 ``linspace`` cast to
+    the tensor's dtype, a value on an edge in the upper bin, the maximum in the last)."""
+    import torch
+
+    flat = x.reshape(-1)
+    if not x.dtype.is_floating_point:  # torch has no min/max of uint16/uint32 (2.13)
+        flat = flat.to(torch.int32 if x.element_size() <= 2 else torch.int64)
+        low, high = int(flat.min()), int(flat.max())
+        counts = torch.bincount(flat.long() - low, minlength=high - low + 1)
+        return counts.float(), torch.arange(low, high + 1, dtype=torch.float64, device=x.device)
+    edges = torch.linspace(float(flat.min()), float(flat.max()), 257, dtype=torch.float64,
+                           device=x.device).to(x.dtype)
+    index = (torch.bucketize(flat, edges, right=True) - 1).clamp(0, 255)
+    counts = torch.bincount(index, minlength=256)
+    return counts.float(), (edges[:-1] + edges[1:]) / 2
+
+
+def tensor_otsu_mask(stack: Any) -> Any:
+    """Pixels above the stack's Otsu threshold, computed as ``skimage.filters.threshold_otsu``
+    does (its histogram, float32 class weights, the first maximum of the between-class
+    variance; a constant stack: its value, so no pixel)."""
+    import torch
+
+    counts, centers = _tensor_histogram(stack)
+    if counts.numel() == 1:
+        return stack > centers[0].to(stack.dtype)
+    weight1 = torch.cumsum(counts, 0)
+    weight2 = torch.cumsum(counts.flip(0), 0).flip(0)
+    weighted = counts * centers
+    mean1 = torch.cumsum(weighted, 0) / weight1
+    mean2 = (torch.cumsum(weighted.flip(0), 0) / weight2.flip(0)).flip(0)
+    variance = weight1[:-1] * weight2[1:] * (mean1[:-1] - mean2[1:]) ** 2
+    threshold = centers[int(torch.argmax(variance))]
+    return stack.to(torch.float64) > float(threshold)
 
 
 def tensor_rescale_intensity(stack: Any) -> Any:

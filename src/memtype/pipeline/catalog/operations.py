@@ -102,11 +102,12 @@ def _box_op(name: str, cle: str) -> Operation:
                torch=_here(f"tensor_{name}", _RADIUS))
 
 
-def _threshold_op(method: str) -> Operation:
-    """A threshold as a mask: scikit-image's, pyclesperanto's."""
+def _threshold_op(method: str, torch: bool = False) -> Operation:
+    """A threshold as a mask: scikit-image's, pyclesperanto's (and torch's)."""
+    more = {"torch": _here(f"tensor_{method}_mask", volume=True)} if torch else {}
     return _op(f"threshold_{method}", {}, output="mask",
                numpy=_here(f"{method}_mask", volume=True),
-               pyclesperanto=_IMPL(f"pyclesperanto.threshold_{method}", volume=True))
+               pyclesperanto=_IMPL(f"pyclesperanto.threshold_{method}", volume=True), **more)
 
 
 def _projection_op(kind: str, cle: str) -> Operation:
@@ -139,7 +140,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         numpy=_here("sobel_magnitude"),
         pyclesperanto=_here("cle_sobel"),
         torch=_here("tensor_sobel")),
-    _threshold_op("otsu"),
+    _threshold_op("otsu", torch=True),
     _threshold_op("li"),
     _threshold_op("triangle"),
     _op("label", {}, output="labels", input="mask",
