@@ -104,10 +104,11 @@ def _box_op(name: str, cle: str) -> Operation:
 
 def _threshold_op(method: str, torch: bool = False) -> Operation:
     """A threshold as a mask: scikit-image's, pyclesperanto's (and torch's)."""
-    more = {"torch": _here(f"tensor_{method}_mask", volume=True)} if torch else {}
-    return _op(f"threshold_{method}", {}, output="mask",
-               numpy=_here(f"{method}_mask", volume=True),
-               pyclesperanto=_IMPL(f"pyclesperanto.threshold_{method}", volume=True), **more)
+    implementations = {"numpy": _here(f"{method}_mask", volume=True),
+                       "pyclesperanto": _IMPL(f"pyclesperanto.threshold_{method}", volume=True)}
+    if torch:
+        implementations["torch"] = _here(f"tensor_{method}_mask", volume=True)
+    return Operation(f"threshold_{method}", {}, implementations, output="mask")
 
 
 def _projection_op(kind: str, cle: str) -> Operation:
