@@ -47,6 +47,7 @@ from memtype.detect import framework_of
 from memtype.errors import ArgumentTypeError, ArrayAPIError, MemoryConversionError, MemtypeError
 from memtype.frameworks import (
     CPU,
+    Adapter,
     Device,
     Framework,
     get_framework,
@@ -73,8 +74,28 @@ def _forget() -> None:
 on_table_change(_forget)
 
 
+_aac: Any = None  # array_api_compat, imported at the first call
+_namespaces: dict[type, Any] = {}  # array type -> its standard namespace, or None
+
+
 def _array_api_compat() -> Any:
-    return require("array_api_compat", "@mt.array_api")
+    global _aac
+    if _aac is None:
+        _aac = require("array_api_compat", "@mt.array_api")
+    return _aac
+
+
+def _namespace_of(x: Any) -> Any | None:
+    """The Array API namespace of an array argument (cached per type), None for others."""
+    cls = type(x)
+    try:
+        return _namespaces[cls]
+    except KeyError:
+        aac = _array_api_compat()
+        found = (aac.array_namespace(x) if aac.is_array_api_obj(x)
+                 and not isinstance(x, (int, float, complex, bool)) else None)
+        _namespaces[cls] = found
+        return found
 
 
 def _standard_namespace(x: Any) -> Any | None:
@@ -158,14 +179,15 @@ def _cheapest(source: Framework, kind: str) -> str:
 
 def _where(source: Framework, x: Any) -> str:
     """Where a call whose first array is ``x`` (of ``source``) computes."""
+    covered = _covered.get(source.name)
+    if covered is None:
+        covered = _covered[source.name] = _standard_namespace(x) is not None
+    if covered:
+        return source.name
     kind = load_adapter(source.name).device_of(x).kind
-    key = (source.name, kind)
-    found = _run_in.get(key)
+    found = _run_in.get((source.name, kind))
     if found is None:
-        if source.name not in _covered:
-            _covered[source.name] = _standard_namespace(x) is not None
-        found = source.name if _covered[source.name] else _cheapest(source, kind)
-        _run_in[key] = found
+        found = _run_in[(source.name, kind)] = _cheapest(source, kind)
     return found
 
 
@@ -191,10 +213,10 @@ def _has_kernels(xp: Any, dtype: Any, device: Any) -> bool:
     return found
 
 
-def _widened(x: Any, xp: Any, run: str, label: str) -> Any:
+def _widened(x: Any, xp: Any, adapter: Adapter, run: str, label: str) -> Any:
     """``x``, or ``x`` in the smallest signed integer dtype holding its values where the
-    framework has no kernels for its own dtype."""
-    dtype = load_adapter(run).dtype_of(x)
+    framework (``run``, whose adapter is given) has no kernels for its own dtype."""
+    dtype = adapter.dtype_of(x)
     if dtype.kind not in "iu":  # the gap is integer kernels (torch's unsigned types)
         return x
     device = _array_api_compat().device(x)
@@ -225,24 +247,26 @@ class _Body:
         self.__doc__ = getattr(func, "__doc__", None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        aac = _array_api_compat()
         label = self.__qualname__
+        adapter = load_adapter(self.run)  # the decorator loaded it: a dict look-up
         xp = None
         new_args = list(args)
         for i, a in enumerate(args):
-            if aac.is_array_api_obj(a) and not isinstance(a, (int, float, complex, bool)):
-                xp = xp if xp is not None else aac.array_namespace(a)
-                new_args[i] = _widened(a, xp, self.run, label)
+            ns = _namespace_of(a)
+            if ns is not None:
+                xp = xp if xp is not None else ns
+                new_args[i] = _widened(a, ns, adapter, self.run, label)
         for name, a in kwargs.items():
-            if aac.is_array_api_obj(a) and not isinstance(a, (int, float, complex, bool)):
-                xp = xp if xp is not None else aac.array_namespace(a)
-                kwargs[name] = _widened(a, xp, self.run, label)
+            ns = _namespace_of(a)
+            if ns is not None:
+                xp = xp if xp is not None else ns
+                kwargs[name] = _widened(a, ns, adapter, self.run, label)
         if self.passes_xp and "xp" not in kwargs:
             kwargs["xp"] = xp
         try:
             return self.func(*new_args, **kwargs)
         except TypeError as exc:
-            if load_adapter(self.run).immutable and "immutable" in str(exc).lower():
+            if adapter.immutable and "immutable" in str(exc).lower():
                 raise ArrayAPIError(
                     f"{label} wrote into a {self.run} array in place ({exc}); {self.run} "
                     "arrays are immutable, and the Array API standard leaves in-place writes "
@@ -301,19 +325,20 @@ class ArrayAPIFunction:
         self._declared = self  # the decorated function a pinned or computing variant is of
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        first = next((a for a in (*args, *kwargs.values()) if framework_of(a) is not None),
-                     None)
-        if first is None:
+        values = (*args, *kwargs.values()) if kwargs else args
+        found = [(a, fw) for a in values if (fw := framework_of(a)) is not None]
+        if not found:
             raise ArgumentTypeError(
                 f"{self._name}: an @mt.array_api function needs an array argument to "
                 f"know where to run; received {len(args)} positional and {len(kwargs)} keyword "
                 "arguments, none an array of a loaded framework.")
-        source = framework_of(first)
-        assert source is not None
+        first, source = found[0]
         run = self.runs_in or _where(source, first)
         out = run if self.keeps_result else (self._output or source.name)
-        _refuse_narrowing(run, (*args, *kwargs.values()), self._name)
-        return self._call(run, out)(*args, **kwargs)
+        if len(found) > 1 or source.name != run:
+            _refuse_narrowing(run, found, self._name)
+        made = self._calls.get((run, out)) or self._call(run, out)
+        return made(*args, **kwargs)
 
     def _call(self, run: str, out: str) -> MemoryTypeFunction:
         """The decorated call computing in ``run`` and returning ``out`` (made once)."""
@@ -400,13 +425,12 @@ def _variant_of(declared: ArrayAPIFunction, runs_in: str | None,
     return made.computing() if keeps_result else made
 
 
-def _refuse_narrowing(run: str, arrays: tuple[Any, ...], label: str) -> None:
+def _refuse_narrowing(run: str, arrays: list[tuple[Any, Framework]], label: str) -> None:
     """A top-level array the ``run`` framework would narrow (float64 into JAX without x64)
     is refused: an Array API function computes in its inputs' dtypes or not at all."""
     target = load_adapter(run)
-    for a in arrays:
-        fw = framework_of(a)
-        if fw is None or fw.name == run:
+    for a, fw in arrays:
+        if fw.name == run:
             continue
         dtype = load_adapter(fw.name).dtype_of(a)
         if not target.holds_dtype(dtype):
@@ -425,9 +449,9 @@ def array_api(func: Callable[..., Any] | None = None, *, output_type: MemoryType
     Called with an array of a framework the standard covers (:func:`covers`: NumPy, torch
     and JAX among others) first, the function runs in that framework with no conversion;
     with an array of another framework (TensorFlow, for one), in the cheapest covered one
-    (same device and zero-copy first: NumPy on the host), its result converted back. The function receives
-    the namespace as ``xp=`` when it declares an ``xp`` parameter; otherwise it calls
-    ``array_api_compat.array_namespace`` itself.
+    (same device and zero-copy first: NumPy on the host), its result converted back. The
+    function receives the namespace as ``xp=`` when it declares an ``xp`` parameter;
+    otherwise it calls ``array_api_compat.array_namespace`` itself.
 
     Parameters
     ----------
