@@ -176,6 +176,16 @@ def test_small_objects_are_removed_by_their_size_in_the_stack() -> None:
     assert set(np.unique(out)) == {0, 2}
 
 
+@pytest.mark.filterwarnings("error")
+def test_one_object_is_removed_or_kept_without_a_warning() -> None:
+    """scikit-image warns "Only one label was provided" (did you mean a mask?): labels with
+    one object are labels here."""
+    labels = np.zeros((1, 8, 8), np.int32)
+    labels[0, :3, :3] = 1
+    out = np.asarray(variants_of("remove_small_objects")["numpy"](labels, min_size=5))
+    assert np.array_equal(out, labels)
+
+
 def test_label_statistics_without_intensity_has_no_intensity_columns() -> None:
     labels = np.zeros((1, 8, 8), np.int32)
     labels[0, 2:4, 2:6] = 1
@@ -291,3 +301,18 @@ def test_cli_plan_prints_why_for_a_file_of_named_steps(plate: Any, tmp_path: Any
     assert "gaussian runs in numpy: the data is already there (numpy)" in done.stdout
     assert "threshold_otsu runs in numpy: the data is already there (numpy)" in done.stdout
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.requires("tifffile")
+def test_a_pipeline_of_named_operations_writes_the_label_table(plate: Any,
+                                                               tmp_path: Any) -> None:
+    from tests.pipeline_support import read_csv
+
+    pipeline = Pipeline(["gaussian", "threshold_otsu", "label",
+                         ("remove_small_objects", {"min_size": 4}),
+                         FunctionStep("label_statistics", outputs=("objects",))])
+    report = pipeline.run(plate, tmp_path / "out")
+    assert report.ok
+    rows = read_csv(report.outputs["objects"])
+    assert rows and {"well", "label", "area", "centroid_y", "centroid_x"} <= set(rows[0])
+    assert min(float(r["area"]) for r in rows) >= 4

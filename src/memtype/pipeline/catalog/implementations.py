@@ -130,9 +130,13 @@ def rescale_intensity(stack: Any) -> Any:
 def remove_small_objects(labels: Any, min_size: int = 64) -> Any:
     """The labels with every object of fewer than ``min_size`` pixels set to 0
     (``skimage.morphology.remove_small_objects``; the ids are kept)."""
+    import warnings
+
     from skimage.morphology import remove_small_objects as remove
 
-    return remove(np.asarray(labels), max_size=min_size - 1)
+    with warnings.catch_warnings():  # a field with one object is labels, not a mistaken mask
+        warnings.filterwarnings("ignore", "Only one label was provided", UserWarning)
+        return remove(np.asarray(labels), max_size=min_size - 1)
 
 
 def _centroid_names(ndim: int) -> tuple[str, ...]:
