@@ -78,6 +78,11 @@ def flatten(image: Any, xp: Any) -> Any:
     return xp.reshape(image, (-1,))
 
 
+@mt.array_api(contract="any")
+def same(image: Any) -> Any:
+    return image
+
+
 @mt.torch
 def torch_only(stack: Any) -> Any:
     return stack + 1.0
@@ -260,6 +265,16 @@ def test_torch_uint16_is_widened_and_cast_back() -> None:
     out = brighten(x)
     assert isinstance(out, torch.Tensor) and out.dtype == torch.uint16
     np.testing.assert_array_equal(out.numpy(), brighten(image))  # NumPy's own result
+
+
+@pytest.mark.parametrize(("framework", "dtype"), [
+    pytest.param("numpy", np.uint16, id="numpy-uint16"),
+    pytest.param("torch", np.int16, id="torch-int16", marks=pytest.mark.requires("torch")),
+    pytest.param("torch", np.float32, id="torch-float32", marks=pytest.mark.requires("torch")),
+])
+def test_a_dtype_with_kernels_is_passed_as_it_is(framework: str, dtype: Any) -> None:
+    x = _array(framework, _image(dtype))
+    assert same(x) is x  # the probe finds the kernels: no widening, no copy
 
 
 @pytest.mark.requires("torch")
