@@ -135,6 +135,24 @@ def test_a_per_stack_operation_never_runs_slice_by_slice(name: str) -> None:
         assert func._separable is False
 
 
+@pytest.mark.parametrize("make", [
+    lambda: catalog.operation("needs_size"),
+    lambda: FunctionStep("needs_size"),
+    lambda: Pipeline([("needs_size", {"radius": 2})]),
+], ids=["operation", "named-step", "pipeline-pair"])
+def test_a_missing_required_parameter_fails_at_construction(
+        make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memtype.pipeline.catalog.operations import REQUIRED, Implementation
+
+    impl = Implementation("memtype.pipeline.catalog.implementations:box_maximum",
+                          {"radius": "$radius"})
+    monkeypatch.setitem(OPERATIONS, "needs_size", Operation(
+        "needs_size", {"radius": 1, "size": REQUIRED}, {"numpy": impl}))
+    with pytest.raises(ValueError, match=r"needs 'size'; expected operation\('needs_size', "
+                                         r"size=\.\.\.\)"):
+        make()
+
+
 def test_sobel_is_scikit_images_times_four_root_two() -> None:
     """The operation's Sobel is scikit-image's unnormalised: ``skimage.filters.sobel`` of a
     float image (kernel / 4, magnitude / sqrt(2)) times 4 sqrt(2), up to float32 rounding."""

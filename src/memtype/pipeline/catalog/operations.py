@@ -21,10 +21,21 @@ from memtype.pipeline.catalog.entry import get
 from memtype.pipeline.steps import FunctionStep
 from memtype.pipeline.variants import Variants
 
-__all__ = ["Operation", "OPERATIONS", "TOLERANCES", "Tolerance", "operation", "operations",
-           "variants_of"]
+__all__ = ["Operation", "OPERATIONS", "REQUIRED", "TOLERANCES", "Tolerance", "operation",
+           "operations", "variants_of"]
 
 Template = Mapping[str, Any]
+
+
+class _Required:
+    """The default of a parameter a step must give."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+"""The default of an operation parameter without one: a step must give it."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,7 @@ class Operation:
     name : str
         How a step names it (``operation("gaussian", sigma=2)``).
     parameters : mapping of str to object
-        Parameter -> default (``None``: required).
+        Parameter -> default (:data:`REQUIRED`: a step must give it).
     implementations : mapping of str to Implementation
         Memory type -> implementation, the reference (scikit-image or NumPy) first.
     output : str
@@ -240,6 +251,12 @@ def _parameters(op: Operation, given: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidArgumentError(f"operation {op.name!r} takes no parameter "
                                    f"{', '.join(map(repr, unknown))}; expected some of "
                                    f"{sorted(op.parameters) or 'none'}.")
+    missing = [k for k, v in op.parameters.items() if v is REQUIRED and k not in given]
+    if missing:
+        raise InvalidArgumentError(
+            f"operation {op.name!r} needs {', '.join(map(repr, missing))}; expected "
+            f"operation({op.name!r}, {', '.join(f'{m}=...' for m in missing)}); received "
+            f"{sorted(given) or 'no parameters'}.")
     return {**op.parameters, **given}
 
 
