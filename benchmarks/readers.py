@@ -1,19 +1,28 @@
-"""Listing a plate: memtype's ImageXpress reader next to a plain ``os.walk`` + regex.
+"""Listing a plate: memtype's ImageXpress reader next to openhcs 0.8.6 and a plain ``os.walk``
++ regex.
 
-Builds a 384-well x 9 sites x 4 channels x 10 z ImageXpress tree (138,240 empty ``.TIF``
-files in ``TimePoint_1/ZStep_<z>/``, beside a ``.HTD``) in a temporary directory, then lists
-it in alternating rounds with:
+Builds a 384-well x 9 sites x 4 channels x 10 z ImageXpress tree (138,240 ``.TIF`` files in
+``TimePoint_1/ZStep_<z>/``, hard links to one small TIFF per folder carrying a MetaXpress
+description, beside a ``.HTD``) in a temporary directory, then lists it in alternating rounds
+(the order rotates each round) with:
 
 * ``memtype``: ``ImageXpressReader(root).records()`` (a fresh reader each round: walk, names
   parsed into well/site/channel/z/t records, canonical wells, natural sort, the collision
-  check) and, timed once apart, with ``.metadata`` (the ``.HTD`` and the missing list);
+  check) and, timed once apart, with ``.metadata`` (the ``.HTD``, the missing list, one TIFF
+  header per channel);
 * ``baseline``: ``os.walk`` and one regex per file name into (path, well, site, channel, z)
-  tuples, sorted; what a script would do (openhcs 0.8.6 is not installed here: its
-  ImageXpress handler could not be measured).
+  tuples, sorted; what a script would do;
+* ``openhcs`` (with ``--openhcs PYTHON``, openhcs's venv): what openhcs does before a run,
+  ``PipelineOrchestrator(plate).initialize()`` (detection, its ImageXpress handler's virtual
+  workspace: every file name parsed and rebuilt, the mapping written to
+  ``openhcs_metadata.json``; component keys cached), in a subprocess of that venv
+  (benchmarks/readers_openhcs_peer.py), timed inside it (interpreter start and imports left
+  out). Its ``.HTD`` needs a ``"PixelSizeUM"`` line (not a MetaXpress key: openhcs 0.8.6 raises
+  without one), which the tree has and memtype ignores.
 
-Reported: median seconds over rounds, the ratio memtype / baseline, and peak Python memory of
-one listing (``tracemalloc``). The files are empty: listing never reads pixel data, so their
-size does not matter.
+Reported: median seconds over rounds, the ratio to the baseline, and peak Python memory of one
+listing (``tracemalloc``; openhcs's in its own process). Listing never reads pixel data, so the
+files' size does not matter.
 
 Then the per-group read: one well of real 256 x 256 uint16 TIFFs (9 sites x 4 channels x
 10 z = 360 files) read by ``reader.load_batch`` (through a read-only DiskStore, which resolves
@@ -23,15 +32,18 @@ Usage::
 
     python benchmarks/readers.py               # about a minute on 2 busy cores
     python benchmarks/readers.py --rounds 7 --wells 96
+    python benchmarks/readers.py --openhcs /tmp/ohcs/bin/python --wells 96
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,26 +64,42 @@ def wells(count: int) -> list[str]:
 
 
 def build(root: Path, n_wells: int, sites: int, channels: int, planes: int) -> int:
-    """An ImageXpress tree of empty files (hard links to one empty file: a name is all a
-    listing sees, and links are made 4x faster than files); returns how many."""
+    """An ImageXpress tree (hard links to one small TIFF per folder: a name is all a listing
+    sees, links are made 4x faster than files, and the metadata reads one header per channel);
+    returns how many."""
+    import numpy as np
+    import tifffile
+
     names = wells(n_wells)
+    root.mkdir(parents=True)
     (root / "plate.HTD").write_text(
         '"HTSInfoFile", Version 1.0\r\n"XWells", 24\r\n"YWells", 16\r\n"Sites", TRUE\r\n'
         f'"XSites", {sites}\r\n"YSites", 1\r\n"SiteSelection1", '
         + ", ".join(["TRUE"] * sites) + f'\r\n"NWavelengths", {channels}\r\n"ZSeries", TRUE'
-        f'\r\n"ZSteps", {planes}\r\n"EndFile"\r\n')
+        f'\r\n"ZSteps", {planes}\r\n"PixelSizeUM", 0.65\r\n"EndFile"\r\n')
     count = 0
     for z in range(1, planes + 1):
         folder = root / "TimePoint_1" / f"ZStep_{z}"
         folder.mkdir(parents=True)
-        empty = folder / ".empty"  # one per folder: a file has at most 65,000 links (ext4)
-        empty.touch()
+        image = folder / ".image"  # one per folder: a file has at most 65,000 links (ext4)
+        tifffile.imwrite(image, np.zeros((8, 8), np.uint16), software="MetaSeries",
+                         metadata=None, description=_DESCRIPTION.format(z=1000 + 2 * z))
         for well in names:
             for s in range(1, sites + 1):
                 for c in range(1, channels + 1):
-                    os.link(empty, folder / f"MFGTMP_140206180002_{well}_s{s}_w{c}.TIF")
+                    os.link(image, folder / f"MFGTMP_140206180002_{well}_s{s}_w{c}.TIF")
                     count += 1
     return count
+
+
+_DESCRIPTION = (
+    '<MetaData><prop id="ApplicationName" type="string" value="MetaXpress"/><PlaneInfo>'
+    '<prop id="spatial-calibration-state" type="bool" value="on"/>'
+    '<prop id="spatial-calibration-x" type="float" value="0.65"/>'
+    '<prop id="spatial-calibration-y" type="float" value="0.65"/>'
+    '<prop id="spatial-calibration-units" type="string" value="um"/>'
+    '<prop id="z-position" type="float" value="{z}"/>'
+    '<prop id="_IllumSetting_" type="string" value="DAPI"/></PlaneInfo></MetaData>')
 
 
 def baseline(root: str) -> list[tuple[str, str, int, int, int]]:
@@ -101,6 +129,20 @@ def memtype_metadata(root: str) -> Any:
     reader = ImageXpressReader(root)
     reader.records()
     return reader.metadata
+
+
+def openhcs(python: str, warm: str) -> Callable[[str], tuple[float, int]]:
+    """openhcs's initialisation of the plate, in its venv (after that of the small plate
+    ``warm``): (seconds, peak bytes)."""
+    peer = str(Path(__file__).resolve().parent / "readers_openhcs_peer.py")
+
+    def run(root: str) -> tuple[float, int]:
+        done = subprocess.run([python, peer, root, "--warm", warm], check=True,
+                              capture_output=True, text=True)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        return float(result["seconds"]), int(result["peak_bytes"])
+
+    return run
 
 
 def timed(fn: Callable[[str], Any], root: str) -> tuple[float, int]:
@@ -161,30 +203,46 @@ def main() -> None:
     parser.add_argument("--sites", type=int, default=9)
     parser.add_argument("--channels", type=int, default=4)
     parser.add_argument("--planes", type=int, default=10)
+    parser.add_argument("--openhcs", metavar="PYTHON",
+                        help="openhcs's venv python (e.g. /tmp/ohcs/bin/python)")
+    parser.add_argument("--no-group", action="store_true", help="skip the per-group read")
     args = parser.parse_args()
     systems: dict[str, Callable[[str], Any]] = {"baseline": baseline, "memtype": memtype_records}
     with tempfile.TemporaryDirectory(prefix="memtype-readers-") as tmp:
         start = time.perf_counter()
-        files = build(Path(tmp), args.wells, args.sites, args.channels, args.planes)
+        files = build(Path(tmp) / "plate", args.wells, args.sites, args.channels, args.planes)
+        build(Path(tmp) / "warm", 1, 1, 1, 1)
+        peer = openhcs(args.openhcs, f"{tmp}/warm") if args.openhcs else None
+        plate = f"{tmp}/plate"
         print(f"{files} files built in {time.perf_counter() - start:.1f} s "
               f"({platform.node()}, {platform.processor() or platform.machine()}, "
-              f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')})")
-        memtype_records(tmp)  # imports, and a warm directory cache for every system
+              f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M')}, "
+              f"load {os.getloadavg()[0]:.1f})")
+        memtype_records(plate)  # imports, and a warm directory cache for every system
         times: dict[str, list[float]] = {name: [] for name in systems}
-        order = list(systems)
+        order = list(systems) + (["openhcs"] if peer else [])
+        memory: dict[str, int] = {}
+        if peer:
+            times["openhcs"] = []
         for r in range(args.rounds):
             for name in order[r % len(order):] + order[:r % len(order)]:
-                seconds, _ = timed(systems[name], tmp)
+                if name == "openhcs" and peer is not None:
+                    seconds, memory["openhcs"] = peer(plate)
+                else:
+                    seconds, _ = timed(systems[name], plate)
                 times[name].append(seconds)
-        memory = {name: peak(fn, tmp) for name, fn in systems.items()}
-        metadata = timed(memtype_metadata, tmp)[0]
+        memory.update({name: peak(fn, plate) for name, fn in systems.items()})
+        metadata = timed(memtype_metadata, plate)[0]
     base = statistics.median(times["baseline"])
-    print(f"{'system':<18} {'median s':>9} {'x baseline':>10} {'peak MiB':>9}")
-    for name in systems:
+    print(f"{'system':<18} {'median s':>9} {'x baseline':>10} {'peak MiB':>9}  rounds")
+    for name in times:
         med = statistics.median(times[name])
-        print(f"{name:<18} {med:9.3f} {med / base:10.2f} {memory[name] / 2**20:9.1f}")
-    print(f"memtype records + metadata (the .HTD, missing list), once: {metadata:.3f} s")
-    group_read(args.rounds, args.sites, args.channels, args.planes)
+        rounds = " ".join(f"{t:.2f}" for t in times[name])
+        print(f"{name:<18} {med:9.3f} {med / base:10.2f} {memory[name] / 2**20:9.1f}  {rounds}")
+    print(f"memtype records + metadata (the .HTD, missing list, TIFF headers), once: "
+          f"{metadata:.3f} s (load {os.getloadavg()[0]:.1f})")
+    if not args.no_group:
+        group_read(args.rounds, args.sites, args.channels, args.planes)
 
 
 if __name__ == "__main__":

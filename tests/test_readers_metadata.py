@@ -230,3 +230,19 @@ def test_inspect_shows_imagexpress_pixel_size_from_the_tiffs(tmp_path: Path) -> 
     assert rows["pixel size"] == f"{PIXEL_UM:g} x {PIXEL_UM:g} µm, z step {Z_STEP_UM:g} µm"
     assert rows["channels"] == "2: 1 (DAPI), 2 (FITC)"
     assert "field positions" not in rows
+
+
+def test_a_columbus_export_is_not_read_as_phenix_and_says_what_is_expected(
+        tmp_path: Path) -> None:
+    from memtype.errors import NoImagesError
+    from memtype.pipeline.readers import detect_layout, open_input
+
+    root = tmp_path / "columbus"
+    root.mkdir()
+    (root / "ImageIndex.ColumbusIDX.xml").write_text(
+        '<?xml version="1.0"?><EvaluationInputData xmlns="http://www.perkinelmer.com/Columbus">'
+        "<Images/></EvaluationInputData>", encoding="utf-8")
+    (root / "001001000.flex").write_bytes(b"II*\x00")
+    assert detect_layout(root)[0] == "pattern"
+    with pytest.raises(NoImagesError, match=r"read as layout 'phenix'.*Index\.ref\.xml"):
+        open_input(root, layout="phenix").records()
