@@ -3,12 +3,13 @@ the deprecated ``to=`` checked by one ``is None`` and the conversion modules spl
 ``memtype.conversion``, against a revision before both, in alternating rounds.
 
 Each round starts one fresh process per revision (the order alternates), which times
-``mt.convert`` positional calls on 1 KiB float32 arrays (NumPy and torch only: the overhead,
-not the bandwidth) and reports seconds per call, the best of 7 batches. The table gives per
-case the median over rounds and the median of the per-round ratios (after / before).
+``mt.convert`` positional calls on 1 KiB float32 arrays (NumPy, and torch unless
+``--cases host``: the overhead, not the bandwidth) and reports seconds per call, the best
+of 7 batches. The table gives per case the median over rounds and the median of the
+per-round ratios (after / before).
 
 Run: ``python benchmarks/convert_keyword.py --before e633ab2~1 [--after WORKTREE]
-[--rounds 9]``. Writes ``benchmarks/results/convert_keyword.md``.
+[--rounds 9] [--cases host]``. Writes ``benchmarks/results/convert_keyword.md``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ OUT = Path(__file__).resolve().parent / "results" / "convert_keyword.md"
 PROBE = r"""
 import json, sys, time
 import numpy as np
-import torch
 import memtype as mt
 
 def per_call(fn, budget=0.02):
@@ -49,23 +49,27 @@ def per_call(fn, budget=0.02):
     return best
 
 host = np.arange(256, dtype=np.float32).reshape(16, 16)
-t = torch.from_numpy(host.copy())
 cases = {
     "convert numpy->numpy": lambda: mt.convert(host, "numpy"),
-    "convert numpy->torch": lambda: mt.convert(host, "torch"),
-    "convert torch->numpy": lambda: mt.convert(t, "numpy"),
-    "convert torch->torch": lambda: mt.convert(t, "torch"),
-    "convert numpy->torch gpu_id=None": lambda: mt.convert(host, "torch", gpu_id=None),
-    "convert_memory numpy->torch": lambda: mt.convert_memory(host, "numpy", "torch"),
+    "convert numpy->numpy gpu_id=None": lambda: mt.convert(host, "numpy", gpu_id=None),
 }
+if sys.argv[1] == "all":
+    import torch
+    t = torch.from_numpy(host.copy())
+    cases |= {
+        "convert numpy->torch": lambda: mt.convert(host, "torch"),
+        "convert torch->numpy": lambda: mt.convert(t, "numpy"),
+        "convert torch->torch": lambda: mt.convert(t, "torch"),
+        "convert_memory numpy->torch": lambda: mt.convert_memory(host, "numpy", "torch"),
+    }
 print(json.dumps({"memtype_file": mt.__file__,
                   "results": {k: per_call(f) for k, f in cases.items()}}))
 """
 
 
-def one_round(src: Path) -> dict[str, float]:
+def one_round(src: Path, cases: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", PROBE, cases], env=env, capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"the probe failed with {src}:\n{done.stderr[-3000:]}")
@@ -80,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", required=True, help="git revision to compare against")
     parser.add_argument("--after", default="WORKTREE", help="git revision, or WORKTREE")
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--cases", choices=("host", "all"), default="all",
+                        help="host: NumPy only (no torch import: short rounds, many of them)")
     args = parser.parse_args(argv)
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="memtype-keyword-") as tmp:
@@ -87,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         rounds = []
         for i in range(args.rounds):
             order = ("before", "after") if i % 2 == 0 else ("after", "before")
-            rounds.append({side: one_round(trees[side]) for side in order})
+            rounds.append({side: one_round(trees[side], args.cases) for side in order})
             print(f"round {i + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     body = table(args.before, args.after, rounds)
     header = (f"# memtype.convert {args.after} vs {args.before}: seconds per call, 1 KiB "
