@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +43,13 @@ import numpy as np
 from memtype._optional import require
 from memtype.decorators import Contract, MemoryTypeFunction, memory_types
 from memtype.detect import framework_of
-from memtype.errors import ArgumentTypeError, ArrayAPIError, MemoryConversionError, MemtypeError
+from memtype.errors import (
+    ArgumentTypeError,
+    ArrayAPIError,
+    DeviceError,
+    MemoryConversionError,
+    MemtypeError,
+)
 from memtype.frameworks import (
     CPU,
     Adapter,
@@ -55,20 +60,20 @@ from memtype.frameworks import (
     load_adapter,
     on_table_change,
 )
+from memtype.gpu.oom import is_oom_error
 from memtype.types import MemoryType, MemoryTypeLike
 
 __all__ = ["array_api", "ArrayAPIFunction", "covers"]
 
-_lock = threading.Lock()
 _covered: dict[str, bool] = {}  # framework name -> whether the standard covers its arrays
 _run_in: dict[tuple[str, str], str] = {}  # (framework, device kind) -> where it computes
 _kernels: dict[tuple[str, str, str], bool] = {}  # (namespace, device, dtype) -> kernels exist
 
 
 def _forget() -> None:
-    with _lock:
-        _covered.clear()
-        _run_in.clear()
+    """Forget what was learnt of the table's frameworks (a row was added or removed)."""
+    _covered.clear()
+    _run_in.clear()
 
 
 on_table_change(_forget)
@@ -112,7 +117,7 @@ def _sample(fw: Framework) -> Any:
     adapter = load_adapter(fw.name)
     device = CPU if not fw.gpu_only else Device(str(fw.gpu_kind), 0)
     if device.is_gpu and adapter.gpu_count() == 0:
-        raise MemtypeError(f"{fw.name} has no {device.kind} device here")
+        raise DeviceError(f"{fw.name} has no {device.kind} device here")
     return adapter.from_numpy(np.zeros(1, np.float32), device)
 
 
@@ -126,7 +131,7 @@ def covers(memory_type: MemoryTypeLike) -> bool:
 
     Examples
     --------
-    >>> from memtype.array_api import covers
+    >>> from memtype.array_api_functions import covers
     >>> covers("numpy")
     True
     """
@@ -207,7 +212,9 @@ def _has_kernels(xp: Any, dtype: Any, device: Any) -> bool:
                  xp.maximum(one, one), xp.abs(one), xp.argmax(one),
                  xp.where(one == one, one, one))
             found = True
-        except (NotImplementedError, RuntimeError):  # torch: "max_values_cpu" not implemented
+        except (NotImplementedError, RuntimeError) as exc:  # torch: "max_values_cpu" ...
+            if is_oom_error(exc):  # a full device says nothing about kernels
+                raise
             found = False
         _kernels[key] = found
     return found
