@@ -168,6 +168,19 @@ def test_every_field_has_a_roi_table_of_its_image(tmp_path: Path, version: str, 
     assert table.X.tolist() == [[0.0, 0.0, 0.0, 32 * 0.25, 32 * 0.5, 2 * 2.0]]
 
 
+def test_a_materialized_step_plate_has_roi_tables_too(tmp_path: Path) -> None:
+    import anndata
+
+    plate = SyntheticPlate(wells=1, sites=1, channels=1, z_planes=2, size=32, cells=(1, 1))
+    src = write_plate(tmp_path / "in", plate)
+    steps = [FunctionStep(_count, name="kept", materialize=True, outputs=("counts",)),
+             FunctionStep(_count, outputs=("again",))]
+    report = Pipeline(steps, pixel_size=VOXEL).run(src, tmp_path / "out")
+    assert report.ok, report.summary()
+    table = anndata.read_zarr(str(tmp_path / "out/kept.zarr/A/1/1/tables/FOV_ROI_table"))
+    assert table.X.tolist() == [[0.0, 0.0, 0.0, 32 * 0.25, 32 * 0.5, 2 * 2.0]]
+
+
 @pytest.mark.parametrize("version", ["0.4", "0.5"])
 def test_labels_have_a_masking_roi_table_of_their_objects(tmp_path: Path, version: str) -> None:
     import anndata
