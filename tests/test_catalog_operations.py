@@ -22,7 +22,8 @@ from memtype.pipeline.catalog.operations import (
 pytestmark = pytest.mark.requires("skimage", "scipy")
 
 DTYPES = ("uint8", "float32")
-MARKS = {"pyclesperanto": [pytest.mark.opencl], "torch": [pytest.mark.requires("torch")]}
+MARKS = {"pyclesperanto": [pytest.mark.opencl], "torch": [pytest.mark.requires("torch")],
+         "jax": [pytest.mark.requires("jax")]}
 
 
 def _dtypes(op: Operation) -> tuple[str, ...]:

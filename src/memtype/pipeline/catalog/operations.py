@@ -107,10 +107,10 @@ def _here(name: str, template: Template | None = None, volume: bool = False) -> 
 
 
 def _box_op(name: str, cle: str) -> Operation:
-    """A per-plane box filter with a radius: scipy.ndimage, pyclesperanto, torch."""
+    """A per-plane box filter with a radius: scipy.ndimage, pyclesperanto, torch, JAX."""
     return _op(name, {"radius": 1}, numpy=_here(f"box_{name}", _RADIUS),
                pyclesperanto=_IMPL(f"pyclesperanto.{cle}", _CLE_RADIUS, volume=True),
-               torch=_here(f"tensor_{name}", _RADIUS))
+               torch=_here(f"tensor_{name}", _RADIUS), jax=_here(f"jax_{name}", _RADIUS))
 
 
 def _threshold_op(method: str, torch: bool = False) -> Operation:
@@ -123,26 +123,28 @@ def _threshold_op(method: str, torch: bool = False) -> Operation:
 
 
 def _projection_op(kind: str, cle: str) -> Operation:
-    """A projection over z: NumPy, torch, pyclesperanto."""
+    """A projection over z: NumPy, torch, pyclesperanto, JAX."""
     return _op(f"{kind}_projection", {},
                numpy=_here(f"{kind}_projection", volume=True),
                torch=_here(f"tensor_{kind}_projection", volume=True),
-               pyclesperanto=_IMPL(f"pyclesperanto.{cle}", volume=True))
+               pyclesperanto=_IMPL(f"pyclesperanto.{cle}", volume=True),
+               jax=_here(f"jax_{kind}_projection", volume=True))
 
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     _op("gaussian", {"sigma": 1.0},
         numpy=_IMPL("skimage.filters.gaussian", {"sigma": "$sigma"}),
         pyclesperanto=_IMPL("pyclesperanto.gaussian_blur", _CLE_SIGMA, volume=True),
-        torch=_here("tensor_gaussian", {"sigma": "$sigma"})),
+        torch=_here("tensor_gaussian", {"sigma": "$sigma"}),
+        jax=_here("jax_gaussian", {"sigma": "$sigma"})),
     _box_op("maximum", "maximum_filter"),
     _box_op("minimum", "minimum_filter"),
     _op("opening", {"radius": 1}, numpy=_here("box_opening", _RADIUS),
         pyclesperanto=_IMPL("pyclesperanto.grayscale_opening", _CLE_BOX, volume=True),
-        torch=_here("tensor_opening", _RADIUS)),
+        torch=_here("tensor_opening", _RADIUS), jax=_here("jax_opening", _RADIUS)),
     _op("closing", {"radius": 1}, numpy=_here("box_closing", _RADIUS),
         pyclesperanto=_IMPL("pyclesperanto.grayscale_closing", _CLE_BOX, volume=True),
-        torch=_here("tensor_closing", _RADIUS)),
+        torch=_here("tensor_closing", _RADIUS), jax=_here("jax_closing", _RADIUS)),
     _box_op("white_tophat", "top_hat"),
     _box_op("black_tophat", "bottom_hat"),
     _op("median", {"radius": 1},
@@ -166,7 +168,8 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     _op("rescale_intensity", {}, keeps_dtype=False,
         numpy=_here("rescale_intensity", volume=True),
         pyclesperanto=_here("cle_rescale_intensity", volume=True),
-        torch=_here("tensor_rescale_intensity", volume=True)),
+        torch=_here("tensor_rescale_intensity", volume=True),
+        jax=_here("jax_rescale_intensity", volume=True)),
     _op("label_statistics", {"intensity": None}, output="table", input="labels",
         numpy=_here("label_statistics", {"intensity": "$intensity"}, volume=True),
         pyclesperanto=_here("cle_label_statistics", {"intensity": "$intensity"}, volume=True)),
@@ -311,7 +314,7 @@ def operation(name: str, /, *, step_name: str | None = None,
     >>> from memtype.pipeline import catalog
     >>> blur = catalog.operation("gaussian", sigma=2)
     >>> list(blur.variants)
-    ['numpy', 'pyclesperanto', 'torch']
+    ['numpy', 'pyclesperanto', 'torch', 'jax']
     """
     _parameters(_operation(name), params)
     return FunctionStep((variants_of(name), params), step_name or name,
