@@ -4,11 +4,12 @@ the deprecated ``to=`` checked by one ``is None`` and the conversion modules spl
 
 Each round starts one fresh process per revision (the order alternates), which times
 ``mt.convert`` positional calls on 1 KiB float32 arrays (NumPy, and torch unless
-``--cases host``: the overhead, not the bandwidth) and reports seconds per call, the best
-of 7 batches. The table gives per case the median over rounds and the median of the
-per-round ratios (after / before).
+``--cases host``: the overhead, not the bandwidth) and reports CPU seconds per call (thread
+time: preemption on a shared machine is not counted), the best of 15 batches. The table
+gives per case the median over rounds and the median of the per-round ratios (after /
+before).
 
-Run: ``python benchmarks/convert_keyword.py --before e633ab2~1 [--after WORKTREE]
+Run: ``python benchmarks/convert_keyword.py --before 9030c16 [--after WORKTREE]
 [--rounds 9] [--cases host]``. Writes ``benchmarks/results/convert_keyword.md``.
 """
 
@@ -35,17 +36,19 @@ import numpy as np
 import memtype as mt
 
 def per_call(fn, budget=0.02):
+    # CPU time of this thread: time spent preempted on a shared machine is not counted
+    clock = time.thread_time
     fn()
-    n, start = 1, time.perf_counter()
-    while time.perf_counter() - start < budget / 10:
+    n, start = 1, clock()
+    while clock() - start < budget / 10:
         fn()
         n += 1
     best = float("inf")
-    for _ in range(7):
-        t0 = time.perf_counter()
+    for _ in range(15):
+        t0 = clock()
         for _ in range(n):
             fn()
-        best = min(best, (time.perf_counter() - t0) / n)
+        best = min(best, (clock() - t0) / n)
     return best
 
 host = np.arange(256, dtype=np.float32).reshape(16, 16)
