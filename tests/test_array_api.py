@@ -21,6 +21,7 @@ from memtype.errors import (
     CallOptionError,
     ContractError,
     MemoryConversionError,
+    MissingPackageError,
 )
 from memtype.frameworks import get_framework, iter_frameworks
 from memtype.pipeline import FunctionStep, Pipeline
@@ -384,3 +385,24 @@ def test_an_unplanned_step_runs_where_the_data_is() -> None:
     assert isinstance(step.chain[0].func, ArrayAPIFunction)
     out, side = step.run(_image(), (), None)
     assert isinstance(out, np.ndarray) and side == []
+
+
+def test_without_array_api_compat_a_call_says_how_to_install(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import memtype.array_api_functions as module
+
+    for name in [m for m in sys.modules if m.startswith("array_api_compat")]:
+        monkeypatch.setitem(sys.modules, name, None)  # `import name` now fails as if absent
+    monkeypatch.setitem(sys.modules, "array_api_compat", None)
+    for cache in ("_covered", "_namespaces", "_run_in"):
+        monkeypatch.setattr(module, cache, {})
+    monkeypatch.setattr(module, "_aac", None)
+
+    @mt.array_api
+    def anything(image: Any) -> Any:
+        return image
+
+    with pytest.raises(MissingPackageError, match=r"pip install 'memtype\[array-api\]'"):
+        anything(_image())
+    with pytest.raises(MissingPackageError):  # never "offers no framework"
+        _ = FunctionStep(anything).variants

@@ -129,6 +129,11 @@ def covers(memory_type: MemoryTypeLike) -> bool:
     natively), and the framework imports and has a device here. Decided once per framework
     with a one-element array (this imports the framework).
 
+    Raises
+    ------
+    MissingPackageError
+        array-api-compat is not installed.
+
     Examples
     --------
     >>> from memtype.array_api_functions import covers
@@ -138,6 +143,7 @@ def covers(memory_type: MemoryTypeLike) -> bool:
     fw = get_framework(memory_type)
     found = _covered.get(fw.name)
     if found is None:
+        _array_api_compat()  # its absence is raised (MissingPackageError), not "uncovered"
         try:
             found = _standard_namespace(_sample(fw)) is not None
         except MemtypeError:  # not installed, or no device for it here
