@@ -51,7 +51,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 PEER = Path(__file__).resolve().parent / "openhcs_e2e_peer.py"
 RESULTS = REPO / "benchmarks" / "results" / "openhcs_e2e.md"
-SYSTEMS = ("openhcs", "memtype-dask", "memtype-inline")
+SYSTEMS = ("openhcs", "memtype-dask", "memtype-inline", "memtype-numpy")
+"""``memtype-numpy``: inline, every operation fixed to its NumPy implementation (what the plan
+chooses here anyway), so that no other framework is imported: the cost of the others."""
 
 
 # -- the plate -------------------------------------------------------------------------------
@@ -86,24 +88,25 @@ def write_plate(root: Path, wells: int, sites: int, channels: int, z: int, size:
 
 # -- memtype's side (run in a fresh process: --run-memtype) -----------------------------------
 
-def memtype_pipeline(radius: int, sigma: float, min_size: int) -> Any:
-    """The nuclei pipeline of catalog operations."""
+def memtype_pipeline(radius: int, sigma: float, min_size: int, fixed: bool = False) -> Any:
+    """The nuclei pipeline of catalog operations (``fixed``: each in its NumPy one)."""
     from memtype.pipeline import Pipeline, catalog
 
-    return Pipeline([
+    steps = [
         catalog.operation("white_tophat", radius=radius),
         catalog.operation("gaussian", sigma=sigma),
         catalog.operation("threshold_otsu"),
         catalog.operation("label"),
         catalog.operation("remove_small_objects", min_size=min_size),
         catalog.operation("label_statistics", outputs=("nuclei",)),
-    ])
+    ]
+    return Pipeline([s.with_implementation("numpy") for s in steps] if fixed else steps)
 
 
 def run_memtype(args: argparse.Namespace) -> None:
     """One memtype run in this process; writes times, counts and step seconds as JSON."""
     start = time.perf_counter()
-    pipeline = memtype_pipeline(args.radius, args.sigma, args.min_size)
+    pipeline = memtype_pipeline(args.radius, args.sigma, args.min_size, args.fixed)
     mark = time.perf_counter()
     report = pipeline.run(args.plate, args.out, executor=args.executor, workers=args.workers,
                           overwrite=True, progress=False)
@@ -194,10 +197,11 @@ def one_run(system: str, args: argparse.Namespace, plate: Path, tmp: Path) -> di
         command = [args.openhcs_python, str(PEER), str(plate), "--workers", str(args.workers),
                    *common]
     else:
-        executor = system.split("-", 1)[1]
+        executor = "dask" if system == "memtype-dask" else "inline"
+        fixed = ["--fixed"] if system == "memtype-numpy" else []
         command = [sys.executable, __file__, "--run-memtype", str(plate), "--out",
                    str(tmp / "memtype-out"), "--executor", executor,
-                   "--workers", str(args.workers), *common]
+                   "--workers", str(args.workers), *fixed, *common]
     load = os.getloadavg()[0]
     row = measured(command, tmp / f"{system}.log")
     data = json.loads(result.read_text())
@@ -318,6 +322,7 @@ def main() -> None:
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--executor", default="inline", help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
+    parser.add_argument("--fixed", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plate is not None:
         run_memtype(args)
