@@ -440,12 +440,13 @@ def test_the_literal_scan_sees_a_device_kind() -> None:
 
 
 def _framework_list() -> re.Pattern[str]:
-    """Four or more framework names of the table in a row, joined by commas, "and", "or"
-    ("NumPy, CuPy, PyTorch and JAX"; "PyTorch" is torch's usual spelling)."""
+    """Four or more framework names of the table in a row, joined by commas, slashes, "and",
+    "or" ("NumPy, CuPy, PyTorch and JAX", "numpy/torch/jax/cupy"; "PyTorch" is torch's usual
+    spelling)."""
     spellings = {fw.name for fw in iter_frameworks()} | {fw.module for fw in iter_frameworks()}
     name = r"(?:py)?(?:" + "|".join(map(re.escape, sorted(spellings, key=len, reverse=True))) \
         + r")\b"
-    sep = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
+    sep = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s*/\s*|\s+(?:and|or)\s+)"
     return re.compile(rf"\b{name}(?:{sep}{name}){{3,}}", re.IGNORECASE)
 
 
@@ -471,6 +472,8 @@ def test_no_message_or_docstring_lists_frameworks_by_hand() -> None:
     ('def f(x):\n    raise E(f"{x}: expected (numpy, torch,\\n jax, tensorflow).")\n', 1),
     ('"""NumPy, torch and JAX; see the table."""\n', 0),
     ('"""NumPy copies; torch shares. JAX and TensorFlow are immutable."""\n', 0),
-], ids=["docstring", "f-string", "three", "sentences"])
+    ('x = "one of numpy/torch/jax/cupy"\n', 1),
+    ('"""See numpy/numpy#22507 and dmlc/dlpack#103."""\n', 0),
+], ids=["docstring", "f-string", "three", "sentences", "slashes", "issue-links"])
 def test_the_list_finder(source: str, found: int) -> None:
     assert len(list(_hand_written_lists(ast.parse(source)))) == found

@@ -35,10 +35,10 @@ class OOMRecoveryWarning(RuntimeWarning):
 def is_oom_error(exc: BaseException) -> bool:
     """Whether ``exc`` means a framework (or the host) ran out of memory.
 
-    Decided by exact exception types from the adapters of loaded frameworks (torch and
-    CuPy ``OutOfMemoryError``, TensorFlow ``ResourceExhaustedError``, JAX
-    ``RESOURCE_EXHAUSTED``, pyclesperanto allocation failures) and ``MemoryError``; never
-    by a substring of an arbitrary message. A budget refusal
+    Decided by the exact exception types the adapter of each loaded framework declares
+    (``Adapter.oom_errors``, narrowed by ``Adapter.is_oom``: torch's and CuPy's
+    ``OutOfMemoryError``, for instance) and ``MemoryError``; never by a substring of an
+    arbitrary message. A budget refusal
     (:class:`~memtype.errors.MemoryBudgetError`, a ``MemoryError`` too) is not one: no
     memory ran out, memtype's own limit refused, and a retry would be refused again.
 

@@ -151,8 +151,9 @@ class GPUMemoryManager:
             The label :meth:`stats` groups this allocation under.
         gpu_id : int, str or Device, optional
             The GPU (types with GPUs): ``0``, ``"cuda:0"`` or ``Device("cuda", 0)``; None
-            uses the manager's ``gpu_id``, and without one the
-            type's default (host for torch, JAX and TensorFlow; GPU 0 for cupy).
+            uses the manager's ``gpu_id``, and without one the type's default device (the
+            host for a type that can live there, such as torch; GPU 0 for a GPU-only type,
+            such as cupy: :func:`memtype.conversion.target_device`).
 
         Returns
         -------
