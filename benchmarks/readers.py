@@ -20,9 +20,10 @@ description, beside a ``.HTD``) in a temporary directory, then lists it in alter
   out). Its ``.HTD`` needs a ``"PixelSizeUM"`` line (not a MetaXpress key: openhcs 0.8.6 raises
   without one), which the tree has and memtype ignores.
 
-Reported: median seconds over rounds, the ratio to the baseline, and peak Python memory of one
-listing (``tracemalloc``; openhcs's in its own process). Listing never reads pixel data, so the
-files' size does not matter.
+Reported: median seconds over rounds, the ratio to the baseline, median CPU seconds of the
+listing's process (on a shared machine, wall time includes waiting for a core), and peak Python
+memory of one listing (``tracemalloc``; openhcs's in its own process). Listing never reads
+pixel data, so the files' size does not matter.
 
 Then the per-group read: one well of real 256 x 256 uint16 TIFFs (9 sites x 4 channels x
 10 z = 360 files) read by ``reader.load_batch`` (through a read-only DiskStore, which resolves
@@ -72,8 +73,12 @@ def build(root: Path, n_wells: int, sites: int, channels: int, planes: int) -> i
 
     names = wells(n_wells)
     root.mkdir(parents=True)
+    selected = "".join(f'"WellsSelection{r + 1}", ' + ", ".join(
+        "TRUE" if f"{chr(65 + r)}{c:02d}" in names else "FALSE" for c in range(1, 25)) + "\r\n"
+        for r in range(16))
     (root / "plate.HTD").write_text(
-        '"HTSInfoFile", Version 1.0\r\n"XWells", 24\r\n"YWells", 16\r\n"Sites", TRUE\r\n'
+        '"HTSInfoFile", Version 1.0\r\n"XWells", 24\r\n"YWells", 16\r\n' + selected
+        + '"Sites", TRUE\r\n'
         f'"XSites", {sites}\r\n"YSites", 1\r\n"SiteSelection1", '
         + ", ".join(["TRUE"] * sites) + f'\r\n"NWavelengths", {channels}\r\n"ZSeries", TRUE'
         f'\r\n"ZSteps", {planes}\r\n"PixelSizeUM", 0.65\r\n"EndFile"\r\n')
@@ -131,25 +136,25 @@ def memtype_metadata(root: str) -> Any:
     return reader.metadata
 
 
-def openhcs(python: str, warm: str) -> Callable[[str], tuple[float, int]]:
+def openhcs(python: str, warm: str) -> Callable[[str], tuple[float, float, int]]:
     """openhcs's initialisation of the plate, in its venv (after that of the small plate
-    ``warm``): (seconds, peak bytes)."""
+    ``warm``): (seconds, CPU seconds, peak bytes)."""
     peer = str(Path(__file__).resolve().parent / "readers_openhcs_peer.py")
 
-    def run(root: str) -> tuple[float, int]:
+    def run(root: str) -> tuple[float, float, int]:
         done = subprocess.run([python, peer, root, "--warm", warm], check=True,
                               capture_output=True, text=True)
         result = json.loads(done.stdout.strip().splitlines()[-1])
-        return float(result["seconds"]), int(result["peak_bytes"])
+        return float(result["seconds"]), float(result["cpu_seconds"]), int(result["peak_bytes"])
 
     return run
 
 
-def timed(fn: Callable[[str], Any], root: str) -> tuple[float, int]:
-    """Seconds of one call and how many items it returned."""
-    start = time.perf_counter()
-    result = fn(root)
-    return time.perf_counter() - start, len(result) if isinstance(result, list) else 1
+def timed(fn: Callable[[str], Any], root: str) -> tuple[float, float]:
+    """Seconds and CPU seconds of one call."""
+    start, cpu = time.perf_counter(), time.process_time()
+    fn(root)
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def peak(fn: Callable[[str], Any], root: str) -> int:
@@ -219,26 +224,28 @@ def main() -> None:
               f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M')}, "
               f"load {os.getloadavg()[0]:.1f})")
         memtype_records(plate)  # imports, and a warm directory cache for every system
-        times: dict[str, list[float]] = {name: [] for name in systems}
         order = list(systems) + (["openhcs"] if peer else [])
+        times: dict[str, list[float]] = {name: [] for name in order}
+        cpu: dict[str, list[float]] = {name: [] for name in order}
         memory: dict[str, int] = {}
-        if peer:
-            times["openhcs"] = []
         for r in range(args.rounds):
             for name in order[r % len(order):] + order[:r % len(order)]:
                 if name == "openhcs" and peer is not None:
-                    seconds, memory["openhcs"] = peer(plate)
+                    seconds, used, memory["openhcs"] = peer(plate)
                 else:
-                    seconds, _ = timed(systems[name], plate)
+                    seconds, used = timed(systems[name], plate)
                 times[name].append(seconds)
+                cpu[name].append(used)
         memory.update({name: peak(fn, plate) for name, fn in systems.items()})
         metadata = timed(memtype_metadata, plate)[0]
     base = statistics.median(times["baseline"])
-    print(f"{'system':<18} {'median s':>9} {'x baseline':>10} {'peak MiB':>9}  rounds")
+    print(f"{'system':<18} {'median s':>9} {'x baseline':>10} {'CPU s':>7} {'peak MiB':>9}  "
+          "rounds (s)")
     for name in times:
         med = statistics.median(times[name])
         rounds = " ".join(f"{t:.2f}" for t in times[name])
-        print(f"{name:<18} {med:9.3f} {med / base:10.2f} {memory[name] / 2**20:9.1f}  {rounds}")
+        print(f"{name:<18} {med:9.3f} {med / base:10.2f} {statistics.median(cpu[name]):7.2f} "
+              f"{memory[name] / 2**20:9.1f}  {rounds}")
     print(f"memtype records + metadata (the .HTD, missing list, TIFF headers), once: "
           f"{metadata:.3f} s (load {os.getloadavg()[0]:.1f})")
     if not args.no_group:

@@ -233,7 +233,7 @@ def test_parse_htd(tmp_path: Path) -> None:
     info = parse_htd(str(path))
     assert (info.rows, info.columns, info.wells, info.sites) == (16, 24, ("A01", "P24"), 3)
     assert info.channel_names == {1: "DAPI", 2: "GFP", 3: "Cy5"}
-    assert (info.zsteps, info.timepoints) == (5, 2)
+    assert (info.zsteps, info.timepoints, info.wavelengths) == (5, 2, 3)
 
 
 # -- Opera Phenix / Operetta ----------------------------------------------------------------

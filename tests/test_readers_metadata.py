@@ -246,3 +246,15 @@ def test_a_columbus_export_is_not_read_as_phenix_and_says_what_is_expected(
     assert detect_layout(root)[0] == "pattern"
     with pytest.raises(NoImagesError, match=r"read as layout 'phenix'.*Index\.ref\.xml"):
         open_input(root, layout="phenix").records()
+
+
+def test_imagexpress_missing_counts_wavelengths_the_htd_does_not_name(tmp_path: Path) -> None:
+    """``NWavelengths`` announces the channels even without ``WaveName<n>`` lines: an absent
+    channel-2 image is missing (it was not looked for when only named channels counted)."""
+    htd = "".join(line + "\r\n" for line in htd_text().splitlines()
+                  if not line.startswith('"WaveName'))
+    root = _ix_plate(tmp_path / "plate", htd)
+    (root / "TimePoint_1/ZStep_2/P_B03_s1_w2.TIF").unlink()
+    meta = ImageXpressReader(root).metadata
+    assert meta.missing == ("well=B03 site=1 channel=2 z=2 t=1",)
+    assert meta.channel_names == dict(enumerate(CHANNEL_NAMES, start=1))  # from the TIFFs

@@ -27,9 +27,11 @@ folder are MetaXpress's projections of those planes, and are left out too.
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from memtype.errors import StoreFormatError
@@ -65,6 +67,7 @@ class HtdInfo:
     channel_names: dict[int, str] = field(default_factory=dict)
     timepoints: int = 1
     zsteps: int = 1
+    wavelengths: int = 1
 
 
 def _values(path: str) -> dict[str, list[str]]:
@@ -108,7 +111,9 @@ def parse_htd(path: str) -> HtdInfo:
     names = {n: v[f"WaveName{n}"][0] for n in range(1, _int(v, "NWavelengths", 0) + 1)
              if v.get(f"WaveName{n}")}
     zsteps = _int(v, "ZSteps", 1) if _true(v.get("ZSeries", ["FALSE"])[0]) else 1
-    return HtdInfo(rows, columns, wells, sites, names, _int(v, "TimePoints", 1), zsteps)
+    wavelengths = max(_int(v, "NWavelengths", 1), max(names, default=1))
+    return HtdInfo(rows, columns, wells, sites, names, _int(v, "TimePoints", 1), zsteps,
+                   wavelengths)
 
 
 def _place(folder: str) -> tuple[int, int]:
@@ -205,15 +210,23 @@ class ImageXpressReader(FileReader):
             return PlateMetadata(self.layout, source, channel_names=tiff.channel_names,
                                  pixel_size_um=tiff.pixel_size_um, z_step_um=tiff.z_step_um)
         present = {r.key for r in records}
-        channels = sorted(htd.channel_names) or [1]
-        expected = [(("well", w), ("site", s), ("channel", c), ("z", z), ("t", t))
-                    for w in htd.wells for s in range(1, htd.sites + 1) for c in channels
-                    for z in range(1, htd.zsteps + 1) for t in range(1, htd.timepoints + 1)]
-        missing = tuple(key_label(k) for k in expected if k not in present)
+        missing = tuple(key_label(k) for k in _expected(htd) if k not in present)
         names = {**tiff.channel_names, **htd.channel_names}  # the HTD's names first
         return PlateMetadata(self.layout, source, htd.rows, htd.columns,
                              dict(sorted(names.items())), tiff.pixel_size_um, tiff.z_step_um,
                              missing=missing)
+
+
+def _expected(htd: HtdInfo) -> Iterator[Key]:
+    """The key of every image the HTD announces: selected wells x sites x wavelengths x z x t
+    (their pairs shared, made by ``itertools.product``)."""
+    def pairs(name: str, values: Iterable[FieldValue]) -> list[tuple[str, FieldValue]]:
+        return [field_pair(name, v) for v in values]
+
+    return itertools.product(pairs("well", htd.wells), pairs("site", range(1, htd.sites + 1)),
+                             pairs("channel", range(1, htd.wavelengths + 1)),
+                             pairs("z", range(1, htd.zsteps + 1)),
+                             pairs("t", range(1, htd.timepoints + 1)))
 
 
 @dataclass(frozen=True)
