@@ -179,6 +179,35 @@ def test_local_cluster_workers_reuse_freed_memory_and_run_jax_single_threaded(
     assert all(f.endswith("--xla_cpu_multi_thread_eigen=false") for f in flags.values())
 
 
+def _periodic_ms(dask_worker: Any) -> dict[str, float]:
+    """The period of each of this dask worker's periodic callbacks, in milliseconds."""
+    return {name: pc.callback_time for name, pc in dask_worker.periodic_callbacks.items()}
+
+
+def test_local_cluster_workers_run_without_the_profiler_and_monitor_less_often() -> None:
+    ex = DaskExecutor(workers=1)
+    try:
+        (periods,) = ex.client.run(_periodic_ms).values()
+    finally:
+        ex.close()
+    assert "profile" not in periods and "profile-cycle" not in periods
+    assert periods["monitor"] == 2000
+    assert periods["tick"] == 200
+    assert periods["memory_monitor"] == 500
+
+
+def test_local_cluster_workers_keep_the_users_dask_configuration() -> None:
+    dask = import_if_installed("dask")
+    with dask.config.set({"distributed.admin.system-monitor.interval": "1s"}):
+        ex = DaskExecutor(workers=1)
+    try:
+        (periods,) = ex.client.run(_periodic_ms).values()
+    finally:
+        ex.close()
+    assert periods["monitor"] == 1000
+    assert periods["tick"] == 200 and "profile" not in periods  # memtype's: the user's unset
+
+
 def test_dask_worker_environ_keeps_dask_settings_and_the_users_xla_flags(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from memtype.pipeline.executors import dask_worker_environ
