@@ -47,7 +47,7 @@ from memtype.frameworks import (
 )
 from memtype.gpu.streams import call_device
 
-__all__ = ["Inputs", "Policy", "prepare", "arrays_in", "write_count", "read_only",
+__all__ = ["Inputs", "Policy", "prepare", "own_inputs", "arrays_in", "read_only",
            "check_guarded", "check_unwritten", "note_read_only"]
 
 Aliased = Callable[[], bool] | None
@@ -57,29 +57,6 @@ Watched = tuple[Any, int, Aliased]
 """A caller's mutable array passed writable: ``(array, write count, aliased)``."""
 Guarded = tuple[Any, int, str, Aliased]
 """An alias of immutable caller data: ``(array, write count, source type, aliased)``."""
-
-
-_counted: dict[type, bool] = {}
-
-
-def write_count(x: Any) -> int | None:
-    """How many in-place writes ``x``'s memory has had, where its framework counts them.
-
-    torch keeps such a count (``Tensor._version``, shared by a tensor and its views, raised by
-    every in-place operation); ``None`` for arrays without one (inference tensors included).
-    Whether a type has the attribute is asked once per type (a miss costs more than a hit).
-    """
-    kind = type(x)
-    counted = _counted.get(kind)
-    if counted is None:
-        counted = _counted[kind] = hasattr(kind, "_version")
-    if not counted:
-        return None
-    try:
-        count = getattr(x, "_version", None)
-    except RuntimeError:  # torch inference tensors keep no count
-        return None
-    return count if type(count) is int else None
 
 
 def read_only(x: Any) -> bool:
@@ -130,8 +107,9 @@ def note_read_only(exc: BaseException, inputs: Inputs, name: str) -> None:
             "to its input, decorate it with copy_inputs=True to give it a writable copy.")
 
 
-def check_guarded(inputs: Inputs, name: str) -> None:
+def check_guarded(inputs: Inputs, policy: Policy, name: str) -> None:
     """Raise :class:`InputWriteError` if the function wrote to immutable caller data."""
+    write_count = policy.adapter.write_count  # guarded arrays are the function's type
     for array, count, source, aliased in inputs.guarded:
         if write_count(array) != count and (aliased is None or aliased()):
             raise InputWriteError(
@@ -142,11 +120,12 @@ def check_guarded(inputs: Inputs, name: str) -> None:
             )
 
 
-def check_unwritten(inputs: Inputs, error: BaseException, name: str) -> None:
+def check_unwritten(inputs: Inputs, policy: Policy, error: BaseException, name: str) -> None:
     """Before an out-of-memory retry: raise :class:`InputWriteError` (from ``error``) if the
     failed attempt wrote to an input that is its caller's memory (the retry would see the
     modified values)."""
-    check_guarded(inputs, name)
+    check_guarded(inputs, policy, name)
+    write_count = policy.adapter.write_count  # watched arrays are the function's type
     if any(write_count(array) != count and (aliased is None or aliased())
            for array, count, aliased in inputs.watched):
         raise InputWriteError(
@@ -204,14 +183,22 @@ class Policy:
     allow_cpu_roundtrip: bool = False
     same_type: Callable[[Any], Any] = field(init=False)
     """An argument already of the function's type, isolated (see the module notes)."""
+    isolates: bool = field(init=False)
+    """Whether :attr:`same_type` is more than the argument itself."""
     readonly: Callable[[Any], Any] | None = field(init=False)
     """The framework's read-only view, if it has one."""
     passes_writable: bool = field(init=False)
     """Whether a caller's array of the function's type reaches it writable (watched)."""
+    write_count: Callable[[Any], int | None] | None = field(init=False)
+    """The adapter's ``write_count`` where the framework counts writes (torch), else None."""
+    on_host: Callable[[Any], bool] | None = field(init=False)
+    """The adapter's ``on_host``; None for a host-only framework (every array is)."""
     device_of: Callable[[Any], Device] = field(init=False)
     """The adapter's ``device_of``, without a lookup for host arrays."""
     current_device: Callable[[], int] | None = field(init=False)
     """The framework's device context, if it has one (GPU-only types fed host data)."""
+    gpu_only: bool = field(init=False)
+    """Whether the framework has no host arrays."""
     restricts_dtypes: bool = field(init=False)
     """Whether the framework holds only some dtypes (``holds_dtype``)."""
     holds: Callable[[np.dtype[Any]], bool] = field(init=False)
@@ -226,12 +213,18 @@ class Policy:
         elif adapter.immutable and readonly is not None:
             isolate = readonly  # a tf.Variable becomes its value
         object.__setattr__(self, "same_type", isolate)
+        object.__setattr__(self, "isolates", isolate is not _unchanged)
         object.__setattr__(self, "readonly", readonly)
         object.__setattr__(self, "passes_writable", isolate is _unchanged
                            and not adapter.immutable)
+        object.__setattr__(self, "write_count",
+                           adapter.write_count if adapter.counts_writes else None)
+        object.__setattr__(self, "on_host",
+                           None if self.framework.gpu_kind is None else adapter.on_host)
         object.__setattr__(self, "device_of", _device_lookup(self.adapter, self.framework))
         object.__setattr__(self, "current_device",
                            adapter.current_device if adapter.has_device_context else None)
+        object.__setattr__(self, "gpu_only", self.framework.gpu_only)
         object.__setattr__(self, "restricts_dtypes", adapter.restricts_dtypes)
         object.__setattr__(self, "holds", adapter.holds_dtype)
 
@@ -276,10 +269,11 @@ class _Converter:
         """One array converted and isolated; the first one fixes the dtype and the device."""
         first = not self.seen
         dtype = None
+        source = _adapter(vfw)
         if first:
             self.seen = True
-            dtype = self.dtype = _adapter(vfw).dtype_of(v)
-        out = self.isolate(v, self.convert(v, vfw, dtype), vfw)
+            dtype = self.dtype = source.dtype_of(v)
+        out = self.isolate(v, self.convert(v, vfw, source, dtype), vfw, source)
         if first:
             self.first, self.first_at = out, where
             self.device = self.policy.device_of(out)
@@ -288,15 +282,17 @@ class _Converter:
         self.arrays.append(out)
         return out
 
-    def convert(self, v: Any, vfw: Framework, dtype: np.dtype[Any] | None = None) -> Any:
-        """``v`` as the function's type, on the call's device (``dtype``: ``v``'s, if known)."""
+    def convert(self, v: Any, vfw: Framework, source: Adapter,
+                dtype: np.dtype[Any] | None = None) -> Any:
+        """``v`` (of ``vfw``, whose adapter is ``source``) as the function's type, on the call's
+        device (``dtype``: ``v``'s, if known)."""
         policy = self.policy
         if vfw is policy.framework and self.gpu_id is None and not self.host:
             return v
         if policy.restricts_dtypes:
-            v = _fit_float(v, vfw, policy.holds, dtype)
+            v = _fit_float(v, vfw, source, policy.holds, dtype)
         gpu_id = None if self.host else self.gpu_id
-        if gpu_id is None and policy.framework.gpu_only and not _adapter(vfw).device_of(v).is_gpu:
+        if gpu_id is None and policy.gpu_only and not source.device_of(v).is_gpu:
             current = policy.current_device  # the device context
             gpu_id = None if current is None else current()
         out = convert(v, policy.framework.name, gpu_id=gpu_id,
@@ -305,7 +301,7 @@ class _Converter:
             out = policy.adapter.to_device(out, CPU)
         return out
 
-    def isolate(self, v: Any, out: Any, vfw: Framework) -> Any:
+    def isolate(self, v: Any, out: Any, vfw: Framework, source: Adapter) -> Any:
         """``out`` as the function may see it, when it is the caller's memory (module notes).
 
         Whether ``out`` aliases ``v`` is asked only where the answer changes what the
@@ -315,11 +311,12 @@ class _Converter:
         policy = self.policy
         if policy.adapter.immutable:  # a tf.Variable becomes its value
             return out if out is not v or policy.readonly is None else policy.readonly(out)
-        locked = _adapter(vfw).immutable or read_only(v)
+        locked = source.immutable or read_only(v)
         if policy.copy_inputs:
             return self.private(v, out, vfw)
+        counter = policy.write_count
         if not locked:  # the caller's mutable data, passed as it is
-            count = write_count(out)
+            count = None if counter is None else counter(out)
             if count is not None:
                 self.watched.append((out, count, self.alias_check(v, out, vfw)))
             return out
@@ -327,7 +324,7 @@ class _Converter:
             if out is v or (not read_only(out) and _aliases(v, vfw, out, policy)):
                 return policy.readonly(out)
             return out
-        count = write_count(out)
+        count = None if counter is None else counter(out)
         if count is not None:
             self.guarded.append((out, count, vfw.name, self.alias_check(v, out, vfw)))
             return out
@@ -359,15 +356,14 @@ def _aliases(v: Any, vfw: Framework, out: Any, policy: Policy) -> bool:
             and source.device_of(v) == policy.adapter.device_of(out))
 
 
-def _fit_float(v: Any, vfw: Framework, holds: Callable[[np.dtype[Any]], bool],
-               dtype: np.dtype[Any] | None = None) -> Any:
+def _fit_float(v: Any, vfw: Framework, source: Adapter,
+               holds: Callable[[np.dtype[Any]], bool], dtype: np.dtype[Any] | None = None) -> Any:
     """A float64 (complex128) array narrowed for a framework that cannot hold it (one whose
     adapter has ``holds_dtype``, given as ``holds``: asked per call, JAX's x64 can change).
 
     Rounding to float32 is the documented price of running in JAX without x64 or in
     pyclesperanto; a value that would overflow to infinity is an error instead.
     """
-    source = _adapter(vfw)
     if dtype is None:
         dtype = source.dtype_of(v)
     kin = entry_dtype(dtype, holds)  # the one rule, shared with the pipeline's planner
@@ -391,8 +387,8 @@ def _fit_float(v: Any, vfw: Framework, holds: Callable[[np.dtype[Any]], bool],
 def _passed(v: Any, policy: Policy, watched: list[Watched]) -> Any:
     """A caller's array of the function's type, as the function gets it (watched if writable)."""
     image = policy.same_type(v)
-    if policy.passes_writable:
-        count = write_count(v)
+    if policy.passes_writable and policy.write_count is not None:
+        count = policy.write_count(v)
         if count is not None:
             watched.append((v, count, None))
     return image
@@ -440,6 +436,14 @@ def _device_lookup(adapter: Adapter, framework: Framework) -> Callable[[Any], De
     return lambda x: CPU if on_host(x) else device_of(x)
 
 
+def own_inputs(v: Any, image: Any, dtype: np.dtype[Any], count: int | None,
+               device: Device = CPU) -> Inputs:
+    """The inputs of a call with one array ``v`` of the function's type, passed as ``image``
+    (``count``: ``v``'s write count, when it reaches the function writable)."""
+    watched: Sequence[Watched] = () if count is None else ((v, count, None),)
+    return Inputs((image,), {}, device, None, dtype, image, 0, (image,), watched)
+
+
 def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
             gpu_id: int | None, *, host: bool = False) -> Inputs:
     """Convert a call's array arguments.
@@ -448,16 +452,13 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
     """
     single = _known.get(type(args[0])) if len(args) == 1 and not kwargs else None
     if gpu_id is None and not host and not kwargs:
-        if single is policy.framework:
-            v = args[0]  # the hottest path: one array of the function's type
+        if single is policy.framework:  # one array of the function's type
+            v = args[0]
             image = policy.same_type(v)
-            watched: Sequence[Watched] = ()
-            if policy.passes_writable:
-                count = write_count(v)
-                watched = () if count is None else ((v, count, None),)
-            adapter = policy.adapter
-            return Inputs((image,), kwargs, policy.device_of(image), None, adapter.dtype_of(v),
-                          image, 0, (image,), watched)
+            counter = policy.write_count if policy.passes_writable else None
+            count = None if counter is None else counter(v)
+            return own_inputs(v, image, policy.adapter.dtype_of(v), count,
+                              policy.device_of(image))
         fast = None if single is not None else _same_type(args, policy)
         if fast is not None:
             return fast

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+import numpy as np
+
 from memtype.conversion import convert
 from memtype.conversion.casting import Bounds, cast_in
-from memtype.decorators.inputs import Inputs
 from memtype.decorators.options import CallOptions
 from memtype.detect import KNOWN_TYPES as _known
 from memtype.detect import framework_of
@@ -75,42 +76,47 @@ class Outputs:
             self._in_framework[fw.name] = made
         return made
 
-    def finish(self, result: Any, inputs: Inputs, opts: CallOptions) -> Any:
-        """Contract, dtype policy and output type; tuple results: the first element."""
+    def finish(self, result: Any, dtype: np.dtype[Any] | None, gpu_id: int | None,
+               opts: CallOptions) -> Any:
+        """Contract, dtype policy and output type; tuple results: the first element.
+
+        ``dtype``: the caller's dtype of the call's first array (what ``PRESERVE_INPUT``
+        returns); ``gpu_id``: the call's GPU (None: the result's own device)."""
         if type(result) is tuple:
             if not result:
                 raise ContractError(
                     f"{self._name} returned an empty tuple; expected the image first.")
-            return (self.output(result[0], inputs, opts), *result[1:])
-        return self.output(result, inputs, opts)
+            return (self.output(result[0], dtype, gpu_id, opts), *result[1:])
+        return self.output(result, dtype, gpu_id, opts)
 
-    def output(self, image: Any, inputs: Inputs, opts: CallOptions) -> Any:
+    def output(self, image: Any, dtype: np.dtype[Any] | None, gpu_id: int | None,
+               opts: CallOptions) -> Any:
         """One image through the contract, the dtype policy and the output conversion."""
         fw = _known.get(type(image)) or framework_of(image)
         if fw is self._out and self._ndims is not None:  # the common case, kept short
             if len(self._out_adapter.shape_of(image)) not in self._ndims:
                 self._check(image, fw)
-            if opts.keeps_dtype and self._out_adapter.dtype_of(image) == inputs.dtype:
+            if opts.keeps_dtype and self._out_adapter.dtype_of(image) == dtype:
                 return image
         else:
             if self.keeps_result and fw is not None:  # a computing variant: kept in fw
-                return self._returning(fw).output(image, inputs, opts)
+                return self._returning(fw).output(image, dtype, gpu_id, opts)
             self._check(image, fw)
         if fw is None:
             return image
         adapter = self._out_adapter if fw is self._out else load_adapter(fw.name)
-        decided, bounds = self._decide(image, fw, adapter, inputs, opts)
+        decided, bounds = self._decide(image, fw, adapter, dtype, opts)
         target = decided.dtype
         if fw is self._out and opts.gpu_id is None:
             if target is None or adapter.dtype_of(image) == target:
                 return image
-        return self._convert_out(image, fw, adapter, decided, bounds, inputs.gpu_id)
+        return self._convert_out(image, fw, adapter, decided, bounds, gpu_id)
 
-    def _decide(self, image: Any, fw: Framework, adapter: Any, inputs: Inputs,
+    def _decide(self, image: Any, fw: Framework, adapter: Any, dtype: np.dtype[Any] | None,
                 opts: CallOptions) -> tuple[OutputDtype, Bounds | None]:
         """The dtype policy's decision (``memtype.dtypes.output_dtype``) and its bounds."""
         conversion, scaling = opts.dtype_conversion, opts.scaling
-        target = _result_dtype(conversion, inputs.dtype)
+        target = _result_dtype(conversion, dtype)
         if conversion is not DtypeConversion.PRESERVE_INPUT or target is None or (
                 scaling != "clip"):
             return OutputDtype(target, scaling), None

@@ -62,10 +62,10 @@ class Recovery:
             result = run(self.func, inputs, self.policy.framework.name, by_slice, self.name)
         except Exception as exc:  # an out-of-memory error after a write is not retried
             if is_oom_error(exc):
-                check_unwritten(inputs, exc, self.name)
+                check_unwritten(inputs, self.policy, exc, self.name)
             raise
         if inputs.guarded:
-            check_guarded(inputs, self.name)
+            check_guarded(inputs, self.policy, self.name)
         return inputs, result
 
     def on_cpu(self) -> tuple[Inputs, Any]:

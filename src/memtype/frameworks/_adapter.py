@@ -27,6 +27,7 @@ _CAPABILITIES: dict[str, str] = {
     "casts_on_device": "astype",
     "restricts_dtypes": "holds_dtype",
     "has_readonly_view": "readonly_view",
+    "counts_writes": "write_count",
     "has_host_check": "on_host",
     "has_streams": "current_stream",
     "has_device_context": "current_device",
@@ -52,7 +53,8 @@ class Adapter(ABC):
 
     Capability flags, set from which methods a subclass overrides (never set by hand):
     ``casts_on_device`` (:meth:`astype`, :meth:`rint`), ``restricts_dtypes``
-    (:meth:`holds_dtype`), ``has_readonly_view``, ``has_host_check`` (:meth:`on_host`),
+    (:meth:`holds_dtype`), ``has_readonly_view``, ``counts_writes`` (:meth:`write_count`),
+    ``has_host_check`` (:meth:`on_host`),
     ``has_streams`` (:meth:`current_stream`, :meth:`wait_stream`, :meth:`record_stream`),
     ``has_device_context`` (:meth:`current_device`), ``describes_devices``
     (:meth:`device_properties`), ``caps_memory`` (:meth:`set_memory_cap`), ``resets_peak``.
@@ -70,6 +72,7 @@ class Adapter(ABC):
     casts_on_device: ClassVar[bool] = False
     restricts_dtypes: ClassVar[bool] = False
     has_readonly_view: ClassVar[bool] = False
+    counts_writes: ClassVar[bool] = False
     has_host_check: ClassVar[bool] = False
     has_streams: ClassVar[bool] = False
     has_device_context: ClassVar[bool] = False
@@ -274,6 +277,11 @@ class Adapter(ABC):
         """An O(1) view of ``x`` that refuses writes (``has_readonly_view``). Default: a
         private copy (not O(1); callers without the flag copy instead of asking)."""
         return self.copy(x)
+
+    def write_count(self, x: Any) -> int | None:
+        """How many in-place writes ``x``'s memory has had (``counts_writes``), or None for an
+        array without a count. Default: None (the framework counts no writes)."""
+        return None
 
     # -- explanations and settings -----------------------------------------------------------
 

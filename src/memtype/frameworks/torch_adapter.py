@@ -152,8 +152,9 @@ class TorchAdapter(Adapter):
         same = _SAME_BITS.get(a.dtype.char)
         if same is not None and same.char != a.dtype.char:
             a = a.view(same.newbyteorder(a.dtype.byteorder))  # O(1): the same bits, a known code
-        tdt = _ML_NUMPY.get(a.dtype) if is_extension(a.dtype) else None
-        if tdt is None and is_extension(a.dtype):
+        extension = is_extension(a.dtype)
+        tdt = _ML_NUMPY.get(a.dtype) if extension else None
+        if tdt is None and extension:
             raise MemoryConversionError(
                 f"torch cannot hold dtype {a.dtype}; of the ml_dtypes it holds "
                 f"{', '.join(n.name for n in _ML_NUMPY)} (ml_dtypes int4/uint4... are one value "
@@ -247,6 +248,15 @@ class TorchAdapter(Adapter):
     def holds_dtype(self, dtype: np.dtype[Any]) -> bool:
         """Every NumPy dtype it held before ml_dtypes, and bfloat16 and the float8 family."""
         return not is_extension(dtype) or dtype in _ML_NUMPY
+
+    def write_count(self, x: Any) -> int | None:
+        """``Tensor._version``: shared by a tensor and its views, raised by every in-place
+        operation; None for inference tensors, which keep no count."""
+        try:
+            count: int = x._version
+        except RuntimeError:  # "Inference tensors do not track version counter"
+            return None
+        return count
 
     def current_stream(self, device: Device) -> Any:
         return torch.cuda.current_stream(device.index)
