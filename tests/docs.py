@@ -27,10 +27,12 @@ _CWD = "__memtype_doc_cwd__"
 
 
 def base_namespace() -> dict[str, Any]:
-    """What every block starts with: ``__name__`` and, for skip directives, ``CUDA_GPU``."""
+    """What every block starts with: ``__name__`` and, for skip directives, ``CUDA_GPU`` and
+    ``NGIO`` (ngio, the Fractal table library of the test extra, is installed)."""
     from tests.frameworks import has_gpu
 
-    return {"__name__": "__main__", "CUDA_GPU": has_gpu()}
+    return {"__name__": "__main__", "CUDA_GPU": has_gpu(),
+            "NGIO": importlib.util.find_spec("ngio") is not None}
 
 
 class RunAlone(PythonEvaluator):
