@@ -20,6 +20,7 @@ import numpy as np
 
 from memtype import capture_conversions
 from memtype.errors import InvalidArgumentError, MemtypeError
+from memtype.frameworks import get_framework, is_loaded
 from memtype.pipeline.planning.measurement import Probe, Prober, infer_boundaries
 from memtype.pipeline.planning.model import (
     HOST_STACK,
@@ -32,7 +33,11 @@ from memtype.pipeline.planning.model import (
 from memtype.pipeline.requirements import first_runnable
 from memtype.pipeline.steps import FunctionStep, writes
 
-__all__ = ["make_plan"]
+__all__ = ["make_plan", "NOT_IMPORTED"]
+
+NOT_IMPORTED = ("not imported: no stacks are there, and an implementation in an imported "
+                "framework can run")
+"""Why a variants step's implementation in a framework nothing imported is not compared."""
 
 @dataclass(frozen=True)
 class _Option:
@@ -85,28 +90,63 @@ def _options(step: FunctionStep, writes: bool) -> list[_Option]:
     return [_Option(calls[0].input_type, calls[0].input_type, output, inner)]
 
 
+def _not_installed(memory_type: str) -> str:
+    """Why a framework cannot be imported when its module cannot be found ('' when it can
+    be), found without importing it."""
+    import importlib.util
+
+    framework = get_framework(memory_type)
+    try:
+        found = importlib.util.find_spec(framework.module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules[module] is None (blocked)
+        found = False
+    if found:
+        return ""
+    return (f"FrameworkNotInstalledError: {framework.name} is not installed (no module "
+            f"{framework.module!r}); install with: {framework.install_hint}")
+
+
 class _Planner:
     """Forward and backward shortest paths over steps x options."""
 
     def __init__(self, steps: Sequence[FunctionStep], bounds: list[Boundary],
-                 prober: Prober, avoid: Collection[tuple[str, str]] = ()) -> None:
+                 prober: Prober, avoid: Collection[tuple[str, str]] = (),
+                 import_all: bool = False) -> None:
         self.steps, self.bounds, self.prober = steps, bounds, prober
-        shapes, dtype = bounds[0]
         self.options = [_options(s, self._writes(i)) for i, s in enumerate(steps)]
         self.unavailable: dict[tuple[int, int], str] = {}
         self.notes: list[str] = []
         self._conversions: dict[tuple[str, str, int, bool], PlannedConversion | None] = {}
-        sizes = [_nbytes(b) for b in bounds]
         for i, opts in enumerate(self.options):
-            for j, o in enumerate(opts):
-                # a step with one implementation runs it, room or not, unless it ran out
-                # of memory in it during the run (then there is no plan)
-                reason = (f"ran out of memory in {o.name} during the run"
-                          if (steps[i].name, o.name) in avoid else
-                          prober.available(o.input_type, shapes[0], dtype, sizes[i] + sizes[i + 1])
-                          if steps[i].variants is not None else None)
-                if reason is not None:
-                    self.unavailable[(i, j)] = reason
+            # a framework nothing has imported holds no stacks: converting into it costs
+            # more than staying, so it is not imported only to be compared (unless no
+            # implementation in an imported one can run: import_all)
+            later = [j for j, o in enumerate(opts) if steps[i].variants is not None
+                     and not import_all and not is_loaded(get_framework(o.input_type))]
+            for j in range(len(opts)):
+                if j not in later:
+                    self._check(i, j, avoid)
+            runs = any((i, j) not in self.unavailable for j in range(len(opts)) if j not in later)
+            for j in later:
+                absent = _not_installed(self.options[i][j].input_type)
+                if absent or runs:
+                    self.unavailable[(i, j)] = absent or NOT_IMPORTED
+                else:
+                    self._check(i, j, avoid)
+
+    def _check(self, i: int, j: int, avoid: Collection[tuple[str, str]]) -> None:
+        """Record why option ``j`` of step ``i`` cannot run, if it cannot. A step with one
+        implementation runs it, room or not, unless it ran out of memory in it during the
+        run (then there is no plan)."""
+        o, step = self.options[i][j], self.steps[i]
+        shapes, dtype = self.bounds[0]
+        need = _nbytes(self.bounds[i]) + _nbytes(self.bounds[i + 1])
+        reason = (f"ran out of memory in {o.name} during the run"
+                  if (step.name, o.name) in avoid else
+                  self.prober.available(o.input_type, shapes[0], dtype, need)
+                  if step.variants is not None else None)
+        if reason is not None:
+            self.unavailable[(i, j)] = reason
 
     def conversion(self, source: str, target: str, at: int,
                    into_function: bool = False) -> PlannedConversion | None:
@@ -159,14 +199,21 @@ class _Planner:
         return writes(self.steps, i)
 
     def forward(self) -> tuple[list[list[float]], list[list[int]]]:
-        """Cheapest cost ending at each node, and its predecessor (ties: declared order)."""
-        cost = [[self.edge(HOST_STACK, o.input_type, 0, False) + self.node(0, j)
+        """Cheapest cost ending at each node, and its predecessor (ties: declared order).
+        No conversion into or out of an unavailable node is probed."""
+        cost = [[math.inf if (0, j) in self.unavailable else
+                 self.edge(HOST_STACK, o.input_type, 0, False) + self.node(0, j)
                  for j, o in enumerate(self.options[0])]]
         back: list[list[int]] = [[-1] * len(self.options[0])]
         for i in range(1, len(self.steps)):
             row, prev = [], []
             for k, o in enumerate(self.options[i]):
-                here = [cost[-1][j] + self.edge(p.output_type, o.input_type, i)
+                if (i, k) in self.unavailable:
+                    row.append(math.inf)
+                    prev.append(0)
+                    continue
+                here = [math.inf if math.isinf(cost[-1][j]) else
+                        cost[-1][j] + self.edge(p.output_type, o.input_type, i)
                         for j, p in enumerate(self.options[i - 1])]
                 best = min(range(len(here)), key=lambda j: (here[j], j))
                 row.append(here[best] + self.node(i, k))
@@ -181,10 +228,12 @@ class _Planner:
         rest = [[0.0] * len(self.options[last])]
         for i in range(last - 1, -1, -1):
             nxt = self.options[i + 1]
-            rest.insert(0, [min(self.edge(o.output_type, n.input_type, i + 1)
-                                + self.node(i + 1, k)
-                                + rest[0][k] for k, n in enumerate(nxt))
-                            for o in self.options[i]])
+            rest.insert(0, [math.inf if (i, j) in self.unavailable else
+                            min(math.inf if (i + 1, k) in self.unavailable else
+                                self.edge(o.output_type, n.input_type, i + 1)
+                                + self.node(i + 1, k) + rest[0][k]
+                                for k, n in enumerate(nxt))
+                            for j, o in enumerate(self.options[i])])
         return rest
 
 
@@ -204,6 +253,8 @@ def _unavailable_kind(reason: str) -> str:
     """Why an implementation is out, in words for a plan's reason."""
     if reason.startswith("ran out of memory"):
         return "ran out of memory during the run"
+    if reason == NOT_IMPORTED:
+        return "not imported"
     if reason.startswith("FrameworkNotInstalledError"):
         return "not installed"
     if reason.split(" ", 1)[0].endswith(":"):  # "<Error>: ..." from the device
@@ -220,14 +271,17 @@ def _reason(planner: _Planner, i: int, chosen: int, through: list[float], arrive
     out = {j: _unavailable_kind(planner.unavailable[(i, j)]) for j in others
            if (i, j) in planner.unavailable}
     runnable = [j for j in others if j not in out and not math.isinf(through[j])]
-    if not runnable:
-        kinds = sorted(set(out.values()))
+    kinds = sorted(set(out.values()) - {"not imported"})
+    if not runnable and (kinds or options[chosen].input_type != arrives):
         if not kinds:
+            if out:
+                names = ", ".join(options[j].name for j in out)
+                return f"the only implementation in an imported framework ({names}: not imported)"
             return "the only implementation that can take the stacks"
         if kinds == ["not installed"]:
             return "the only implementation installed"
         why = "; ".join(f"{', '.join(options[j].name for j in out if out[j] == k)}: {k}"
-                        for k in kinds)
+                        for k in sorted(set(out.values())))
         return f"the only implementation that can run ({why})"
     if options[chosen].input_type == arrives:
         return f"the data is already there ({arrives})"
@@ -275,6 +329,10 @@ def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dty
     cost, back = planner.forward()
     last = len(steps) - 1
     end = min(range(len(cost[last])), key=lambda j: (cost[last][j], j))
+    if math.isinf(cost[last][end]) and NOT_IMPORTED in planner.unavailable.values():
+        planner = _Planner(steps, bounds, prober, avoid, import_all=True)
+        cost, back = planner.forward()
+        end = min(range(len(cost[last])), key=lambda j: (cost[last][j], j))
     if math.isinf(cost[last][end]):
         planner.notes.extend(trials)
         raise InvalidArgumentError(
