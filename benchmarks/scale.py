@@ -36,20 +36,28 @@ Speed-up (issue 23, "scale out must pay"): on a plate of 24 wells x 4 sites x 2 
 cluster (``DaskExecutor(workers=2)``: what ``executor="dask"`` starts) and on a stock
 ``distributed.LocalCluster`` of 2 single-threaded worker processes (dask's own worker
 environment, for comparison), alternated in one process (``--speedup-rounds``, order
-reversed every other round). Reported: wall time, user and system CPU seconds of the main
-process and the workers, and each executor's speed-up over inline (per round and median).
-What a user pays beyond that is reported apart and excluded from the ratios: the cluster's
+reversed every other round; ``--speedup-executors`` picks which run beside inline).
+Reported: wall time, user and system CPU seconds of the main process and the workers with
+their children, cores busy (CPU / wall), each executor's speed-up over inline and its
+parallel efficiency, inline's CPU / (2 x the executor's wall) (per round and median), its
+CPU over inline's, and the serial parts of a run: before the groups (planning, the
+output's preparation), the tail (one worker idle while the other finishes) and after the
+groups (the plate's metadata, tables, report), with the groups each worker ran. What a
+user pays beyond that is reported apart and excluded from the ratios: the cluster's
 start-up (``executor="dask"`` without a client pays it in every run; a client or an
 Executor passed in pays it once) and each worker's first group (imports, JIT compilation;
-every worker process pays it once, as the inline process does).
+every worker process pays it once, as the inline process does), run as a task on each
+worker (the thread that runs its groups).
 
 Run: ``python benchmarks/scale.py [--rounds 1] [--time-rounds 2] [--wells 1 24 96]
-[--speedup-rounds 2] [--only-speedup]``; writes ``benchmarks/results/scale.md``.
+[--speedup-rounds 2] [--only-speedup] [--speedup-executors inline dask]``; writes
+``benchmarks/results/scale.md`` and ``benchmarks/results/scale_speedup.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import json
@@ -60,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -208,36 +217,113 @@ def _speedup(config: dict[str, Any]) -> dict[str, Any]:
             ex._owned.extend([ex.client, cluster])  # closed with the executor
         setup[f"{name}: cluster start-up"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        ex.client.run(_warm_up, config["warmup"], tmp, opencl)
+        _warm_up_workers(ex.client, config["warmup"], tmp, opencl)
         setup[f"{name}: first group on each worker (in parallel)"] = time.perf_counter() - t0
         executors[name] = ex
         workers[name] = [psutil.Process(p) for p in ex.client.run(os.getpid).values()]
     t0 = time.perf_counter()
     _warm_up(config["warmup"], tmp, opencl)
     setup["inline: first group"] = time.perf_counter() - t0
-    main, runs, order = psutil.Process(), [], list(executors)
+    runs: list[dict[str, Any]] = []
+    order = list(executors)
     try:
         for r in range(config["rounds"]):
             for name in order if r % 2 == 0 else order[::-1]:
-                procs = [main, *workers[name]]
-                before = [p.cpu_times() for p in procs]
-                start = time.perf_counter()
-                report = pipeline.run(source, os.path.join(tmp, f"speedup-{r}-{len(runs)}"),
-                                      executor=executors[name])
-                wall = time.perf_counter() - start
-                after = [p.cpu_times() for p in procs]
-                assert report.ok, report.summary()
-                runs.append({"executor": name, "round": r, "wall": wall,
-                             "user": sum(a.user - b.user for a, b in zip(after, before)),
-                             "system": sum(a.system - b.system
-                                           for a, b in zip(after, before)),
-                             "load": os.getloadavg()[0]})
+                runs.append({"executor": name, "round": r, "workers": _workers_of(name),
+                             **_timed_run(pipeline, source,
+                                          os.path.join(tmp, f"speedup-{r}-{len(runs)}"),
+                                          executors[name], workers[name])})
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     finally:
         for ex in executors.values():
             if not isinstance(ex, str):
                 ex.close()
     return {"runs": runs, "setup": setup, "opencl": opencl}
+
+
+def _workers_of(name: str) -> int:
+    """Cores an executor of the speed-up phase may keep busy: 1 inline, else 2 workers."""
+    return 1 if name == "inline" else 2
+
+
+def _warm_up_workers(client: Any, warmup: str, tmp: str, opencl: bool) -> None:
+    """The warm-up run on every worker at once, as a task pinned to it: in the thread
+    that runs the worker's groups (``client.run`` would use its event-loop thread)."""
+    futures = [client.submit(_warm_up, warmup, tmp, opencl, pure=False, workers=[address],
+                             allow_other_workers=False)
+               for address in client.scheduler_info()["workers"]]
+    client.gather(futures)
+
+
+def _family(procs: list[Any]) -> list[Any]:
+    """These processes and all their descendants now."""
+    import psutil
+
+    found: dict[int, Any] = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):  # gone: so is its CPU time
+            for p in [proc, *proc.children(recursive=True)]:
+                found[p.pid] = p
+    return list(found.values())
+
+
+def _cpu(procs: list[Any]) -> tuple[float, float]:
+    """User and system CPU seconds of these processes so far (every thread)."""
+    import psutil
+
+    user = system = 0.0
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = p.cpu_times()
+            user, system = user + times.user, system + times.system
+    return user, system
+
+
+def _timed_run(pipeline: Any, source: str, output: str, executor: Any,
+               workers: list[Any]) -> dict[str, Any]:
+    """One run: wall; user and system CPU of the executor's processes (this process with
+    its own threads, the workers with their children); CPU of this process's main thread
+    (inline: the groups; dask: the driver); CPU of the rest of this process's tree (the
+    idle clusters of the other executors)."""
+    import psutil
+
+    main = psutil.Process()
+    mine, every = [main, *_family(workers)], _family([main])  # LocalCluster: main's children
+    before, every0 = _cpu(mine), _cpu(every)
+    clock = _clock()
+    own0 = time.thread_time()
+    start = time.perf_counter()
+    report = pipeline.run(source, output, executor=executor, progress=clock)
+    end = time.perf_counter()
+    own = time.thread_time() - own0
+    after, every1 = _cpu(mine), _cpu(every)
+    assert report.ok, report.summary()
+    user, system = after[0] - before[0], after[1] - before[1]
+    last = {worker: t for t, worker in clock.finished}  # each worker's last group
+    return {"wall": end - start, "user": user, "system": system, "main_thread": own,
+            "others": max(0.0, sum(every1) - sum(every0) - user - system),
+            "before_groups": clock.started - start, "after_groups": end - max(last.values()),
+            "tail": max(last.values()) - min(last.values()),
+            "groups_per_worker": sorted(Counter(w for _, w in clock.finished).values()),
+            "load": os.getloadavg()[0]}
+
+
+def _clock() -> Any:
+    """A progress bar that notes when the groups start and when each finishes, where."""
+    from memtype.pipeline.progress import Progress
+
+    class Clock(Progress):
+        def __init__(self) -> None:
+            self.started = 0.0
+            self.finished: list[tuple[float, str]] = []
+
+        def start(self, total: int, description: str) -> None:
+            self.started = time.perf_counter()
+
+        def group_done(self, result: Any) -> None:
+            self.finished.append((time.perf_counter(), result.worker))
+
+    return Clock()
 
 
 def _child(config: dict[str, Any]) -> dict[str, Any]:
@@ -298,27 +384,69 @@ def _speedup_plate(root: Path, args: argparse.Namespace) -> tuple[Path, Path]:
 
 
 def _speedup_table(out: dict[str, Any], args: argparse.Namespace) -> list[str]:
-    """Per executor: medians of wall, CPU, and the speed-up over inline per round."""
+    """Per executor: medians of wall and CPU, the speed-up over inline and the parallel
+    efficiency (inline CPU / (workers x wall)) per round."""
     runs = out["runs"]
     names = list(dict.fromkeys(r["executor"] for r in runs))
-    inline = {r["round"]: r["wall"] for r in runs if r["executor"] == "inline"}
-    lines = ["| executor | wall s | user CPU s | system CPU s | speed-up over inline | "
-             "per round |", "|---|---:|---:|---:|---:|---|"]
+    inline = {r["round"]: r for r in runs if r["executor"] == "inline"}
+    lines = ["| executor | wall s | CPU s | user CPU s | system CPU s | cores busy | "
+             "speed-up over inline | per round | parallel efficiency | per round |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for name in names:
         mine = [r for r in runs if r["executor"] == name]
-        ratios = [inline[r["round"]] / r["wall"] for r in mine]
+        ratios = [inline[r["round"]]["wall"] / r["wall"] for r in mine]
+        eff = [_cpu_of(inline[r["round"]]) / (r["workers"] * r["wall"]) for r in mine]
+        cpu = statistics.median(_cpu_of(r) for r in mine)
         lines.append(
-            f"| {name} | {_median_of(mine, 'wall'):.1f} | {_median_of(mine, 'user'):.1f} "
-            f"| {_median_of(mine, 'system'):.1f} | {statistics.median(ratios):.2f}x "
-            f"| {', '.join(f'{x:.2f}' for x in ratios)} |")
+            f"| {name} | {_median_of(mine, 'wall'):.1f} | {cpu:.1f} "
+            f"| {_median_of(mine, 'user'):.1f} | {_median_of(mine, 'system'):.1f} "
+            f"| {statistics.median(_cpu_of(r) / r['wall'] for r in mine):.2f} "
+            f"| {statistics.median(ratios):.2f}x | {', '.join(f'{x:.2f}' for x in ratios)} "
+            + (f"| {statistics.median(eff):.2f} | {', '.join(f'{x:.2f}' for x in eff)} |"
+               if name != "inline" else "| - | - |"))
+    lines += ["", "| executor | CPU / inline's CPU | before the groups s | tail s | "
+              "after the groups s | groups per worker |", "|---|---:|---:|---:|---:|---|"]
+    for name in names:
+        mine = [r for r in runs if r["executor"] == name]
+        extra = statistics.median(_cpu_of(r) / _cpu_of(inline[r["round"]]) for r in mine)
+        lines.append(
+            f"| {name} | {extra:.2f} "
+            f"| {_median_of(mine, 'before_groups'):.2f} | {_median_of(mine, 'tail'):.2f} "
+            f"| {_median_of(mine, 'after_groups'):.2f} "
+            f"| {'; '.join(', '.join(map(str, r['groups_per_worker'])) for r in mine)} |")
     loads = [r["load"] for r in runs]
+    mine = [r for r in runs if r["executor"] == "inline"]
+    main_thread = statistics.median(r["main_thread"] for r in mine)
+    others = "; ".join(f"{n} {_median_of([r for r in runs if r['executor'] == n], 'others'):.1f} s"
+                       for n in names)
     lines += ["", f"Plate: {args.speedup_wells} wells x 4 sites x 2 channels x 5 planes of "
               f"{args.speedup_size} x {args.speedup_size} uint16; {args.speedup_rounds} "
               f"alternating rounds; 1-minute load average {min(loads):.1f} to "
-              f"{max(loads):.1f} during the runs. CPU: the main process and the executor's "
-              "workers. Excluded from the times (paid once per process or cluster): "
+              f"{max(loads):.1f} during the runs. CPU: user + system seconds of the main "
+              "process and the executor's workers with their children. Cores busy: CPU / "
+              "wall. Parallel efficiency: the inline run's CPU seconds of the same round / "
+              "(2 workers x wall): 1.00 is 2 cores doing inline's work and nothing else for "
+              "the whole run. It falls below 1 by the CPU an executor spends over inline's "
+              "(CPU / inline's CPU, in the second table: on a loaded machine this ratio still "
+              "holds) and by the share of 2 cores its workers did not get (cores busy below "
+              "2: other jobs, a worker idle in the tail, serial work). Before the groups: from the "
+              "call to the first group handed to the executor (planning, the output's "
+              "preparation; in the driver, serial). Tail: from the first worker's last group "
+              "to the last group (a worker idle while the other works). After the groups: "
+              "from the last group to the end of the run (the plate's metadata, the tables, "
+              "the report; serial). Inline ran "
+              f"{main_thread:.1f} s of its {statistics.median(_cpu_of(r) for r in mine):.1f} "
+              "CPU s on the main thread (the rest: kernel threads of torch, XLA and the "
+              "OpenCL driver). CPU of the other executors' idle clusters during each run "
+              f"(not in the table): {others}. Excluded from the times (paid once per "
+              "process or cluster): "
               + "; ".join(f"{k} {v:.1f} s" for k, v in out["setup"].items()) + "."]
     return lines
+
+
+def _cpu_of(run: dict[str, Any]) -> float:
+    """User + system CPU seconds of a run."""
+    return float(run["user"] + run["system"])
 
 
 def _run_child(config: dict[str, Any], timeout: float = 900,
@@ -438,8 +566,10 @@ def main() -> None:
                         help="alternating rounds of inline, threads and dask (0: skip)")
     parser.add_argument("--speedup-wells", type=int, default=24)
     parser.add_argument("--speedup-executors", nargs="+",
+                        choices=["inline", "threads", "stock", "dask"],
                         default=["threads", "stock", "dask"],
-                        help="besides inline: threads, stock (a stock LocalCluster), dask")
+                        help="besides inline, which always runs: threads, stock (a stock "
+                        "LocalCluster), dask (memtype's cluster); e.g. inline dask")
     parser.add_argument("--speedup-size", type=int, default=1024)
     parser.add_argument("--only-speedup", action="store_true",
                         help="skip the memory and time phases")
