@@ -2,12 +2,13 @@
 NumPy + pyclesperanto + torch, vs the same pipeline fixed to scikit-image / NumPy.
 
 Steps: background subtraction (white top-hat), Gaussian, Otsu mask, connected-component
-labels, small-object removal, then per-label statistics (a table), all catalog operations. ``plan``: ``Pipeline.run`` plans each operation's
-implementation; ``fixed``: every operation forced to its NumPy (scikit-image) implementation
-with ``FunctionStep.with_implementation("numpy")``; ``opencl``: all in pyclesperanto. All run
-inline on the same synthetic
-plate; wall time (median over alternating rounds) and bytes converted (the run
-report's step statistics) are printed with the machine and date. Object counts must agree.
+labels, small-object removal, then per-label statistics (a table), all catalog operations.
+``plan``: ``Pipeline.run`` plans each operation's implementation; ``fixed``: every operation
+forced to its NumPy (scikit-image) implementation with
+``FunctionStep.with_implementation("numpy")``; ``opencl``: all in pyclesperanto. All run
+inline on the same synthetic plate; wall time (median over alternating rounds) and bytes
+converted (the run report's step statistics) are printed with the machine and date. Object
+counts must agree.
 Also times listing the catalog in a fresh process.
 Run: ``python benchmarks/catalog.py [--repeats 5] [--wells 4] [--size 512] [--z 8]``.
 """
