@@ -184,8 +184,11 @@ def _tif(path: Path, value: int = 1) -> None:
     ("MFGTMP_140206180002_P24_s9_w4.Tif", ("P24", 9, 4)),
     ("exp_A01_s1_w1F1A2B3C4-1234-5678-9ABC-DEF012345678.TIF", ("A01", 1, 1)),
     ("exp_A01_s1_w13F8A9B2C-1234-5678-9ABC-DEF012345678.tif", ("A01", 1, 1)),
+    ("AB12_run_2_C05_s1_w2.TIF", ("C05", 1, 2)),
+    ("A01_B02_s3.TIF", ("B02", 3, 1)),
 ], ids=["no-site-no-channel", "no-site", "no-channel", "no-prefix-tiff", "384-well",
-        "guid-after-channel", "guid-starting-with-a-digit"])
+        "guid-after-channel", "guid-starting-with-a-digit", "prefix-with-a-well-and-underscores",
+        "prefix-is-a-well"])
 def test_imagexpress_names(name: str, fields: tuple[str, int, int], tmp_path: Path) -> None:
     _tif(tmp_path / "TimePoint_1" / name)
     [rec] = ImageXpressReader(tmp_path).records()

@@ -96,3 +96,17 @@ def test_imagexpress_records_are_in_natural_order(tmp_path: Path) -> None:
     assert records == sorted(records, key=lambda r: key_order(r.key))
     assert records[0].fields == {"well": "A01", "site": 1, "channel": 1, "z": 1, "t": 1}
     assert records[1].path == "TimePoint_1/ZStep_2/P_A01_s1_w1.TIF"
+
+
+def test_imagexpress_two_names_of_one_image_collide_naming_both(tmp_path: Path) -> None:
+    _touch(tmp_path, "TimePoint_1/P_A01_s1_w1.TIF", "TimePoint_1/P_A001_s1_w1.TIF",
+           "TimePoint_1/P_A02_s1_w1.TIF")
+    with pytest.raises(InputCollisionError, match=r"P_A001_s1_w1\.TIF.*P_A01_s1_w1\.TIF"):
+        ImageXpressReader(tmp_path).records()
+
+
+def test_pattern_records_share_their_field_pairs(tmp_path: Path) -> None:
+    _touch(tmp_path, *(f"{w}_s{s}_w1_z001.tif" for w in ("A01", "B2") for s in (1, 2)))
+    records = PatternReader(tmp_path).records()
+    assert [r.fields["well"] for r in records] == ["A01", "A01", "B02", "B02"]
+    assert records[0].key[2] is records[3].key[2]  # ("channel", 1), one tuple

