@@ -30,7 +30,7 @@ from memtype.decorators.options import (
     unbound,
 )
 from memtype.decorators.outputs import Contract, Outputs
-from memtype.decorators.recovery import Recovery
+from memtype.decorators.recovery import Recovery, Stage
 from memtype.decorators.run import run
 from memtype.detect import KNOWN_TYPES as _known
 from memtype.frameworks import CPU, Framework, get_framework, load_adapter
@@ -147,7 +147,9 @@ class MemoryTypeFunction:
             if type(result) is tuple:  # 3. outputs
                 return self._outputs.finish(result, inputs.dtype, inputs.gpu_id, opts)
             return self._outputs.output(result, inputs.dtype, inputs.gpu_id, opts)
-        return self._recover(error, inputs, args, kwargs, opts)  # 4. recovery
+        recovery, stages = self._recovery(error, inputs, args, kwargs, opts)  # 4. recovery
+        del inputs  # each stage converts the caller's arguments again
+        return self._recover(error, recovery, stages, opts)
 
     def _call_own(self, x: Any, policy: Policy) -> Any:
         """The common call, stages inline: one host array of the function's own type, no
@@ -171,7 +173,9 @@ class MemoryTypeFunction:
             if type(result) is tuple:  # 3. outputs
                 return self._outputs.finish(result, dtype, None, opts)
             return self._outputs.output(result, dtype, None, opts)
-        return self._recover(error, inputs, (x,), {}, opts)  # 4. recovery
+        recovery, stages = self._recovery(error, inputs, (x,), {}, opts)  # 4. recovery
+        del inputs
+        return self._recover(error, recovery, stages, opts)
 
     def _recoverable(self, exc: Exception, inputs: Inputs, opts: CallOptions) -> bool:
         """Whether a failed call goes on to recovery (an out-of-memory error, with recovery
@@ -181,15 +185,19 @@ class MemoryTypeFunction:
         note_read_only(exc, inputs, self._name)
         return False
 
-    def _recover(self, error: BaseException, inputs: Inputs, args: tuple[Any, ...],
-                 kwargs: dict[str, Any], opts: CallOptions) -> Any:
-        """Stage 4: the call's out-of-memory recovery (:mod:`~memtype.decorators.recovery`)."""
+    def _recovery(self, error: BaseException, inputs: Inputs, args: tuple[Any, ...],
+                  kwargs: dict[str, Any], opts: CallOptions) -> tuple[Recovery, list[Stage]]:
+        """Stage 4 set up (:mod:`~memtype.decorators.recovery`): no retry after a write to
+        the caller's memory; the stages to try. The caller then drops the failed inputs."""
         policy = self._policy
         assert policy is not None  # loaded by the failed attempt
         check_unwritten(inputs, policy, error, self._name)
         recovery = Recovery(self._func, policy, self._name, args, kwargs, opts, self._separable)
-        stages = recovery.stages(inputs)
-        del inputs  # each stage converts the caller's arguments again
+        return recovery, recovery.stages(inputs)
+
+    def _recover(self, error: BaseException, recovery: Recovery, stages: list[Stage],
+                 opts: CallOptions) -> Any:
+        """Stage 4: the recovery stages, the first that succeeds finished as the result."""
         try:
             used, result = recover(error, stages, self._name)
         except Exception as exc:  # re-raised, with a note on the way out
