@@ -50,8 +50,10 @@ every worker process pays it once, as the inline process does), run as a task on
 worker (the thread that runs its groups).
 
 Run: ``python benchmarks/scale.py [--rounds 1] [--time-rounds 2] [--wells 1 24 96]
-[--speedup-rounds 2] [--only-speedup] [--speedup-executors inline dask]``; writes
-``benchmarks/results/scale.md`` and ``benchmarks/results/scale_speedup.md``.
+[--speedup-rounds 2] [--only-speedup] [--speedup-executors inline dask] [--inline-as-worker]``;
+writes ``benchmarks/results/scale.md`` and ``benchmarks/results/scale_speedup.md``
+(``scale_speedup_as_worker.md`` with ``--inline-as-worker``: inline runs with the environment
+of one dask worker, one thread per kernel, so the ratio is two workers over one).
 """
 
 from __future__ import annotations
@@ -573,6 +575,10 @@ def main() -> None:
     parser.add_argument("--speedup-size", type=int, default=1024)
     parser.add_argument("--only-speedup", action="store_true",
                         help="skip the memory and time phases")
+    parser.add_argument("--inline-as-worker", action="store_true",
+                        help="run the speed-up phase with a dask worker's environment (one "
+                        "thread per kernel: OpenMP/BLAS, XLA; the worker's malloc settings), so "
+                        "that inline is one worker like each of the cluster's")
     args = parser.parse_args()
     if args.child is not None:
         print(json.dumps(_child(json.loads(args.child))))
@@ -592,6 +598,8 @@ def main() -> None:
             t0 = time.perf_counter()
             full, first = _speedup_plate(root, args)
             print(f"speed-up plate written in {time.perf_counter() - t0:.1f} s", flush=True)
+            if args.inline_as_worker:
+                os.environ.update(_worker_environ())
             run_tmp = root / "speedup-runs"
             run_tmp.mkdir()
             speedup = _run_child({"mode": "speedup", "input": str(full), "warmup": str(first),
@@ -619,9 +627,26 @@ def main() -> None:
             f"{args.time_rounds} rounds, medians):", "",
             *(_time_table(alternated, small, large) if alternated else ["(not run)"])])
     if speedup is not None:
-        _write("scale_speedup.md", [
-            "# Scale out: speed-up over one inline process (benchmarks/scale.py)", "", head,
-            "", *_speedup_table(speedup, args)])
+        as_worker = ("" if not args.inline_as_worker else
+                     f"Inline ran as one worker: {_worker_environ()} in its environment "
+                     "(what each dask worker of the cluster runs with).")
+        _write("scale_speedup_as_worker.md" if args.inline_as_worker else "scale_speedup.md", [
+            "# Scale out: speed-up over one inline "
+            f"{'worker' if args.inline_as_worker else 'process'} (benchmarks/scale.py)", "",
+            head, "", *([as_worker, ""] if as_worker else []), *_speedup_table(speedup, args)])
+
+
+def _worker_environ() -> dict[str, str]:
+    """The environment a dask worker of ``DaskExecutor`` runs groups in: one thread per
+    kernel (dask's OpenMP/BLAS limits, XLA single-threaded) and its malloc settings."""
+    import dask
+
+    from memtype.pipeline.executors import dask_worker_environ
+
+    pre_spawn, environ = dask_worker_environ(threads=1)
+    return {**{k: str(v) for k, v in dask.config.get("distributed.nanny.pre-spawn-environ",
+                                                     {}).items()},
+            **pre_spawn, **environ}
 
 
 def _write(name: str, lines: list[str]) -> None:
