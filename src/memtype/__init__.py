@@ -26,6 +26,7 @@ from memtype.types import DtypeConversion, MemoryType
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers
     from memtype._optional import require as require
+    from memtype.array_api_functions import ArrayAPIFunction as ArrayAPIFunction
     from memtype.array_api_functions import array_api as array_api
     from memtype.decorators import memory_types as memory_types
 
@@ -40,8 +41,10 @@ _LAZY: dict[str, str] = {
     "pipeline": "memtype.pipeline",
     "variants": "memtype.pipeline.variants",
     "array_api": "memtype.array_api_functions",
+    "ArrayAPIFunction": "memtype.array_api_functions",  # what array_api returns
     "chain": "memtype.chaining",
     "frameworks": "memtype.frameworks",
+    "conversion": "memtype.conversion",
     "dtypes": "memtype.dtypes",
     "require": "memtype._optional",
 }
