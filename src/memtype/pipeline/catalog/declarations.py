@@ -16,7 +16,7 @@ CLE = "pyclesperanto"
 __all__ = ["HOST", "CLE", "MODULES", "IMAGE_PARAMETERS", "OUTPUT", "DIMENSIONS", "EXCLUDED",
            "CLE_OUTPUT",
            "CLE_KINDS", "VOLUME_ONLY_CATEGORIES", "TWO_IMAGE_PARAMETERS",
-           "SECOND_IMAGE_ARGUMENTS", "REQUIRED", "NEEDS", "CLE_MAP_SUFFIX"]
+           "SECOND_IMAGE_ARGUMENTS", "REQUIRED_ARGUMENTS", "NEEDS", "CLE_MAP_SUFFIX"]
 
 # (catalog prefix, module, memory type) for every module the catalog covers.
 MODULES: tuple[tuple[str, str, str], ...] = (
@@ -219,7 +219,7 @@ EXCLUDED: dict[str, str] = {
 
 # Arguments a function needs although its signature gives them a default (scipy's
 # filters need size= or footprint=; size= is the one a step gives).
-REQUIRED: dict[str, tuple[str, ...]] = {
+REQUIRED_ARGUMENTS: dict[str, tuple[str, ...]] = {
     f"scipy.ndimage.{name}": ("size",) for name in (
         "black_tophat", "white_tophat", "grey_closing", "grey_dilation", "grey_erosion",
         "grey_opening", "maximum_filter", "minimum_filter", "median_filter",

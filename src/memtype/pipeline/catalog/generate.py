@@ -135,7 +135,7 @@ def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict
     if kind == "several":
         return {"name": name, "excluded": "returns several results (a tuple or list)"}
     required, keywords, var_kw = _parameters(sig)
-    required += [r for r in decl.REQUIRED.get(name, ()) if r not in required]
+    required += [r for r in decl.REQUIRED_ARGUMENTS.get(name, ()) if r not in required]
     if memory == decl.CLE:
         keywords = [k for k in keywords if k not in ("output_image", "device")]
         required = [k for k in required if k not in ("output_image", "device")]
