@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from memtype.pipeline.catalog.declarations import CLE, HOST
+
 __all__ = [
     "box_maximum", "box_minimum", "box_opening", "box_closing", "box_white_tophat",
     "box_black_tophat", "box_median", "otsu_mask", "li_mask", "triangle_mask", "sobel_magnitude",
@@ -177,7 +179,7 @@ def _to_host(x: Any) -> Any:
     """``x`` as a NumPy array (from any framework)."""
     from memtype import convert
 
-    return convert(x, "numpy")
+    return convert(x, HOST)
 
 
 def max_projection(stack: Any) -> Any:
@@ -226,7 +228,7 @@ def cle_label_statistics(labels: Any, intensity: Any = None) -> tuple[Any, list[
     from memtype import convert
 
     given = intensity is not None
-    source = convert(intensity, "pyclesperanto") if given else labels
+    source = convert(intensity, CLE) if given else labels
     with warnings.catch_warnings():  # deprecated for labels_statistics, absent in 0.25.1
         warnings.simplefilter("ignore", DeprecationWarning)
         stats = cle.statistics_of_labelled_pixels(source, labels)

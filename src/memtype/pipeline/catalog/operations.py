@@ -115,15 +115,16 @@ def _box_op(name: str, cle: str) -> Operation:
 
 def _threshold_op(method: str, torch: bool = False) -> Operation:
     """A threshold as a mask: scikit-image's, pyclesperanto's (and torch's)."""
-    implementations = {"numpy": _here(f"{method}_mask", volume=True),
-                       "pyclesperanto": _IMPL(f"pyclesperanto.threshold_{method}", volume=True)}
+    # keyword names: memory types, declared as _op's are
+    implementations = dict(numpy=_here(f"{method}_mask", volume=True),
+                           pyclesperanto=_IMPL(f"pyclesperanto.threshold_{method}", volume=True))
     if torch:
-        implementations["torch"] = _here(f"tensor_{method}_mask", volume=True)
+        implementations.update(torch=_here(f"tensor_{method}_mask", volume=True))
     return Operation(f"threshold_{method}", {}, implementations, output="mask")
 
 
 def _projection_op(kind: str, cle: str) -> Operation:
-    """A projection over z: NumPy, torch, pyclesperanto, JAX."""
+    """A projection over z, in each framework that has one."""
     return _op(f"{kind}_projection", {},
                numpy=_here(f"{kind}_projection", volume=True),
                torch=_here(f"tensor_{kind}_projection", volume=True),
