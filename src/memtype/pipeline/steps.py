@@ -174,7 +174,7 @@ class FunctionStep:
         self.kwargs: dict[str, Any] = dict(kwargs)
         self.routes: dict[FieldValue, tuple[StepCall, ...]] | None = None
         self.chain: tuple[StepCall, ...] = ()
-        if _named(func):  # resolved by the catalog (which builds on this module)
+        if _named(func):  # the catalog resolves it (catalog.naming builds no step: no cycle)
             from memtype.pipeline.catalog.naming import resolve
 
             func, named, self.kwargs = resolve(func, kwargs, self.variable_components)  # type: ignore[arg-type]

@@ -15,7 +15,8 @@ See ``docs/functions.md``.
 
 from __future__ import annotations
 
-from memtype.pipeline.catalog.calls import catalog_function, step
+from memtype.pipeline.catalog.builders import operation, step
+from memtype.pipeline.catalog.calls import catalog_function
 from memtype.pipeline.catalog.entry import (
                                                    OUTPUT_KINDS,
                                                    Entry,
@@ -29,7 +30,6 @@ from memtype.pipeline.catalog.entry import (
 from memtype.pipeline.catalog.operations import (
                                                    OPERATIONS,
                                                    TOLERANCES,
-                                                   operation,
                                                    operations,
 )
 

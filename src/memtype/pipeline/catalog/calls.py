@@ -18,9 +18,8 @@ import numpy as np
 from memtype import DtypeConversion
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.catalog.entry import Entry, get
-from memtype.pipeline.steps import FunctionStep
 
-__all__ = ["catalog_function", "step", "CALL_OPTIONS"]
+__all__ = ["catalog_function", "CALL_OPTIONS"]
 
 Row = dict[str, Any]
 # Options of the memtype decorator, passed to the step, never to the library function.
@@ -191,53 +190,3 @@ def _volume(entry: Entry, volume: bool | None, variable_components: Sequence[str
     if volume is None:
         return entry.dimensions == "nd" and set(variable_components) <= {"z"}
     return bool(volume)
-
-
-def step(function: str, /, *, volume: bool | None = None, name: str | None = None,
-         variable_components: Sequence[str] = ("z",), materialize: bool = False,
-         outputs: Sequence[str] | None = None, **kwargs: Any) -> FunctionStep:
-    """A pipeline step running the catalog entry ``function`` with keyword arguments.
-
-    Parameters
-    ----------
-    function : str
-        A catalog entry, e.g. ``"skimage.filters.gaussian"`` (``memtype functions`` lists them).
-    volume : bool, optional
-        Run on the whole stack at once. Default: for ``nd`` entries when the stack holds
-        only z-planes (``variable_components`` within ``("z",)``), so channels and sites
-        never mix; ``2d`` entries always run per slice, ``3d`` ones (projections) on the
-        volume.
-    name, variable_components, materialize, outputs
-        As for :class:`~memtype.pipeline.FunctionStep`. A side output (scalar,
-        coordinates, table) is named after the step unless ``outputs`` says otherwise.
-    **kwargs
-        The function's keyword arguments; ``dtype_conversion`` and the other call options
-        of memtype functions go to the step.
-
-    Returns
-    -------
-    FunctionStep
-
-    Raises
-    ------
-    ValueError
-        An unknown entry, a missing required argument, an argument the function does not
-        take, or ``volume=True`` for a 2D-only function.
-
-    Examples
-    --------
-    >>> from memtype.pipeline import catalog
-    >>> blur = catalog.step("skimage.filters.gaussian", sigma=2)
-    >>> blur.name
-    'gaussian'
-    """
-    entry = get(function)
-    options = {k: v for k, v in kwargs.items() if k in CALL_OPTIONS}
-    arguments = {k: v for k, v in kwargs.items() if k not in CALL_OPTIONS}
-    _check_arguments(entry, arguments)
-    runs_volume = _volume(entry, volume, variable_components)
-    func = catalog_function(entry, volume=runs_volume)
-    # the arguments go with the call (not into the function), so a run's record names them
-    return FunctionStep((func, arguments), name or entry.function,
-                        variable_components=variable_components, materialize=materialize,
-                        outputs=outputs, **options)

@@ -2,7 +2,8 @@
 
 An operation (``"gaussian"``, ``"threshold_otsu"``, ``"label"``, ...) names, for each memory
 type, the catalog entry (or plain function) that computes it and how the operation's
-parameters map onto that function's arguments. :func:`operation` makes a
+parameters map onto that function's arguments.
+:func:`~memtype.pipeline.catalog.operation` makes a
 :class:`~memtype.pipeline.FunctionStep` over :class:`~memtype.pipeline.Variants`, so the
 pipeline's plan runs it where the data already is. The implementations agree within the
 tolerance stated per operation and dtype (``TOLERANCES``; checked in
@@ -18,11 +19,10 @@ from typing import Any
 
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.catalog.entry import get
-from memtype.pipeline.steps import FunctionStep
 from memtype.pipeline.variants import Variants
 
-__all__ = ["Operation", "OPERATIONS", "REQUIRED", "TOLERANCES", "Tolerance", "operation",
-           "operations", "variants_of"]
+__all__ = ["Operation", "OPERATIONS", "REQUIRED", "TOLERANCES", "Tolerance", "operations",
+           "variants_of"]
 
 Template = Mapping[str, Any]
 
@@ -282,42 +282,3 @@ def variants_of(name: str) -> Variants:
     its parameters are keyword arguments of the call (defaults: ``Operation.parameters``)."""
     op = _operation(name)
     return Variants({mt: _function(mt, impl, op) for mt, impl in op.implementations.items()})
-
-
-def operation(name: str, /, *, step_name: str | None = None,
-              variable_components: tuple[str, ...] = ("z",), materialize: bool = False,
-              outputs: tuple[str, ...] | None = None, **params: Any) -> FunctionStep:
-    """A step computing the operation ``name`` in whichever framework the plan picks.
-
-    Parameters
-    ----------
-    name : str
-        An operation of :data:`OPERATIONS` (``memtype functions --operations`` lists them).
-    step_name, variable_components, materialize, outputs
-        As ``name``, ``variable_components``, ``materialize`` and ``outputs`` of
-        :class:`~memtype.pipeline.FunctionStep` (``outputs``: the table of a ``table``
-        operation, named after the step by default).
-    **params
-        The operation's parameters (``sigma=``, ``radius=``).
-
-    Returns
-    -------
-    FunctionStep
-        Over :class:`~memtype.pipeline.Variants`, one implementation per memory type.
-
-    Raises
-    ------
-    ValueError
-        An unknown operation or parameter.
-
-    Examples
-    --------
-    >>> from memtype.pipeline import catalog
-    >>> blur = catalog.operation("gaussian", sigma=2)
-    >>> list(blur.variants)
-    ['numpy', 'pyclesperanto', 'torch', 'jax']
-    """
-    _parameters(_operation(name), params)
-    return FunctionStep((variants_of(name), params), step_name or name,
-                        variable_components=variable_components, materialize=materialize,
-                        outputs=outputs)
