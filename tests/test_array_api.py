@@ -220,6 +220,18 @@ def test_the_contract_applies_as_in_the_other_decorators() -> None:
         flatten(_image())
 
 
+def test_the_decorated_function_is_the_public_class() -> None:
+    """The pipeline recognises an @mt.array_api function through the top level's
+    ``mt.ArrayAPIFunction`` (the core's public API), the class the decorator returns."""
+
+    @mt.array_api
+    def double(x: Any, xp: Any) -> Any:
+        return x * 2
+
+    assert mt.ArrayAPIFunction is ArrayAPIFunction
+    assert isinstance(double, mt.ArrayAPIFunction) and "ArrayAPIFunction" in mt.__all__
+
+
 def test_options_are_checked_at_decoration() -> None:
     with pytest.raises(CallOptionError, match="dtype_conversion"):
         mt.array_api(dtype_conversion="bogus")

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from memtype import MemoryType
-from memtype.array_api_functions import ArrayAPIFunction
+from memtype import ArrayAPIFunction, MemoryType
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.frameworks import get_framework
 
@@ -105,7 +104,7 @@ def variants(**implementations: Callable[..., Any]) -> Variants:
 def offered(func: Any) -> Variants | None:
     """The implementations a step's function offers: a :class:`Variants` itself, or an
     ``@mt.array_api`` function's, one per framework it runs in here
-    (:meth:`~memtype.array_api_functions.ArrayAPIFunction.frameworks`); None for any other."""
+    (:meth:`memtype.ArrayAPIFunction.frameworks`); None for any other."""
     if isinstance(func, Variants):
         return func
     if isinstance(func, ArrayAPIFunction) and func.runs_in is None:
