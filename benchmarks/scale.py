@@ -599,7 +599,8 @@ def main() -> None:
             full, first = _speedup_plate(root, args)
             print(f"speed-up plate written in {time.perf_counter() - t0:.1f} s", flush=True)
             if args.inline_as_worker:
-                os.environ.update(_worker_environ())
+                args.worker_environ = _worker_environ()  # before it joins this environment
+                os.environ.update(args.worker_environ)
             run_tmp = root / "speedup-runs"
             run_tmp.mkdir()
             speedup = _run_child({"mode": "speedup", "input": str(full), "warmup": str(first),
@@ -628,7 +629,7 @@ def main() -> None:
             *(_time_table(alternated, small, large) if alternated else ["(not run)"])])
     if speedup is not None:
         as_worker = ("" if not args.inline_as_worker else
-                     f"Inline ran as one worker: {_worker_environ()} in its environment "
+                     f"Inline ran as one worker: {args.worker_environ} in its environment "
                      "(what each dask worker of the cluster runs with).")
         _write("scale_speedup_as_worker.md" if args.inline_as_worker else "scale_speedup.md", [
             "# Scale out: speed-up over one inline "
