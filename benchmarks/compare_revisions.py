@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,20 @@ def one_round(src: Path, only: str) -> dict[str, float]:
     return dict(report["results"])
 
 
+def alternate(before: str, after: str, rounds: int,
+              run: Callable[[Path], dict[str, float]]) -> list[dict[str, dict[str, float]]]:
+    """``run`` on each revision's ``src`` per round, in fresh exports, the order alternating
+    from round to round (machine drift hits both alike)."""
+    done = []
+    with tempfile.TemporaryDirectory(prefix="memtype-revisions-") as tmp:
+        trees = {"before": export(before, Path(tmp)), "after": export(after, Path(tmp))}
+        for i in range(rounds):
+            order = ("before", "after") if i % 2 == 0 else ("after", "before")
+            done.append({side: run(trees[side]) for side in order})
+            print(f"round {i + 1}/{rounds} done", file=sys.stderr, flush=True)
+    return done
+
+
 def table(before: str, after: str, rounds: list[dict[str, dict[str, float]]]) -> str:
     lines = [f"| case | {before} (µs) | {after} (µs) | ratio after/before |",
              "|---|---:|---:|---:|"]
@@ -78,13 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--only", default="", help="comma-separated case names")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="memtype-revisions-") as tmp:
-        trees = {"before": export(args.before, Path(tmp)), "after": export(args.after, Path(tmp))}
-        rounds = []
-        for i in range(args.rounds):
-            order = ("before", "after") if i % 2 == 0 else ("after", "before")
-            rounds.append({side: one_round(trees[side], args.only) for side in order})
-            print(f"round {i + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    rounds = alternate(args.before, args.after, args.rounds,
+                       lambda src: one_round(src, args.only))
     body = table(args.before, args.after, rounds)
     load = os.getloadavg()[0]
     header = (f"# memtype {args.after} vs {args.before}: seconds per call, 1 KiB float32\n\n"

@@ -22,11 +22,10 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_revisions import export, table  # noqa: E402
+from compare_revisions import alternate, table  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "convert_keyword.md"
 
@@ -91,13 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="host: NumPy only (no torch import: short rounds, many of them)")
     args = parser.parse_args(argv)
     load_start = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="memtype-keyword-") as tmp:
-        trees = {"before": export(args.before, Path(tmp)), "after": export(args.after, Path(tmp))}
-        rounds = []
-        for i in range(args.rounds):
-            order = ("before", "after") if i % 2 == 0 else ("after", "before")
-            rounds.append({side: one_round(trees[side], args.cases) for side in order})
-            print(f"round {i + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    rounds = alternate(args.before, args.after, args.rounds,
+                       lambda src: one_round(src, args.cases))
     body = table(args.before, args.after, rounds)
     header = (f"# memtype.convert {args.after} vs {args.before}: seconds per call, 1 KiB "
               f"float32\n\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
