@@ -145,7 +145,7 @@ def test_a_missing_required_parameter_fails_at_construction(
         make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from memtype.pipeline.catalog.operations import REQUIRED, Implementation
 
-    impl = Implementation("memtype.pipeline.catalog.implementations:box_maximum",
+    impl = Implementation("memtype.pipeline.catalog.implementations.host:box_maximum",
                           {"radius": "$radius"})
     monkeypatch.setitem(OPERATIONS, "needs_size", Operation(
         "needs_size", {"radius": 1, "size": REQUIRED}, {"numpy": impl}))

@@ -94,7 +94,9 @@ def _op(name: str, parameters: Mapping[str, Any], output: str = "image", *,
 
 
 _IMPL = Implementation
-_HERE = "memtype.pipeline.catalog.implementations:"
+_HERE = "memtype.pipeline.catalog.implementations."
+# a plain function's module, by its name's prefix (tensor_sobel: implementations.torch)
+_MODULES = {"tensor_": _HERE + "torch:", "jax_": _HERE + "jax:", "cle_": _HERE + "opencl:"}
 _CLE_SIGMA = {"sigma_x": "$sigma", "sigma_y": "$sigma", "sigma_z": 0}
 _CLE_RADIUS = {"radius_x": "$radius", "radius_y": "$radius", "radius_z": 0}
 _CLE_BOX = {**_CLE_RADIUS, "connectivity": "box"}
@@ -103,7 +105,8 @@ _RADIUS = {"radius": "$radius"}
 
 def _here(name: str, template: Template | None = None, volume: bool = False) -> Implementation:
     """A plain function of :mod:`~memtype.pipeline.catalog.implementations`."""
-    return Implementation(_HERE + name, template or {}, volume)
+    module = _MODULES.get(name.split("_")[0] + "_", _HERE + "host:")
+    return Implementation(module + name, template or {}, volume)
 
 
 def _box_op(name: str, cle: str) -> Operation:
