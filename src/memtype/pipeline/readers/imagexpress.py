@@ -21,7 +21,12 @@ Names: ``<prefix>_<well>_s<site>_w<channel>`` where ``_s`` is absent on single-s
 ``_w`` on single-channel ones, and MetaXpress may append a GUID to the channel
 (``..._w1F1A2B3C4-....TIF``); any case of ``.tif``/``.tiff``. Thumbnails (``_thumb``) are left
 out. When a time point has ``ZStep_<z>`` folders, the images directly in the time point's
-folder are MetaXpress's projections of those planes, and are left out too.
+folder (or in an export's ``ZStep_0``) are MetaXpress's projections of those planes, and are
+left out too, but for channels with no plane in those folders (a channel kept only as its
+projection, or acquired as one plane, beside stacks): those are read as plane 1. The ``.HTD``
+is at the root, or (MetaXpress's plate export) in the first ``TimePoint_<t>`` folder or its
+``ZStep_1``; an acquisition folder without ``TimePoint_<t>`` folders (names at its root and in
+``ZStep_<z>`` folders) is time point 1.
 """
 
 from __future__ import annotations
@@ -133,14 +138,47 @@ def _values_of(m: re.Match[str]) -> tuple[str, int, int]:
     return m["well"], int(m["site"] or 1), int(m["channel"] or 1)
 
 
-def _has_images(folder: str) -> bool:
-    """Whether a time point's folder (or its first ``ZStep_`` folder) holds a MetaXpress name."""
-    names = sorted(os.listdir(folder))
+def _has_images(folder: str, names: list[str] | None = None) -> bool:
+    """Whether a time point's folder (or its first ``ZStep_`` folder) holds a MetaXpress name
+    (``names``: the folder's sorted names, if already listed)."""
+    names = sorted(os.listdir(folder)) if names is None else names
     if any(_NAME.fullmatch(n) for n in names):
         return True
-    step = next((n for n in names if _ZSTEP.fullmatch(n)), None)
+    step = _first_zstep(folder, names)
     return step is not None and any(_NAME.fullmatch(n)
                                     for n in os.listdir(os.path.join(folder, step)))
+
+
+def _first_zstep(folder: str, names: list[str]) -> str | None:
+    """The first ``ZStep_<z>`` folder among a folder's sorted names, if any."""
+    return next((n for n in names if _ZSTEP.fullmatch(n)
+                 and os.path.isdir(os.path.join(folder, n))), None)
+
+
+def _find_htd(root: str, names: list[str]) -> str | None:
+    """The plate's ``.HTD`` (relative to ``root``): at the root, else in its first
+    ``TimePoint_<t>`` folder or that folder's first two ``ZStep_<z>`` folders, where MetaXpress's
+    plate export puts it (fmi-faim/faim-ipa, resources/ImageXpress_exported/9987_Plate_3420/
+    TimePoint_1/9987.HTD and 9987_Plate_3434/TimePoint_1/ZStep_1/9987.HTD)."""
+    found = next((n for n in names if n.lower().endswith(".htd")), None)
+    if found is not None:
+        return found
+    point = next((n for n in names if _TIMEPOINT.fullmatch(n)
+                  and os.path.isdir(os.path.join(root, n))), None)
+    if point is None:
+        return None
+    inside = sorted(os.listdir(os.path.join(root, point)))
+    found = next((n for n in inside if n.lower().endswith(".htd")), None)
+    if found is not None:
+        return f"{point}/{found}"
+    steps = sorted((int(m[1]), n) for n in inside if (m := _ZSTEP.fullmatch(n))
+                   and os.path.isdir(os.path.join(root, point, n)))
+    for _, step in steps[:2]:  # ZStep_1, after an export's ZStep_0 of projections
+        found = next((n for n in sorted(os.listdir(os.path.join(root, point, step)))
+                      if n.lower().endswith(".htd")), None)
+        if found is not None:
+            return f"{point}/{step}/{found}"
+    return None
 
 
 class ImageXpressReader(FileReader):
@@ -156,16 +194,23 @@ class ImageXpressReader(FileReader):
 
     @classmethod
     def detect(cls, root: str) -> str | None:
-        """The ``.HTD`` file; else a ``TimePoint_<n>`` folder holding MetaXpress names."""
+        """The ``.HTD`` file (at the root, or in the first time point's folder or its first
+        z-step's); else a ``TimePoint_<n>`` folder holding MetaXpress names; else MetaXpress
+        names at the root or in its first ``ZStep_<z>`` folder (an acquisition folder without
+        time points, as fmi-faim/faim-ipa's resources/ImageXpress/Projection-Mix/2023-02-21/
+        1334/ holds it)."""
         names = sorted(os.listdir(root))
-        htd = next((n for n in names if n.lower().endswith(".htd")), None)
+        htd = _find_htd(root, names)
         if htd is not None:
             return htd
         point = next((n for n in names if _TIMEPOINT.fullmatch(n)
                       and os.path.isdir(os.path.join(root, n))), None)
-        if point is None or not _has_images(os.path.join(root, point)):
-            return None  # TimePoint folders of other names: read by pattern
-        return f"{point}/"
+        if point is not None:
+            # TimePoint folders of other names: read by pattern
+            return f"{point}/" if _has_images(os.path.join(root, point)) else None
+        if _has_images(root, names):
+            return "MetaXpress names"
+        return None
 
     def _htd(self) -> HtdInfo | None:
         """The plate's HTD file, if it has one."""
@@ -195,10 +240,7 @@ class ImageXpressReader(FileReader):
                 if head is None:
                     head = fields[named] = record("", *_values_of(m), 1, 1).key[:3]
                 into.append(ImageRecord(prefix + name, head + place))
-        for t, images in projections.items():
-            if t not in with_zsteps:
-                found += images
-        return found
+        return found + _kept_projections(found, projections, with_zsteps)
 
     def _nothing_found(self) -> str:
         return ("expected files named <prefix>_<well>_s<site>_w<channel>.TIF in "
@@ -218,6 +260,22 @@ class ImageXpressReader(FileReader):
         return PlateMetadata(self.layout, source, htd.rows, htd.columns,
                              dict(sorted(names.items())), tiff.pixel_size_um, tiff.z_step_um,
                              missing=missing)
+
+
+def _kept_projections(planes: list[ImageRecord], projections: dict[int, list[ImageRecord]],
+                      with_zsteps: set[int]) -> list[ImageRecord]:
+    """The images directly in a time point's folder that are read: all of them where the time
+    point has no ``ZStep_<z>`` folder; else those of channels with no plane in its ``ZStep_``
+    folders (a channel acquired as one plane, or kept only as its projection, beside channels
+    acquired as stacks: fmi-faim/faim-ipa, resources/ImageXpress/Projection-Mix, where ``w3``
+    is only beside the ``ZStep_<z>`` folders and the ``w1``/``w2`` images there are the
+    projections of their stacks). Those channels' images are plane ``z=1``."""
+    kept = [rec for t, images in projections.items() if t not in with_zsteps for rec in images]
+    if not with_zsteps.intersection(projections):
+        return kept
+    stacked = {(rec.key[4][1], rec.key[2][1]) for rec in planes}  # (t, channel) of planes
+    return kept + [rec for t in with_zsteps.intersection(projections)
+                   for rec in projections[t] if (t, rec.key[2][1]) not in stacked]
 
 
 def _expected(htd: HtdInfo) -> Iterator[Key]:
