@@ -221,9 +221,10 @@ class Ops:
         if _is_int(src) and _is_int(dst):
             return self.int_to_int(x, src, dst, bounds)
         if _is_int(dst):
-            if src.itemsize < 4:
+            widened = src.itemsize < 4  # then x is a new array: rounded in place
+            if widened:
                 x = self.astype(x, _F32)
-            return self.float_to_int(x, dst, rounds_into(bounds, dst))
+            return self.float_to_int(x, dst, rounds_into(bounds, dst), owned=widened)
         if _is_int(src):
             if dst.itemsize >= 4:
                 return self.astype(x, dst)
@@ -247,18 +248,21 @@ class Ops:
             x = self.where(x > dhi, self.const(dhi, src, x), x)
         return self.astype(x, dst)
 
-    def float_to_int(self, x: Any, dst: np.dtype[Any], fits: bool = False) -> Any:
+    def float_to_int(self, x: Any, dst: np.dtype[Any], fits: bool = False,
+                     owned: bool = False) -> Any:
         """Rounded, NaN -> 0, saturated; exact at both ends (``hi + 1`` is a power of two).
 
         ``fits``: the caller knows every rounded value lies in the target's range (no
-        NaN): rounded and cast, with no pass that could change nothing."""
+        NaN): rounded and cast, with no pass that could change nothing. ``owned``: ``x`` is
+        a temporary this cast made (never the caller's array nor a function's result), so
+        a mutable framework rounds and clips in it rather than in new arrays."""
         lo, hi = int_range(dst)
-        r = self.ops.rint(x)
         if fits:
-            return self.astype(r, dst)
+            return self.astype(self.ops.rint_clip(x, None, in_place=owned), dst)
         if hi < exact_below(self.adapter.dtype_of(x)):  # the bounds are exact as floats
-            r = self.where(self.xp.isnan(r), 0.0, r)
-            return self.astype(self.xp.clip(r, float(lo), float(hi)), dst)
+            bounds = (float(lo), float(hi))
+            return self.astype(self.ops.rint_clip(x, bounds, in_place=owned), dst)
+        r = self.ops.rint_clip(x, None, in_place=owned)
         over = r >= float(hi + 1)
         under = r < float(lo)
         safe = self.where(over | under | self.xp.isnan(r), 0.0, r)
@@ -309,8 +313,8 @@ class Ops:
         if not _is_int(dst):
             return self.astype(u, dst)
         lo = int_range(dst)[0]
-        u = self.ops.rint(u)
-        return self.float_to_int(u if lo == 0 else u + float(lo), dst)
+        u = self.ops.rint_clip(u, None, in_place=True)  # u is this cast's own array
+        return self.float_to_int(u if lo == 0 else u + float(lo), dst, owned=True)
 
     def _nan_to_bottom(self, x: Any, dst: np.dtype[Any]) -> Any:
         """NaN pixels at the bottom of the target's range (rescale produces no NaN).
@@ -350,8 +354,8 @@ class Ops:
         """Unit floats onto the integer range: ``x * hi`` or ``x * (hi - lo) / 2 - 1/2``."""
         lo, hi = int_range(dst)
         fits = unit_fits(bounds, self.adapter.dtype_of(uf), lo, hi)
-        if lo == 0:
-            return self.float_to_int(uf * float(hi), dst, fits)
+        if lo == 0:  # the scaled array is this cast's own: rounded in place
+            return self.float_to_int(uf * float(hi), dst, fits, owned=True)
         span = float(hi - lo)
-        return self.float_to_int((uf - 1.0 / span) * (span / 2.0), dst, fits)
+        return self.float_to_int((uf - 1.0 / span) * (span / 2.0), dst, fits, owned=True)
 

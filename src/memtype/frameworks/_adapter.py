@@ -269,6 +269,25 @@ class Adapter(ABC):
         """``x`` rounded half to even, same dtype. Default: through NumPy, as :meth:`astype`."""
         return self.from_numpy(np.rint(self.to_numpy(x)), self.device_of(x))
 
+    def rint_clip(self, x: Any, bounds: tuple[float, float] | None = None, *,
+                  in_place: bool = False) -> Any:
+        """``x`` (a float array) rounded half to even; with ``bounds``, NaN also becomes 0 and
+        every value is clipped into ``[low, high]``; same dtype (the dtype policy's rounding).
+
+        ``in_place``: ``x`` is a temporary the caller made and reads no more; a framework
+        whose arrays are mutable may work in it and return it. Default: :meth:`rint`, then
+        the namespace's ``where`` and ``clip`` (NumPy's without one; new arrays, ``in_place``
+        is not used)."""
+        r = self.rint(x)
+        if bounds is None:
+            return r
+        xp: Any = self.namespace()
+        if xp is None:
+            host = np.asarray(self.to_numpy(r))
+            clipped = np.clip(np.where(np.isnan(host), 0.0, host), bounds[0], bounds[1])
+            return self.from_numpy(clipped.astype(host.dtype), self.device_of(x))
+        return xp.clip(xp.where(xp.isnan(r), 0.0, r), bounds[0], bounds[1])
+
     def parse_dtype(self, dtype: object) -> np.dtype[Any] | None:
         """The NumPy dtype of one of the framework's dtype objects, or None if not one."""
         return None

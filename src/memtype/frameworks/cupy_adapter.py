@@ -162,6 +162,16 @@ class CupyAdapter(Adapter):
         with x.device:
             return cp.rint(x)
 
+    def rint_clip(self, x: Any, bounds: tuple[float, float] | None = None, *,
+                  in_place: bool = False) -> Any:
+        """In ``x`` when it is the caller's temporary, else in the one new array ``rint`` makes."""
+        with x.device:
+            r = cp.rint(x, out=x if in_place else None)
+            if bounds is not None:
+                cp.copyto(r, 0.0, where=cp.isnan(r))
+                cp.clip(r, bounds[0], bounds[1], out=r)
+            return r
+
     def current_stream(self, device: Device) -> Any:
         with cp.cuda.Device(device.index):
             return cp.cuda.get_current_stream()

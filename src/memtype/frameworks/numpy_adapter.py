@@ -70,6 +70,15 @@ class NumpyAdapter(Adapter):
     def rint(self, x: Any) -> Any:
         return np.rint(x)
 
+    def rint_clip(self, x: Any, bounds: tuple[float, float] | None = None, *,
+                  in_place: bool = False) -> Any:
+        """In ``x`` when it is the caller's temporary, else in the one new array ``rint`` makes."""
+        r = np.rint(x, out=x if in_place and type(x) is np.ndarray else None)
+        if bounds is None or type(r) is not np.ndarray:  # a 0-d result is a NumPy scalar
+            return r if bounds is None else np.clip(np.where(np.isnan(r), 0.0, r), *bounds)
+        np.copyto(r, 0.0, where=np.isnan(r))
+        return np.clip(r, bounds[0], bounds[1], out=r)
+
     def readonly_view(self, x: Any) -> Any:
         """A view of ``x`` that cannot be written through (O(1); ``x`` itself is untouched)."""
         view = x.view()

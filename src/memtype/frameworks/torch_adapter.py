@@ -245,6 +245,17 @@ class TorchAdapter(Adapter):
     def rint(self, x: Any) -> Any:
         return torch.round(x)  # half to even, like numpy.rint
 
+    def rint_clip(self, x: Any, bounds: tuple[float, float] | None = None, *,
+                  in_place: bool = False) -> Any:
+        """In ``x`` when it is the caller's temporary, else in the one new tensor ``round``
+        makes; a tensor that autograd records is never written in place."""
+        r = x.round_() if in_place and not x.requires_grad else torch.round(x)
+        if bounds is None:
+            return r
+        if r.requires_grad:
+            return torch.clip(torch.where(torch.isnan(r), 0.0, r), bounds[0], bounds[1])
+        return r.masked_fill_(torch.isnan(r), 0.0).clamp_(bounds[0], bounds[1])
+
     def holds_dtype(self, dtype: np.dtype[Any]) -> bool:
         """Every NumPy dtype it held before ml_dtypes, and bfloat16 and the float8 family."""
         return not is_extension(dtype) or dtype in _ML_NUMPY
