@@ -116,14 +116,13 @@ def _box_op(name: str, cle: str) -> Operation:
                torch=_here(f"tensor_{name}", _RADIUS), jax=_here(f"jax_{name}", _RADIUS))
 
 
-def _threshold_op(method: str, torch: bool = False) -> Operation:
-    """A threshold as a mask: scikit-image's, pyclesperanto's (and torch's)."""
-    # keyword names: memory types, declared as _op's are
-    implementations = dict(numpy=_here(f"{method}_mask", volume=True),
-                           pyclesperanto=_IMPL(f"pyclesperanto.threshold_{method}", volume=True))
-    if torch:
-        implementations.update(torch=_here(f"tensor_{method}_mask", volume=True))
-    return Operation(f"threshold_{method}", {}, implementations, output="mask")
+def _threshold_op(method: str) -> Operation:
+    """A threshold as a mask: scikit-image's, pyclesperanto's, torch's and JAX's."""
+    return _op(f"threshold_{method}", {}, output="mask",
+               numpy=_here(f"{method}_mask", volume=True),
+               pyclesperanto=_IMPL(f"pyclesperanto.threshold_{method}", volume=True),
+               torch=_here(f"tensor_{method}_mask", volume=True),
+               jax=_here(f"jax_{method}_mask", volume=True))
 
 
 def _projection_op(kind: str, cle: str) -> Operation:
@@ -153,12 +152,13 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     _box_op("black_tophat", "bottom_hat"),
     _op("median", {"radius": 1},
         numpy=_here("box_median", _RADIUS),
-        pyclesperanto=_IMPL("pyclesperanto.median", _CLE_RADIUS, volume=True)),
+        pyclesperanto=_IMPL("pyclesperanto.median", _CLE_RADIUS, volume=True),
+        torch=_here("tensor_median", _RADIUS), jax=_here("jax_median", _RADIUS)),
     _op("sobel", {}, keeps_dtype=False,
         numpy=_here("sobel_magnitude"),
         pyclesperanto=_here("cle_sobel"),
-        torch=_here("tensor_sobel")),
-    _threshold_op("otsu", torch=True),
+        torch=_here("tensor_sobel"), jax=_here("jax_sobel")),
+    _threshold_op("otsu"),
     _threshold_op("li"),
     _threshold_op("triangle"),
     _op("label", {}, output="labels", input="mask",
@@ -168,7 +168,8 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         numpy=_here("remove_small_objects", {"min_size": "$min_size"}, volume=True),
         pyclesperanto=_IMPL("pyclesperanto.remove_small_labels",
                             {"minimum_size": "$min_size"}, volume=True),
-        torch=_here("tensor_remove_small_objects", {"min_size": "$min_size"}, volume=True)),
+        torch=_here("tensor_remove_small_objects", {"min_size": "$min_size"}, volume=True),
+        jax=_here("jax_remove_small_objects", {"min_size": "$min_size"}, volume=True)),
     _op("rescale_intensity", {}, keeps_dtype=False,
         numpy=_here("rescale_intensity", volume=True),
         pyclesperanto=_here("cle_rescale_intensity", volume=True),

@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 
 __all__ = ["jax_maximum", "jax_minimum", "jax_opening", "jax_closing",
-           "jax_white_tophat", "jax_black_tophat", "jax_gaussian",
-           "jax_rescale_intensity", "jax_max_projection", "jax_mean_projection",
-           "jax_sum_projection"]
+           "jax_white_tophat", "jax_black_tophat", "jax_gaussian", "jax_median",
+           "jax_sobel", "jax_otsu_mask", "jax_triangle_mask", "jax_li_mask",
+           "jax_remove_small_objects", "jax_rescale_intensity", "jax_max_projection",
+           "jax_mean_projection", "jax_sum_projection"]
 
 
 def _jax_work(stack: Any) -> Any:
@@ -77,6 +78,135 @@ def jax_gaussian(stack: Any, sigma: float = 1.0) -> Any:
     x = sum(float(w) * pad[:, k:k + height, :] for k, w in enumerate(weights))
     pad = jnp.pad(x, ((0, 0), (0, 0), (radius, radius)), mode="edge")
     return sum(float(w) * pad[:, :, k:k + width] for k, w in enumerate(weights))
+
+
+def jax_median(stack: Any, radius: int = 1) -> Any:
+    """Per-plane median over a (2r+1)^2 box (edges ``nearest``), in the stack's dtype: the
+    middle of each window's sorted values (an odd count), one plane at a time."""
+    import jax.numpy as jnp
+
+    size = 2 * radius + 1
+    height, width = stack.shape[1:]
+    planes = []
+    for plane in stack:
+        pad = jnp.pad(plane, radius, mode="edge")
+        windows = jnp.stack([pad[i:i + height, j:j + width]
+                             for i in range(size) for j in range(size)], axis=-1)
+        planes.append(jnp.sort(windows, axis=-1)[..., size * size // 2])
+    return jnp.stack(planes)
+
+
+def jax_sobel(stack: Any) -> Any:
+    """Per-plane Sobel magnitude (scipy.ndimage's kernel ``[1, 2, 1]`` x ``[-1, 0, 1]``,
+    edges ``nearest``), float32 in the input's units."""
+    import jax.numpy as jnp
+
+    height, width = stack.shape[1:]
+    pad = jnp.pad(stack.astype(jnp.float32), ((0, 0), (1, 1), (1, 1)), mode="edge")
+
+    def at(dy: int, dx: int) -> Any:
+        return pad[:, 1 + dy:1 + dy + height, 1 + dx:1 + dx + width]
+
+    gy = sum(w * (at(1, dx) - at(-1, dx)) for dx, w in ((-1, 1.0), (0, 2.0), (1, 1.0)))
+    gx = sum(w * (at(dy, 1) - at(dy, -1)) for dy, w in ((-1, 1.0), (0, 2.0), (1, 1.0)))
+    return jnp.hypot(gy, gx)
+
+
+def _jax_histogram(stack: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Counts (int64) and bin centres on the host, the counting done in JAX, as
+    ``skimage.exposure.histogram(x, 256, source_range="image")`` makes them: one bin per
+    value of an integer stack, else 256 equal bins from the minimum to the maximum (NumPy's
+    float64 edges cast to the stack's dtype; a value on an edge in the upper bin)."""
+    import jax.numpy as jnp
+
+    from memtype.pipeline.catalog.implementations.host import _to_host
+
+    flat = stack.reshape(-1)
+    if jnp.issubdtype(flat.dtype, jnp.integer):
+        flat = flat.astype(jnp.int32)  # without x64, JAX has no wider integer
+        low, high = int(flat.min()), int(flat.max())
+        counts = jnp.bincount(flat - low, length=high - low + 1)
+        return _to_host(counts).astype(np.int64), np.arange(low, high + 1)
+    edges = np.linspace(float(flat.min()), float(flat.max()), 257).astype(flat.dtype)
+    index = jnp.clip(jnp.searchsorted(jnp.asarray(edges), flat, side="right") - 1, 0, 255)
+    counts = jnp.bincount(index, length=256)
+    return _to_host(counts).astype(np.int64), (edges[:-1] + edges[1:]) / 2
+
+
+def _jax_above(stack: Any, threshold: Any) -> Any:
+    """The pixels above ``threshold`` (an integer stack: above its floor)."""
+    import math
+
+    import jax.numpy as jnp
+
+    if jnp.issubdtype(stack.dtype, jnp.integer):
+        return stack > math.floor(float(threshold))
+    return stack > jnp.asarray(threshold, stack.dtype)
+
+
+def jax_otsu_mask(stack: Any) -> Any:
+    """Pixels above the stack's Otsu threshold (scikit-image's, from a histogram counted in
+    JAX)."""
+    from memtype.pipeline.catalog.implementations.histogram import otsu_threshold
+
+    return _jax_above(stack, otsu_threshold(*_jax_histogram(stack)))
+
+
+def jax_triangle_mask(stack: Any) -> Any:
+    """Pixels above the stack's triangle threshold (scikit-image's, from a histogram counted
+    in JAX)."""
+    from memtype.pipeline.catalog.implementations.histogram import triangle_threshold
+
+    return _jax_above(stack, triangle_threshold(*_jax_histogram(stack)))
+
+
+def jax_li_mask(stack: Any) -> Any:
+    """Pixels above the stack's Li threshold, as ``skimage.filters.threshold_li`` computes it:
+    an integer stack's iteration on its histogram (counted in JAX), a float stack's on its
+    pixels in their own dtype."""
+    import jax.numpy as jnp
+
+    from memtype.pipeline.catalog.implementations.histogram import li_threshold
+
+    if jnp.issubdtype(stack.dtype, jnp.integer):
+        counts, centers = _jax_histogram(stack)
+        if counts.size == 1:
+            return jnp.zeros(stack.shape, bool)
+        values = np.arange(counts.size, dtype=np.int64)
+        return _jax_above(stack, li_threshold(counts, values) + int(centers[0]))
+    flat = stack.reshape(-1)
+    flat = flat[jnp.isfinite(flat)]  # scikit-image drops NaN, then infinities
+    if flat.size == 0 or bool((flat == flat[0]).all()):
+        return jnp.zeros(stack.shape, bool)
+    low = flat.min()
+    return stack > _jax_li_float(flat - low) + low
+
+
+def _jax_li_float(flat: Any) -> Any:
+    """Li's iteration over a JAX array of finite values from 0 (the two classes' means in
+    its dtype until the threshold moves by at most half the smallest step between values)."""
+    import jax.numpy as jnp
+
+    tolerance = jnp.diff(jnp.unique(flat)).min() / 2
+    t_next, t_curr = flat.mean(), -2 * tolerance
+    while bool(abs(t_next - t_curr) > tolerance):
+        t_curr = t_next
+        foreground = flat > t_curr
+        mean_fore, mean_back = flat[foreground].mean(), flat[~foreground].mean()
+        if bool(mean_back == 0):
+            break
+        t_next = (mean_back - mean_fore) / (jnp.log(mean_back) - jnp.log(mean_fore))
+    return t_next
+
+
+def jax_remove_small_objects(labels: Any, min_size: int = 64) -> Any:
+    """The labels with every object of fewer than ``min_size`` pixels set to 0 (ids kept)."""
+    import jax.numpy as jnp
+
+    ids = labels.astype(jnp.int32)
+    counts = jnp.bincount(ids.reshape(-1), length=int(ids.max()) + 1)
+    keep = (counts >= int(min_size)).at[0].set(False)
+    return jnp.where(keep[ids], labels, jnp.zeros((), labels.dtype))
 
 
 def jax_rescale_intensity(stack: Any) -> Any:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 __all__ = ["tensor_maximum", "tensor_minimum", "tensor_opening", "tensor_closing",
            "tensor_white_tophat", "tensor_black_tophat", "tensor_gaussian",
-           "tensor_sobel", "tensor_otsu_mask", "tensor_rescale_intensity",
-           "tensor_remove_small_objects", "tensor_max_projection",
-           "tensor_mean_projection", "tensor_sum_projection"]
+           "tensor_sobel", "tensor_otsu_mask", "tensor_triangle_mask", "tensor_li_mask",
+           "tensor_median", "tensor_rescale_intensity", "tensor_remove_small_objects",
+           "tensor_max_projection", "tensor_mean_projection", "tensor_sum_projection"]
 
 
 def _work_dtype(stack: Any) -> Any:
@@ -101,7 +103,7 @@ def tensor_sobel(stack: Any) -> Any:
 
 
 def _tensor_histogram(x: Any) -> tuple[Any, Any]:
-    """Counts (float32) and bin centres as ``skimage.exposure.histogram(x, 256,
+    """Counts (int64) and bin centres as ``skimage.exposure.histogram(x, 256,
     source_range="image")`` makes them: one bin per value of an integer tensor, else 256
     equal bins from the minimum to the maximum (NumPy's edges: float64 ``linspace`` cast to
     the tensor's dtype, a value on an edge in the upper bin, the maximum in the last)."""
@@ -112,12 +114,12 @@ def _tensor_histogram(x: Any) -> tuple[Any, Any]:
         flat = flat.to(torch.int32 if x.element_size() <= 2 else torch.int64)
         low, high = int(flat.min()), int(flat.max())
         counts = torch.bincount(flat.long() - low, minlength=high - low + 1)
-        return counts.float(), torch.arange(low, high + 1, dtype=torch.float64, device=x.device)
+        return counts, torch.arange(low, high + 1, dtype=torch.float64, device=x.device)
     edges = torch.linspace(float(flat.min()), float(flat.max()), 257, dtype=torch.float64,
                            device=x.device).to(x.dtype)
     index = (torch.bucketize(flat, edges, right=True) - 1).clamp(0, 255)
     counts = torch.bincount(index, minlength=256)
-    return counts.float(), (edges[:-1] + edges[1:]) / 2
+    return counts, (edges[:-1] + edges[1:]) / 2
 
 
 def tensor_otsu_mask(stack: Any) -> Any:
@@ -127,6 +129,7 @@ def tensor_otsu_mask(stack: Any) -> Any:
     import torch
 
     counts, centers = _tensor_histogram(stack)
+    counts = counts.float()
     if counts.numel() == 1:
         return stack > centers[0].to(stack.dtype)
     weight1 = torch.cumsum(counts, 0)
@@ -137,6 +140,92 @@ def tensor_otsu_mask(stack: Any) -> Any:
     variance = weight1[:-1] * weight2[1:] * (mean1[:-1] - mean2[1:]) ** 2
     threshold = centers[int(torch.argmax(variance))]
     return stack.to(torch.float64) > float(threshold)
+
+
+def _above(stack: Any, threshold: Any) -> Any:
+    """The pixels above ``threshold``: an integer stack widened (torch 2.13 has no uint16
+    comparison) against the threshold's floor, a float stack in its own dtype."""
+    import math
+
+    import torch
+
+    if stack.dtype.is_floating_point:
+        return stack > torch.as_tensor(threshold, dtype=stack.dtype, device=stack.device)
+    wide = stack.to(torch.int32 if stack.element_size() <= 2 else torch.int64)
+    return wide > math.floor(float(threshold))
+
+
+def tensor_triangle_mask(stack: Any) -> Any:
+    """Pixels above the stack's triangle threshold: ``skimage.filters.threshold_triangle``'s
+    histogram built in torch, the threshold chosen from it on the host (the same number)."""
+    from memtype.pipeline.catalog.implementations.histogram import triangle_threshold
+    from memtype.pipeline.catalog.implementations.host import _to_host
+
+    counts, centers = _tensor_histogram(stack)
+    return _above(stack, triangle_threshold(_to_host(counts), _to_host(centers)))
+
+
+def tensor_li_mask(stack: Any) -> Any:
+    """Pixels above the stack's Li (minimum cross-entropy) threshold, as
+    ``skimage.filters.threshold_li`` computes it: an integer stack's iteration runs on its
+    histogram (built in torch), a float stack's on its pixels in their own dtype."""
+    import torch
+
+    from memtype.pipeline.catalog.implementations.histogram import li_threshold
+    from memtype.pipeline.catalog.implementations.host import _to_host
+
+    flat = stack.reshape(-1)
+    if stack.dtype.is_floating_point:
+        flat = flat[torch.isfinite(flat)]  # scikit-image drops NaN, then infinities
+        if flat.numel() == 0 or bool((flat == flat[0]).all()):
+            return torch.zeros_like(stack, dtype=torch.bool)
+        low = flat.min()
+        return stack > _tensor_li_float(flat - low) + low
+    counts, centers = _tensor_histogram(stack)
+    if counts.numel() == 1:
+        return torch.zeros_like(stack, dtype=torch.bool)
+    low = int(centers[0])
+    values = np.arange(counts.numel(), dtype=np.int64)
+    return _above(stack, li_threshold(_to_host(counts), values) + low)
+
+
+def _tensor_li_float(flat: Any) -> Any:
+    """Li's iteration over a float tensor of finite values from 0 (scikit-image's: the
+    means of the two classes in the tensor's dtype until the threshold moves by at most
+    half the smallest step between two values)."""
+    import torch
+
+    steps = torch.diff(torch.unique(flat))
+    tolerance = steps.min() / 2
+    t_next, t_curr = flat.mean(), -2 * tolerance
+    while bool(abs(t_next - t_curr) > tolerance):
+        t_curr = t_next
+        foreground = flat > t_curr
+        mean_fore, mean_back = flat[foreground].mean(), flat[~foreground].mean()
+        if bool(mean_back == 0):
+            break
+        t_next = (mean_back - mean_fore) / (torch.log(mean_back) - torch.log(mean_fore))
+    return t_next
+
+
+def tensor_median(stack: Any, radius: int = 1) -> Any:
+    """Per-plane median over a (2r+1)^2 box (edges ``nearest``), in the stack's dtype: an
+    odd count, so torch's median (the lower of two middles) is the middle value. Windows are
+    gathered for a band of rows at a time (at most ~64 MiB of windows)."""
+    import torch
+
+    size = 2 * radius + 1
+    x = _planes(stack, radius).squeeze(1)
+    height, width = stack.shape[1:]
+    band = max(1, (1 << 26) // max(1, width * size * size * x.element_size()))
+    out = torch.empty(stack.shape, dtype=x.dtype, device=x.device)
+    for z in range(x.shape[0]):
+        for top in range(0, height, band):
+            rows = x[z, top:top + min(band, height - top) + 2 * radius]
+            windows = rows.unfold(0, size, 1).unfold(1, size, 1)
+            out[z, top:top + windows.shape[0]] = windows.reshape(
+                *windows.shape[:2], -1).median(-1).values
+    return out.to(stack.dtype)
 
 
 def tensor_rescale_intensity(stack: Any) -> Any:
