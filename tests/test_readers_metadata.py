@@ -102,8 +102,11 @@ def test_imagexpress_a_first_image_that_is_not_a_tiff_is_named(tmp_path: Path) -
     broken.write_bytes(b"not a tiff at all")
     reader = ImageXpressReader(root)
     assert len(reader.records()) == 16  # listing reads no file
-    with pytest.raises(StoreFormatError, match="A01_s1_w2.TIF.*not a readable TIFF"):
-        reader.metadata  # noqa: B018
+    with pytest.warns(UserWarning, match="A01_s1_w2.TIF.*not a readable TIFF"):
+        meta = reader.metadata  # the plate is still inspected: the HTD names its channels
+    assert meta.channel_names == dict(enumerate(CHANNEL_NAMES, start=1))
+    with pytest.raises(StoreFormatError, match="A01_s1_w2.TIF"):
+        reader.load_batch(["TimePoint_1/ZStep_1/MFGTMP_140206180002_A01_s1_w2.TIF"])
 
 
 def test_imagexpress_metadata_reads_one_header_per_channel(tmp_path: Path) -> None:

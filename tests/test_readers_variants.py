@@ -9,8 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memtype.errors import StoreFormatError
 from memtype.pipeline.readers import ImageXpressReader, detect_layout, open_input
-from tests.readers_support import _tif, htd_text, metaxpress_description
+from tests.readers_support import (
+    PATTERN,
+    WRITERS,
+    _tif,
+    htd_text,
+    layout_params,
+    metaxpress_description,
+    write_imagexpress,
+    write_ometiff,
+)
 
 pytestmark = pytest.mark.requires("tifffile")
 
@@ -134,3 +144,129 @@ def test_an_htd_inside_the_time_point_folder_is_the_plates(tmp_path: Path) -> No
     assert detect_layout(root) == ("imagexpress", "TimePoint_1/9987.HTD")
     assert reader.metadata.channel_names == {1: "DAPI", 2: "FITC"}
     assert reader.metadata.missing == ("well=B02 site=1 channel=2 z=1 t=2",)
+
+
+# -- Opera Phenix / Operetta CLS ----------------------------------------------------------------
+def operetta_cls_index(planes: list[tuple[int, int, int, str]], position_z: bool = True) -> str:
+    """The Index.idx.xml an Operetta CLS ("Sonata", Harmony 4.9, namespace HarmonyV5) writes:
+    leukemia-kispi/operetta-compose, tests/operetta_plate/Images/Index.idx.xml — ``<Entry>``
+    with only a ``<FlatfieldProfile>`` (the channel's name in its text, not as an element),
+    ``<Image id=..>`` references under ``<Wells>``, a plate type with a non-ASCII name,
+    ``PositionZ`` and ``AbsPositionZ``, an ``OrientationMatrix``. ``planes``: (field, plane,
+    channel, url) of well C03."""
+    def image(field: int, plane: int, channel: int, url: str) -> str:
+        z = "" if not position_z else f'<PositionZ Unit="m">{plane * 2e-6!r}</PositionZ>'
+        return (f'<Image Version="1"><id>0303K1F{field}P{plane}R{channel}</id><State>Ok</State>'
+                f"<URL>{url}</URL><Row>3</Row><Col>3</Col><FieldID>{field}</FieldID>"
+                f"<PlaneID>{plane}</PlaneID><TimepointID>0</TimepointID>"
+                f"<ChannelID>{channel}</ChannelID><FlimID>1</FlimID>"
+                "<ChannelName>Fluorescein (FITC)</ChannelName><ImageType>Signal</ImageType>"
+                '<ImageResolutionX Unit="m">1.1959521619135234E-06</ImageResolutionX>'
+                '<ImageResolutionY Unit="m">1.1959521619135234E-06</ImageResolutionY>'
+                "<ImageSizeX>4</ImageSizeX><ImageSizeY>4</ImageSizeY>"
+                f'<PositionX Unit="m">{(-1) ** field * 0.000645814!r}</PositionX>'
+                '<PositionY Unit="m">0.000645814</PositionY>' + z
+                + f'<AbsPositionZ Unit="m">{0.1375 + plane * 2e-6!r}</AbsPositionZ>'
+                '<MainExcitationWavelength Unit="nm">475</MainExcitationWavelength>'
+                "<OrientationMatrix>[[1.006463,0.003011,0,-35.6],[0.002440,-1.006450,0,67.3],"
+                "[0,0,1.33,-15.125]]</OrientationMatrix></Image>")
+
+    return ('<?xml version="1.0" encoding="utf-8"?>\n<EvaluationInputData '
+            'xmlns:xsd="http://www.w3.org/2001/XMLSchema" '
+            'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" Version="1" '
+            'xmlns="http://www.perkinelmer.com/PEHH/HarmonyV5"><User>DRPscreening</User>'
+            "<InstrumentType>Sonata</InstrumentType><Plates><Plate><PlateID>Test</PlateID>"
+            "<Name>Test</Name><PlateTypeName>384 Greiner µClear</PlateTypeName>"
+            '<PlateRows>16</PlateRows><PlateColumns>24</PlateColumns><Well id="0303" />'
+            "</Plate></Plates><Wells><Well><id>0303</id><Row>3</Row><Col>3</Col>"
+            '<Image id="0303K1F1P1R1" /></Well></Wells><Maps><Map><Entry ChannelID="1">'
+            "<FlatfieldProfile>{Channel: 1, ChannelName: Fluorescein (FITC), Version: "
+            "Acapella:2013}</FlatfieldProfile></Entry></Map></Maps><Images>"
+            + "".join(image(*p) for p in planes) + "</Images></EvaluationInputData>")
+
+
+def _operetta(root: Path, position_z: bool = True) -> Path:
+    planes = [(f, p, 1, f"r03c03f{f:02d}p{p:02d}-ch1sk1fk1fl1.tiff") for f in (1, 2)
+              for p in (1, 2)]
+    for f, p, _, url in planes:
+        _tif(root / "Images" / url, np.full((4, 4), 10 * f + p, np.uint16))
+    (root / "Images/Index.idx.xml").write_text(operetta_cls_index(planes, position_z),
+                                              encoding="utf-8")
+    return root
+
+
+def test_an_operetta_cls_index_is_read(tmp_path: Path) -> None:
+    reader = open_input(_operetta(tmp_path / "Test_Sample__2022-12-19T10_18_52-Measurement 1"))
+    assert reader.layout == "phenix"
+    assert [(r.get("well"), r.get("site"), r.get("z")) for r in reader.records()] == \
+        [("C03", 1, 1), ("C03", 1, 2), ("C03", 2, 1), ("C03", 2, 2)]
+    meta = reader.metadata
+    assert (meta.rows, meta.columns, meta.channel_names) == (16, 24, {1: "Fluorescein (FITC)"})
+    assert meta.pixel_size_um == pytest.approx((1.19595216, 1.19595216))
+    assert meta.z_step_um == pytest.approx(2.0)
+    assert meta.field_positions[("C03", 2)].x_um == pytest.approx(645.814)
+
+
+def test_an_index_without_position_z_takes_the_step_from_abs_position_z(
+        tmp_path: Path) -> None:
+    """Bio-Formats' OperettaReader reads ``AbsPositionZ`` where the index is not Harmony's;
+    before, such an index had no z step."""
+    meta = open_input(_operetta(tmp_path / "plate", position_z=False)).metadata
+    assert meta.z_step_um == pytest.approx(2.0)
+    assert meta.field_positions[("C03", 1)].z_um == pytest.approx(137502.0)
+
+
+# -- Edge cases: corrupt files, read-only plates -------------------------------------------------
+def test_a_truncated_imagexpress_tiff_fails_at_read_naming_it(tmp_path: Path) -> None:
+    root = write_imagexpress(tmp_path / "plate")
+    name = "TimePoint_1/ZStep_2/MFGTMP_140206180002_B03_s2_w1.TIF"
+    data = (root / name).read_bytes()
+    (root / name).write_bytes(data[: len(data) // 2])
+    reader = ImageXpressReader(root)
+    assert len(reader.records()) == 16 and reader.metadata.channel_names
+    with pytest.raises(StoreFormatError, match="B03_s2_w1.TIF.*truncated"):
+        reader.load_batch([name])
+
+
+def test_a_corrupt_ome_tiff_is_left_out_of_the_listing_and_listed_missing(
+        tmp_path: Path) -> None:
+    """Before: one truncated file stopped the listing (its OME-XML lost, tifffile's generic
+    series read as axes 'IYX')."""
+    root = write_ometiff(tmp_path / "plate")
+    data = (root / "B03_s2.ome.tif").read_bytes()
+    (root / "B03_s2.ome.tif").write_bytes(data[: len(data) - 200])
+    reader = open_input(root)
+    with pytest.warns(UserWarning, match="1 OME-TIFF file.*B03_s2.ome.tif"):
+        assert len(reader.records()) == 12
+    [missing] = reader.metadata.missing
+    assert missing.startswith("B03_s2.ome.tif (")
+
+
+def test_an_ome_tiff_truncated_after_listing_fails_at_read_naming_it(tmp_path: Path) -> None:
+    """Before: tifffile's own error, not naming the plate's file."""
+    root = write_ometiff(tmp_path / "plate")
+    reader = open_input(root)
+    paths = [r.path for r in reader.records() if r.path.startswith("B03_s2")]
+    data = (root / "B03_s2.ome.tif").read_bytes()
+    (root / "B03_s2.ome.tif").write_bytes(data[:300])
+    with pytest.raises(StoreFormatError, match="'B03_s2.ome.tif'.*truncated or corrupt"):
+        reader.load_batch(paths)
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.stat().st_size)
+            for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("name", layout_params(WRITERS))
+def test_reading_a_plate_writes_nothing_into_it(name: str, tmp_path: Path) -> None:
+    """A plate on a read-only file system: listing, metadata, headers and reads create, change
+    and remove nothing under the plate's folder."""
+    root = WRITERS[name](tmp_path / "plate")
+    before = _snapshot(root)
+    reader = open_input(root, pattern=PATTERN if name == "pattern" else None)
+    paths = [r.path for r in reader.records()]
+    assert reader.metadata.layout == reader.layout
+    reader.header(paths[0])
+    reader.load_batch(paths)
+    assert _snapshot(root) == before

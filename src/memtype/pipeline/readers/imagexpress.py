@@ -35,6 +35,7 @@ import csv
 import itertools
 import os
 import re
+import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -310,7 +311,7 @@ def _tiff_metadata(reader: ImageXpressReader, records: list[ImageRecord]) -> _Ti
     size: tuple[float, float] | None = None
     z1: float | None = None
     for channel, rec in first.items():
-        props = tiff_properties(reader.resolve(rec.path))
+        props = _header_properties(reader, rec.path)
         if props.get("_IllumSetting_") and isinstance(channel, int):
             names[channel] = props["_IllumSetting_"]
         if size is None:
@@ -329,8 +330,20 @@ def _z_step(reader: ImageXpressReader, records: list[ImageRecord],
     second = next((r for r in records if r.key == want), None)
     if second is None:
         return None
-    z2 = _float(tiff_properties(reader.resolve(second.path)).get("z-position"))
+    z2 = _float(_header_properties(reader, second.path).get("z-position"))
     return None if z2 is None or z2 == z1 else abs(z2 - z1)
+
+
+def _header_properties(reader: ImageXpressReader, path: str) -> dict[str, str]:
+    """:func:`tiff_properties` of a listed image; an unreadable one (corrupt, truncated, not a
+    TIFF) gives none, with a warning naming it: the plate is still listed and inspected, and
+    the image's own read raises when its group runs."""
+    try:
+        return tiff_properties(reader.resolve(path))
+    except StoreFormatError as exc:
+        warnings.warn(f"{exc} Its channel's name and the pixel size are not read from it; the "
+                      "image itself fails when its group is read.", UserWarning, stacklevel=2)
+        return {}
 
 
 _TO_UM = {"um": 1.0, "micron": 1.0, "microns": 1.0, "nm": 1e-3, "mm": 1e3}

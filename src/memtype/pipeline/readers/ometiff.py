@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from memtype import require
-from memtype.errors import StoreFormatError
+from memtype.errors import StoreFormatError, StoreNotFoundError
 from memtype.pipeline.patterns import ImageRecord
 from memtype.pipeline.readers.base import FileReader, PlateMetadata, record, well_name
 
@@ -61,6 +62,10 @@ class OmeTiffReader(FileReader):
 
     layout = "ome-tiff"
 
+    def _reset(self) -> None:
+        super()._reset()
+        self._unreadable: list[str] = []
+
     @classmethod
     def detect(cls, root: str) -> str | None:
         return next((n for n in sorted(os.listdir(root)) if _OME.fullmatch(n)), None)
@@ -69,23 +74,40 @@ class OmeTiffReader(FileReader):
         """The OME-TIFF files under the root."""
         return [p for p in self._walk(exclude) if _OME.fullmatch(p.rsplit("/", 1)[-1])]
 
-    def _ome(self, path: str) -> tuple[ET.Element | None, list[tuple[str, tuple[int, ...]]]]:
-        """A file's OME-XML root and its series' (axes, shape)."""
+    def _ome(self, path: str) -> tuple[ET.Element, list[tuple[str, tuple[int, ...]]]]:
+        """A file's OME-XML root and its series' (axes, shape).
+
+        Raises
+        ------
+        StoreFormatError
+            The file is not a TIFF, or no OME-XML can be read from it (a truncated file's
+            description is lost with its end; a ``ValueError``).
+        """
         tifffile = require("tifffile", "Reading OME-TIFF files")
         try:
             with tifffile.TiffFile(self.resolve(path)) as tif:
                 series = [(s.axes.upper(), tuple(s.shape)) for s in tif.series]
                 xml = tif.ome_metadata
-        except (ValueError, OSError, getattr(tifffile, "TiffFileError", ValueError)) as exc:
+            if not xml:
+                raise ValueError("no OME-XML in its first page's description: truncated or "
+                                 "corrupt")
+            return ET.fromstring(xml), series
+        except (ValueError, OSError, ET.ParseError, tifffile.TiffFileError) as exc:
             raise StoreFormatError(f"{path!r} in {self.root!r} is not a readable OME-TIFF "
                                    f"({exc}).") from exc
-        return (ET.fromstring(xml) if xml else None), series
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
+        """The images of every readable file; an unreadable one is left out with a warning
+        and listed in ``metadata.missing`` (one corrupt file does not stop the listing)."""
         found: list[ImageRecord] = []
+        self._unreadable = []
         for path in self._files(exclude):
-            ome, series = self._ome(path)
-            places = _plate_positions(ome) if ome is not None else {}
+            try:
+                ome, series = self._ome(path)
+            except StoreFormatError as exc:
+                self._unreadable.append(f"{path} ({exc.__cause__})")
+                continue
+            places = _plate_positions(ome)
             for index, (axes, shape) in enumerate(series):
                 well, site = places.get(index) or self._from_name(path, index)
                 dims = dict(zip(axes, shape, strict=True))
@@ -99,6 +121,10 @@ class OmeTiffReader(FileReader):
                         for z in range(dims.get("Z", 1)):
                             found.append(record(f"{path}#{index}/{t}/{c}/{z}", well, site,
                                                 c + 1, z + 1, t + 1))
+        if self._unreadable:
+            warnings.warn(f"{len(self._unreadable)} OME-TIFF file(s) in {self.root!r} cannot "
+                          f"be read and are left out (first: {self._unreadable[0]}); they are "
+                          "listed in metadata.missing.", UserWarning, stacklevel=4)
         return found
 
     @staticmethod
@@ -121,11 +147,10 @@ class OmeTiffReader(FileReader):
         return "expected .ome.tif files."
 
     def _metadata(self) -> PlateMetadata:
-        files = self._files(self._exclude)
+        records = self.records(self._exclude)
         source = self.detect(self.root) or ""
-        ome = self._ome(files[0])[0] if files else None
-        if ome is None:
-            return PlateMetadata(self.layout, source)
+        missing = tuple(self._unreadable)
+        ome = self._ome(records[0].path.partition("#")[0])[0]
         pixels = next((e for e in ome.iter() if _local(e.tag) == "Pixels"), None)
         names = {i: str(c.get("Name")) for i, c in enumerate(
             (c for c in (pixels if pixels is not None else []) if _local(c.tag) == "Channel"),
@@ -133,7 +158,8 @@ class OmeTiffReader(FileReader):
         plate = next((e for e in ome.iter() if _local(e.tag) == "Plate"), None)
         rows = int(plate.get("Rows", 0)) or None if plate is not None else None
         columns = int(plate.get("Columns", 0)) or None if plate is not None else None
-        return PlateMetadata(self.layout, source, rows, columns, names, *_sizes(pixels))
+        return PlateMetadata(self.layout, source, rows, columns, names, *_sizes(pixels),
+                             missing=missing)
 
     def load_batch(self, paths: Sequence[str]) -> list[np.ndarray[Any, Any]]:
         tifffile = require("tifffile", "Reading OME-TIFF files")
@@ -143,13 +169,32 @@ class OmeTiffReader(FileReader):
             file, _, where = path.partition("#")
             series, t, c, z = (int(i) for i in where.split("/"))
             if (file, series) not in positions:
-                with tifffile.TiffFile(self.resolve(file)) as tif:
-                    s = tif.series[series]
-                    positions[(file, series)] = (s.axes.upper(), s.asarray())
+                positions[(file, series)] = self._series(tifffile, file, series)
             axes, data = positions[(file, series)]
             index = {"T": t, "C": c, "Z": z}
             out.append(np.asarray(data[tuple(index.get(a, slice(None)) for a in axes)]))
         return out
+
+    def _series(self, tifffile: Any, file: str, series: int) -> tuple[str, np.ndarray[Any, Any]]:
+        """One series' axes and pixels.
+
+        Raises
+        ------
+        StoreFormatError
+            The file's pixel data cannot be read (truncated or corrupt since the listing; a
+            ``ValueError``).
+        """
+        try:
+            with tifffile.TiffFile(self.resolve(file)) as tif:
+                s = tif.series[series]
+                return s.axes.upper(), s.asarray()
+        except (ValueError, OSError, IndexError, tifffile.TiffFileError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise StoreNotFoundError(f"OME-TIFF {file!r} in {self.root!r} disappeared "
+                                         "since the listing.") from exc
+            raise StoreFormatError(f"OME-TIFF {file!r} in {self.root!r}: series {series} "
+                                   f"cannot be read ({type(exc).__name__}: {exc}); the file "
+                                   "is truncated or corrupt.") from exc
 
     def header(self, path: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
         tifffile = require("tifffile", "Reading OME-TIFF files")

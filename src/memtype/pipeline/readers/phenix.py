@@ -5,7 +5,8 @@ The index is namespaced XML (``http://www.perkinelmer.com/PEHH/HarmonyV5`` or ``
 namespace is not checked) with one ``<Image>`` per plane under ``<Images>``: ``URL`` (the file,
 relative to the index), ``Row``, ``Col``, ``FieldID``, ``PlaneID``, ``TimepointID`` (from 0),
 ``ChannelID``, ``ChannelName``, ``ImageResolutionX``/``Y`` (with a ``Unit``, metres in
-practice) and ``PositionX``/``Y``/``Z`` (the field's place, with a ``Unit``).
+practice) and ``PositionX``/``Y``/``Z`` (the field's place, with a ``Unit``; ``AbsPositionZ``
+where an index has no ``PositionZ``, as older Operetta indexes do).
 ``<Plates><Plate>`` has ``PlateRows`` and ``PlateColumns``; ``<Maps><Map><Entry ChannelID=..>``
 repeats the channel names and resolutions. The index is
 the source of truth: an ``<Image>`` whose file is absent is listed as missing. Without an
@@ -98,6 +99,8 @@ class _Index:
             self.absent.append(f"{rec.path or '(no file)'} ({_label(rec)})")
         self.add_channel(_text(parts, "ChannelID"), parts)
         z = _um(parts.get("PositionZ"))
+        if z is None:  # Operetta's own (not Harmony's) index: Bio-Formats' OperettaReader
+            z = _um(parts.get("AbsPositionZ"))
         fields = rec.fields
         if z is not None:
             self.planes.setdefault(int(fields["z"]), z)
