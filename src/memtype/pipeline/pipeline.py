@@ -8,7 +8,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memtype.errors import InvalidArgumentError, MemtypeError
-from memtype.frameworks import get_framework
+from memtype.frameworks import get_framework, gpu_index
 from memtype.pipeline.executors import Executor, make_executor
 from memtype.pipeline.outputs import OutputSpec, zarr_roles
 from memtype.pipeline.patterns import (
@@ -36,6 +36,7 @@ from memtype.pipeline.steps import FunctionStep, GroupTask, NamedSpec
 from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES, FailureWatch
 
 if TYPE_CHECKING:
+    from memtype.gpu import GpuId
     from memtype.pipeline.readers import PlateMetadata, Reader
 
 __all__ = ["Pipeline"]
@@ -333,7 +334,7 @@ class Pipeline:
         return report
 
     def plan(self, source: PathOrStore | Sequence[Any] | Any, *, pattern: str | None = None,
-             gpu_id: int | None = None, budgets: Mapping[str, int] | None = None,
+             gpu_id: GpuId | None = None, budgets: Mapping[str, int] | None = None,
              layout: str | None = None) -> Plan:
         """Plan a run: each step's implementation, the conversions, the peak memory.
 
@@ -346,8 +347,9 @@ class Pipeline:
             Overrides the pipeline's file-name pattern.
         layout : str, optional
             Reads the input as this layout instead of detecting it (see :meth:`run`).
-        gpu_id : int, optional
-            The GPU the run would use.
+        gpu_id : int, str or Device, optional
+            The GPU the run would use: its index, its name (``"cuda:0"``) or its ``Device``
+            (``memtype.gpu.GpuId``); checked first (``DeviceError``, a ``ValueError``).
         budgets : dict of str to int, optional
             Room per device in bytes, keyed like ``"cuda:0"`` or ``"opencl:0"`` (e.g. what a
             ``GPUMemoryManager`` has left: ``budget(device) - used_bytes(device)``): an
@@ -368,11 +370,14 @@ class Pipeline:
         ------
         FileNotFoundError
             A missing input directory, or no image matching the pattern.
+        DeviceError
+            ``gpu_id`` names no GPU (a negative index, a bool, another device kind...).
         ValueError
             No chain of available implementations exists.
         FrameworkNotInstalledError
             A step can run only in frameworks that cannot be imported.
         """
+        index = gpu_index(gpu_id)
         budgets = device_budgets(budgets)
         check_frameworks(self.steps)
         if isinstance(source, (str, os.PathLike)) or is_store(source) or _is_reader(source):
@@ -381,7 +386,7 @@ class Pipeline:
                                          self.steps[0])
         else:
             shapes, dtype = image_shapes(source)
-        return make_plan(self.steps, shapes, dtype, gpu_id, budgets=budgets)
+        return make_plan(self.steps, shapes, dtype, index, budgets=budgets)
 
     def _run_plan(self, store: Any, pattern: FilenamePattern, todo: Sequence[GroupTask],
                   uses_gpu: bool, budgets: Mapping[str, int] | None

@@ -6,12 +6,15 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtype.errors import ArgumentTypeError, FieldError, InvalidArgumentError
 from memtype.frameworks import get_framework, is_registered, iter_frameworks
 from memtype.pipeline.patterns import FieldValue, ImageRecord, Key
 from memtype.pipeline.variants import Variants, offered
+
+if TYPE_CHECKING:
+    from memtype.gpu import GpuId
 
 __all__ = ["FunctionStep", "FuncSpec", "StepCall", "GroupTask", "writes"]
 
@@ -283,7 +286,7 @@ class FunctionStep:
             return self.output_names[index]
         return self.name if count == 1 else f"{self.name}_{index + 1}"
 
-    def run(self, stack: Any, key: Key, gpu_id: int | None,
+    def run(self, stack: Any, key: Key, gpu_id: GpuId | None,
             lazy: bool = False) -> tuple[Any, list[Any]]:
         """Run the step's chain on one stack; returns the image and the side outputs.
 
@@ -291,6 +294,8 @@ class FunctionStep:
         (:meth:`~memtype.decorators.MemoryTypeFunction.computing`): the next function's
         decorator converts it once. ``lazy``: the last one's too (the next consumer is
         another step); otherwise it takes its declared output type (it is written).
+        ``gpu_id`` (an index, ``"cuda:0"`` or a ``Device``: ``memtype.gpu.GpuId``) goes to
+        every function whose keyword arguments name none.
         """
         side: list[Any] = []
         data = stack
