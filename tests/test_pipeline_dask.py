@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -236,3 +237,100 @@ def test_dask_worker_environ_keeps_malloc_settings_of_the_users_own(
     pre_spawn = dask_worker_environ(1)[0]
     assert pre_spawn["MALLOC_TRIM_THRESHOLD_"] == "1048576"
     assert pre_spawn["MALLOC_MMAP_THRESHOLD_"] == "4194304"
+
+
+def test_dask_worker_environ_gives_pocl_the_workers_share_of_the_cores() -> None:
+    from memtype.pipeline.executors import dask_worker_environ
+
+    assert dask_worker_environ(1)[0]["POCL_MAX_PTHREAD_COUNT"] == "1"
+    assert dask_worker_environ(3)[0]["POCL_MAX_PTHREAD_COUNT"] == "3"
+
+
+def test_dask_worker_environ_keeps_the_users_pocl_threads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from memtype.pipeline.executors import dask_worker_environ
+
+    monkeypatch.setenv("POCL_MAX_PTHREAD_COUNT", "4")
+    assert dask_worker_environ(1)[0]["POCL_MAX_PTHREAD_COUNT"] == "4"
+
+
+def test_dask_worker_environ_keeps_pocl_threads_of_the_users_dask_configuration(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from memtype.pipeline.executors import dask_worker_environ
+
+    dask = import_if_installed("dask")
+    monkeypatch.delenv("POCL_MAX_PTHREAD_COUNT", raising=False)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.POCL_MAX_PTHREAD_COUNT": 2}):
+        assert dask_worker_environ(1)[0]["POCL_MAX_PTHREAD_COUNT"] == "2"
+    with dask.config.set({"distributed.nanny.environ": {"POCL_MAX_PTHREAD_COUNT": 3}}):
+        assert "POCL_MAX_PTHREAD_COUNT" not in dask_worker_environ(1)[0]  # the nanny sets 3
+
+
+def test_dask_worker_environ_keeps_malloc_settings_of_the_users_dask_configuration() -> None:
+    from memtype.pipeline.executors import dask_worker_environ
+
+    dask = import_if_installed("dask")
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 1 << 20}):
+        assert dask_worker_environ(1)[0]["MALLOC_TRIM_THRESHOLD_"] == str(1 << 20)
+
+
+def _busy_threads_of_an_opencl_median() -> int:
+    """Threads of this process that ran at least a tenth of the CPU time of pyclesperanto
+    medians of a 5 x 1024 x 1024 stack (pocl, the CPU OpenCL driver, runs kernels on
+    threads of its own)."""
+    import os
+
+    import memtype as mt
+
+    def cpu_per_thread() -> dict[str, int]:
+        ticks = {}
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                ticks[tid] = int(fields[11]) + int(fields[12])  # utime + stime
+        return ticks
+
+    stack = mt.convert(np.arange(5 << 20, dtype=np.float32).reshape(5, 1024, 1024),
+                       "pyclesperanto")
+    cle = import_if_installed("pyclesperanto")
+    cle.pull(cle.median_box(stack, radius_x=1, radius_y=1, radius_z=0))  # compiled
+    before = cpu_per_thread()
+    for _ in range(2):
+        cle.pull(cle.median_box(stack, radius_x=1, radius_y=1, radius_z=0))
+    used = [ticks - before.get(tid, 0) for tid, ticks in cpu_per_thread().items()]
+    return sum(u >= sum(used) / 10 for u in used)
+
+
+@pytest.mark.opencl
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.filterwarnings("ignore:median_box:DeprecationWarning")
+def test_local_cluster_workers_run_opencl_kernels_on_their_share_of_the_cores() -> None:
+    from memtype.pipeline.executors import default_workers
+
+    ex = DaskExecutor(workers=2)
+    try:
+        busy = ex.client.run(_busy_threads_of_an_opencl_median)
+    finally:
+        ex.close()
+    # pocl's pool had one thread per core of the machine in each worker (2 of 2 here)
+    assert all(n <= max(1, default_workers() // 2) for n in busy.values()), busy
+
+
+def _pool_variables() -> dict[str, str | None]:
+    import os
+
+    return {n: os.environ.get(n) for n in ("POCL_MAX_PTHREAD_COUNT", "OMP_NUM_THREADS")}
+
+
+def test_local_cluster_leaves_this_processs_thread_pools_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POCL_MAX_PTHREAD_COUNT", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's: here and (as dask does) in workers
+    ex = DaskExecutor(workers=1)
+    try:
+        (workers,) = ex.client.run(_pool_variables).values()
+    finally:
+        ex.close()
+    assert _pool_variables() == {"POCL_MAX_PTHREAD_COUNT": None, "OMP_NUM_THREADS": "2"}
+    assert workers["OMP_NUM_THREADS"] == "2" and workers["POCL_MAX_PTHREAD_COUNT"] is not None

@@ -76,31 +76,41 @@ def dask_worker_environ(threads: int = 1) -> tuple[dict[str, str], dict[str, str
     """The environment of dask worker processes that run pipeline groups.
 
     A group allocates and frees arrays of megabytes over and over (stacks, every step's
-    temporaries, in each framework). Two settings of a stock dask worker make that cost a
-    worker far more than the same work in one process:
+    temporaries, in each framework), and its frameworks run kernels on thread pools of
+    their own. Settings of a stock dask worker make that cost a worker far more than the
+    same work in one process:
 
     * dask sets ``MALLOC_TRIM_THRESHOLD_=65536`` in every worker it spawns (to hand freed
       memory back to the system), and any explicit glibc malloc setting turns glibc's
       adaptive ``mmap`` threshold off: every allocation above 128 KiB is then a fresh
       ``mmap``, page-faulted again on first use and unmapped when freed (system time).
       Here the threshold is fixed where glibc's own adaptation would take it, 32 MiB, and
-      freed memory is trimmed above 64 MiB (twice that, as glibc's rule does), unless this
-      process's environment sets either variable to a value of its own.
-    * dask limits OpenMP and BLAS pools to one thread per worker, but XLA (JAX) runs its
-      kernels on a pool sized by the machine's cores, so each worker process's JAX kernels
-      compete with the others' for the same cores (spinning and switching threads). With
-      one core per worker, XLA's multi-threaded kernels are turned off too.
+      freed memory is trimmed above 64 MiB (twice that, as glibc's rule does).
+    * dask limits OpenMP (torch's intra-op threads), MKL and OpenBLAS pools to one thread
+      per worker, but pocl, the CPU OpenCL driver behind pyclesperanto, runs each kernel
+      on a pool of its own threads, one per core of the machine: every worker's OpenCL
+      kernels competed for all the cores. Its pool gets the worker's share of the cores,
+      ``threads`` (``POCL_MAX_PTHREAD_COUNT``), set before the worker process starts:
+      pocl reads it once, when pyclesperanto is imported.
+    * XLA (JAX) runs its kernels on a pool sized by the machine's cores; with one core per
+      worker, XLA's multi-threaded kernels are turned off.
+
+    A value the user sets for one of these variables, in this process's environment or in
+    dask's ``distributed.nanny.pre-spawn-environ`` or ``distributed.nanny.environ``
+    configuration, is kept.
 
     Parameters
     ----------
     threads : int
-        Cores per worker: 1 (one worker per core) makes JAX kernels single-threaded.
+        Cores per worker: the size of pocl's thread pool; 1 (one worker per core) also
+        makes JAX kernels single-threaded.
 
     Returns
     -------
     pre_spawn : dict of str to str
-        Variables that must be set before the worker process starts (glibc reads them
-        then): dask's ``distributed.nanny.pre-spawn-environ`` with the malloc settings.
+        Variables that must be set before the worker process starts (glibc and the thread
+        pools read them then): dask's ``distributed.nanny.pre-spawn-environ`` with the
+        malloc settings and pocl's pool size.
     environ : dict of str to str
         Variables set in the worker before it runs anything: ``XLA_FLAGS`` (after what this
         process's ``XLA_FLAGS`` holds) with one core per worker, else nothing.
@@ -110,20 +120,33 @@ def dask_worker_environ(threads: int = 1) -> tuple[dict[str, str], dict[str, str
     >>> pre_spawn, environ = dask_worker_environ()
     >>> pre_spawn["MALLOC_MMAP_THRESHOLD_"], pre_spawn["MALLOC_TRIM_THRESHOLD_"]
     ('33554432', '67108864')
+    >>> pre_spawn["POCL_MAX_PTHREAD_COUNT"]
+    '1'
     >>> environ["XLA_FLAGS"].endswith("--xla_cpu_multi_thread_eigen=false")
     True
     """
     require("distributed", "dask_worker_environ")  # registers the nanny's configuration
     dask: Any = importlib.import_module("dask")  # untyped: called as Any
 
-    pre_spawn = {k: str(v) for k, v in dask.config.get(
-        "distributed.nanny.pre-spawn-environ", {}).items()}
+    key = "distributed.nanny.pre-spawn-environ"
+    configured = {k: str(v) for k, v in dask.config.get(key, {}).items()}
+    stock = {k: str(v) for k, v in dask.config.get(
+        key, {}, config=dask.config.merge(*dask.config.defaults)).items()}
+    nanny = dask.config.get("distributed.nanny.environ", {})
+    # as dask does, a variable of this process's environment wins over the configuration
+    pre_spawn = {k: os.environ.get(k, v) for k, v in configured.items()}
     for name, value in (("MALLOC_MMAP_THRESHOLD_", _MMAP_THRESHOLD),
-                        ("MALLOC_TRIM_THRESHOLD_", 2 * _MMAP_THRESHOLD)):
+                        ("MALLOC_TRIM_THRESHOLD_", 2 * _MMAP_THRESHOLD),
+                        ("POCL_MAX_PTHREAD_COUNT", max(1, threads))):
         # a value of this process's environment is the user's, unless it is dask's own
         # (a Nanny writes its pre-spawn variables into the environment of its parent)
         own = os.environ.get(name)
-        pre_spawn[name] = own if own is not None and own != pre_spawn.get(name) else str(value)
+        if own is not None and own not in (configured.get(name), stock.get(name)):
+            pre_spawn[name] = own
+        elif name in configured and configured[name] != stock.get(name):
+            pre_spawn[name] = configured[name]  # the user's dask configuration
+        elif name not in nanny:
+            pre_spawn[name] = str(value)
     if threads > 1:
         return pre_spawn, {}
     flags = os.environ.get("XLA_FLAGS", "").strip()
@@ -391,10 +414,11 @@ def _local_cluster(dist: Any, workers: int, gpus: int) -> Any:
 
     pre_spawn, environ = dask_worker_environ(max(1, default_workers() // workers))
     # dask takes a variable of this process's environment over its configuration: set both;
-    # the scheduler and nannies read the configuration as they start, workers get theirs
+    # the scheduler and nannies read the configuration as they start, workers get theirs.
+    # The nannies write the pre-spawn variables into this process's environment: restored
+    # after the start, so that this process's own pools (pocl's, torch's) keep their size
     with dask.config.set({"distributed.nanny.pre-spawn-environ": pre_spawn,
-                          **_worker_config()}), \
-            _environ({k: v for k, v in pre_spawn.items() if k.startswith("MALLOC_")}):
+                          **_worker_config()}), _environ(pre_spawn):
         return dist.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                  dashboard_address=":0",  # any free port
                                  scheduler_kwargs={"dashboard": False}, env=environ,
