@@ -187,6 +187,79 @@ def test_torch_implementations_take_uint16(name: str) -> None:
     assert float(np.abs(reference.astype(np.float64) - result.astype(np.float64)).max()) <= atol
 
 
+THRESHOLDS = ("threshold_otsu", "threshold_li", "threshold_triangle")
+FRAMEWORK_MARKS = {"torch": pytest.mark.requires("torch"), "jax": pytest.mark.requires("jax")}
+
+
+def _framework_cases(names: tuple[str, ...], frameworks: tuple[str, ...] = ("torch", "jax"),
+                     ) -> list[Any]:
+    return [pytest.param(name, fw, id=f"{name}-{fw}", marks=FRAMEWORK_MARKS.get(fw, []))
+            for name in names for fw in frameworks]
+
+
+@pytest.mark.parametrize(("name", "memory_type"), _framework_cases(
+    (*THRESHOLDS, "median", "remove_small_objects", "sobel")))
+def test_jax_and_torch_implementations_take_uint16(name: str, memory_type: str) -> None:
+    """uint16 stacks (torch 2.13 has no uint16 min, max or comparison; JAX without x64 has
+    no integer wider than int32): thresholds and medians equal the reference's, Sobel
+    within one float32 step of magnitudes up to ~370,000."""
+    op = OPERATIONS[name]
+    stack = _labels() if op.input == "labels" else _images("uint8").astype(np.uint16) * 257 + 3
+    options = variants_of(name)
+    reference = _on("numpy", options["numpy"], stack).astype(np.float64)
+    result = _on(memory_type, options[memory_type], stack.astype(np.uint16)).astype(np.float64)
+    rtol = 1e-7 if name == "sobel" else 0.0
+    assert result.shape == reference.shape
+    assert float(np.abs(reference - result).max()) <= rtol * float(reference.max())
+
+
+@pytest.mark.parametrize(("name", "memory_type"), _framework_cases(THRESHOLDS))
+def test_thresholds_equal_scikit_images_on_a_noisy_float_stack(name: str,
+                                                               memory_type: str) -> None:
+    """Values off the 1/255 lattice: the float histogram's edges and Li's iteration over the
+    pixels (not the histogram) still give scikit-image's threshold, so the same mask."""
+    rng = np.random.default_rng(0)
+    stack = (_images("float32") + rng.normal(0, 0.01, (2, 96, 96))).astype(np.float32)
+    options = variants_of(name)
+    reference = _on("numpy", options["numpy"], stack)
+    assert 0 < reference.mean() < 1
+    assert np.array_equal(_on(memory_type, options[memory_type], stack), reference)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+@pytest.mark.parametrize(("name", "memory_type"),
+                         _framework_cases(THRESHOLDS, ("numpy", "torch", "jax")))
+def test_a_constant_stack_has_no_pixel_above_its_threshold(name: str, memory_type: str,
+                                                           dtype: str) -> None:
+    """scikit-image's threshold of one value is that value: no pixel is above it."""
+    stack = np.full((2, 8, 8), 7, dtype)
+    mask = _on(memory_type, variants_of(name)[memory_type], stack)
+    assert mask.shape == stack.shape and not mask.any()
+
+
+@pytest.mark.parametrize(("name", "memory_type"), _framework_cases(("median",)))
+def test_a_median_of_an_odd_box_is_the_middle_value(name: str, memory_type: str) -> None:
+    """A 5x5 box holds 25 values: the median is one of them, equal to scipy.ndimage's
+    (torch's median of an even count would take the lower middle)."""
+    stack = _images("uint8")
+    options = variants_of(name)
+    reference = _on("numpy", options["numpy"], stack, radius=2)
+    assert np.array_equal(_on(memory_type, options[memory_type], stack, radius=2), reference)
+
+
+@pytest.mark.requires("torch")
+def test_the_torch_median_gathers_windows_a_band_of_rows_at_a_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With room for 5 rows of windows at once, a 96-row plane runs in 20 bands (the last
+    short) and gives the same median."""
+    from memtype.pipeline.catalog.implementations import torch as implementations
+
+    stack = _images("uint8")
+    monkeypatch.setattr(implementations, "_WINDOW_BYTES", 96 * 9 * 4 * 5)
+    reference = _on("numpy", variants_of("median")["numpy"], stack)
+    assert np.array_equal(_on("torch", implementations.tensor_median, stack), reference)
+
+
 def test_small_objects_are_removed_by_their_size_in_the_stack() -> None:
     labels = np.zeros((2, 8, 8), np.int32)
     labels[0, :2, :2] = 1            # 4 pixels

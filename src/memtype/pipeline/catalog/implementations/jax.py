@@ -192,7 +192,9 @@ def _jax_li_float(flat: Any) -> Any:
     while bool(abs(t_next - t_curr) > tolerance):
         t_curr = t_next
         foreground = flat > t_curr
-        mean_fore, mean_back = flat[foreground].mean(), flat[~foreground].mean()
+        # masked means: fixed shapes, compiled once (indexing would compile per size)
+        mean_fore = flat.mean(where=foreground)
+        mean_back = flat.mean(where=~foreground)
         if bool(mean_back == 0):
             break
         t_next = (mean_back - mean_fore) / (jnp.log(mean_back) - jnp.log(mean_fore))

@@ -12,6 +12,8 @@ __all__ = ["tensor_maximum", "tensor_minimum", "tensor_opening", "tensor_closing
            "tensor_median", "tensor_rescale_intensity", "tensor_remove_small_objects",
            "tensor_max_projection", "tensor_mean_projection", "tensor_sum_projection"]
 
+_WINDOW_BYTES = 1 << 26  # the median's windows gathered at once (a band of rows)
+
 
 def _work_dtype(stack: Any) -> Any:
     """The float dtype a torch filter computes in: float32, or float64 for wider inputs."""
@@ -217,7 +219,7 @@ def tensor_median(stack: Any, radius: int = 1) -> Any:
     size = 2 * radius + 1
     x = _planes(stack, radius).squeeze(1)
     height, width = stack.shape[1:]
-    band = max(1, (1 << 26) // max(1, width * size * size * x.element_size()))
+    band = max(1, _WINDOW_BYTES // max(1, width * size * size * x.element_size()))
     out = torch.empty(stack.shape, dtype=x.dtype, device=x.device)
     for z in range(x.shape[0]):
         for top in range(0, height, band):
