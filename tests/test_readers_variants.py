@@ -4,6 +4,7 @@ before the reader handled it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -12,14 +13,18 @@ import pytest
 from memtype.errors import StoreFormatError
 from memtype.pipeline.readers import ImageXpressReader, detect_layout, open_input
 from tests.readers_support import (
+    OME_ZARR,
     PATTERN,
+    PIXEL_UM,
     WRITERS,
+    Z_STEP_UM,
     _tif,
     htd_text,
     layout_params,
     metaxpress_description,
     write_imagexpress,
     write_ometiff,
+    write_omezarr,
 )
 
 pytestmark = pytest.mark.requires("tifffile")
@@ -270,3 +275,42 @@ def test_reading_a_plate_writes_nothing_into_it(name: str, tmp_path: Path) -> No
     reader.header(paths[0])
     reader.load_batch(paths)
     assert _snapshot(root) == before
+
+
+# -- OME-Zarr written by others -------------------------------------------------------------------
+def _iohub_transforms(root: Path) -> None:
+    """Rewrite every field's multiscales as iohub writes them: the datasets' transformation
+    ``identity``, the voxel size in the multiscale's own ``coordinateTransformations``
+    (czbiohub-sf/iohub, ``Position.set_transform("*", ...)``; its converter test
+    ``_check_scale_transform`` reads ``multiscales[0].coordinate_transformations[0]``)."""
+    for meta in [*root.glob("*/*/*/.zattrs"), *root.glob("*/*/*/zarr.json")]:
+        data = json.loads(meta.read_text())
+        attrs = data if meta.name == ".zattrs" else data["attributes"]["ome"]
+        multiscale = attrs["multiscales"][0]
+        multiscale["coordinateTransformations"] = [
+            {"type": "scale", "scale": [1.0, Z_STEP_UM, PIXEL_UM, PIXEL_UM]}]
+        for dataset in multiscale["datasets"]:
+            dataset["coordinateTransformations"] = [{"type": "identity"}]
+        meta.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("version", [pytest.param(v, marks=OME_ZARR) for v in ("0.4", "0.5")])
+def test_a_multiscale_level_scale_gives_the_pixel_size(version: str, tmp_path: Path) -> None:
+    """Before: only the datasets' scale was read, so an iohub plate had no pixel size."""
+    root = write_omezarr(tmp_path / "plate.zarr", version)
+    _iohub_transforms(root)
+    meta = open_input(root).metadata
+    assert meta.pixel_size_um == pytest.approx((PIXEL_UM, PIXEL_UM))
+    assert meta.z_step_um == pytest.approx(Z_STEP_UM)
+
+
+@pytest.mark.parametrize("version", [pytest.param(v, marks=OME_ZARR) for v in ("0.4", "0.5")])
+def test_dataset_and_multiscale_scales_multiply(version: str, tmp_path: Path) -> None:
+    root = write_omezarr(tmp_path / "plate.zarr", version)
+    for meta in [*root.glob("*/*/*/.zattrs"), *root.glob("*/*/*/zarr.json")]:
+        data = json.loads(meta.read_text())
+        attrs = data if meta.name == ".zattrs" else data["attributes"]["ome"]
+        attrs["multiscales"][0]["coordinateTransformations"] = [
+            {"type": "scale", "scale": [1.0, 1.0, 2.0, 2.0]}]
+        meta.write_text(json.dumps(data))
+    assert open_input(root).metadata.pixel_size_um == pytest.approx((2 * PIXEL_UM, 2 * PIXEL_UM))

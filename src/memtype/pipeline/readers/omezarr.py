@@ -219,15 +219,26 @@ def _read(array: Any, index: tuple[Any, ...], path: str, root: str) -> np.ndarra
 
 def _scale(meta: dict[str, Any], axes: list[str]) -> tuple[tuple[float, float] | None,
                                                            float | None]:
-    """The (y, x) pixel size and the z step in micrometres from the full level's scale."""
+    """The (y, x) pixel size and the z step in micrometres from the full level's scale: the
+    dataset's ``scale`` times the multiscale's own (NGFF 0.4: applied after the datasets';
+    iohub's ``Position.set_transform("*", ...)`` and its converters put the voxel size there,
+    the datasets' transformation being ``identity``)."""
     multiscale = meta.get("multiscales", [{}])[0]
-    scale = next((t["scale"] for t in multiscale.get("datasets", [{}])[0]
-                  .get("coordinateTransformations", []) if t.get("type") == "scale"), None)
-    if scale is None or len(scale) != len(axes):
+    scales = [_scale_of(multiscale.get("datasets", [{}])[0]), _scale_of(multiscale)]
+    if all(s is None for s in scales) or any(s is not None and len(s) != len(axes)
+                                             for s in scales):
         return None, None
+    scale = [float(a) * float(b) for a, b in zip(*(s or [1.0] * len(axes) for s in scales),
+                                                 strict=True)]
     units = {a if isinstance(a, str) else a.get("name"):
              _UM.get(str(a.get("unit", "micrometer")), 1.0) if isinstance(a, dict) else 1.0
              for a in multiscale.get("axes", [])}
     by = {a: float(s) * units.get(a, 1.0) for a, s in zip(axes, scale, strict=True)}
     size = (by["y"], by["x"]) if "y" in by and "x" in by else None
     return size, by.get("z")
+
+
+def _scale_of(node: dict[str, Any]) -> list[Any] | None:
+    """The ``scale`` among a node's ``coordinateTransformations``, if any."""
+    return next((list(t["scale"]) for t in node.get("coordinateTransformations", [])
+                 if t.get("type") == "scale" and "scale" in t), None)
