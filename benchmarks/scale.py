@@ -32,15 +32,19 @@ own (``--rounds``, alternating order). Time: per executor, one process runs the 
 two sizes see the same machine (it is shared: other jobs move wall times between processes
 by more than the 15% under test).
 Speed-up (issue 23, "scale out must pay"): on a plate of 24 wells x 4 sites x 2 channels x
-5 planes of 1024 x 1024, the demo pipeline inline, on 2 threads, on memtype's dask
-cluster (``DaskExecutor(workers=2)``: what ``executor="dask"`` starts) and on a stock
-``distributed.LocalCluster`` of 2 single-threaded worker processes (dask's own worker
-environment, for comparison), alternated in one process (``--speedup-rounds``, order
-reversed every other round; ``--speedup-executors`` picks which run beside inline).
-Reported: wall time, user and system CPU seconds of the main process and the workers with
-their children, cores busy (CPU / wall), each executor's speed-up over inline and its
-parallel efficiency, inline's CPU / (2 x the executor's wall) (per round and median), its
-CPU over inline's, and the serial parts of a run: before the groups (planning, the
+5 planes of 1024 x 1024, the demo pipeline inline, as one inline worker, on 2 threads, on
+memtype's dask cluster (``DaskExecutor(workers=2)``: what ``executor="dask"`` starts) and
+on a stock ``distributed.LocalCluster`` of 2 single-threaded worker processes (dask's own
+worker environment, for comparison), alternated (``--speedup-rounds``, order reversed
+every other round; ``--speedup-executors`` picks which run beside inline). Two baselines:
+the inline process (``inline``: a plain process, every framework free to use every core)
+and one inline worker (``inline-worker``: the same inline run in a helper process started
+with the environment of one of the cluster's dask workers, ``dask_worker_environ(1)``, so
+that every framework's pools are sized as in a worker before any is imported). Reported:
+wall time, user and system CPU seconds of the main process and the workers with their
+children, cores busy (CPU / wall); per baseline each executor's speed-up and its parallel
+efficiency, the baseline's CPU / (2 x the executor's wall) (per round and median), its CPU
+over the baseline's; and the serial parts of a run: before the groups (planning, the
 output's preparation), the tail (one worker idle while the other finishes) and after the
 groups (the plate's metadata, tables, report), with the groups each worker ran. What a
 user pays beyond that is reported apart and excluded from the ratios: the cluster's
@@ -50,10 +54,8 @@ every worker process pays it once, as the inline process does), run as a task on
 worker (the thread that runs its groups).
 
 Run: ``python benchmarks/scale.py [--rounds 1] [--time-rounds 2] [--wells 1 24 96]
-[--speedup-rounds 2] [--only-speedup] [--speedup-executors inline dask] [--inline-as-worker]``;
-writes ``benchmarks/results/scale.md`` and ``benchmarks/results/scale_speedup.md``
-(``scale_speedup_as_worker.md`` with ``--inline-as-worker``: inline runs with the environment
-of one dask worker, one thread per kernel, so the ratio is two workers over one).
+[--speedup-rounds 2] [--only-speedup] [--speedup-executors inline-worker dask]``;
+writes ``benchmarks/results/scale.md`` and ``benchmarks/results/scale_speedup.md``.
 """
 
 from __future__ import annotations
@@ -203,6 +205,10 @@ def _speedup(config: dict[str, Any]) -> dict[str, Any]:
     chosen = config["executors"]
     executors: dict[str, Any] = {"inline": "inline"}
     workers: dict[str, list[Any]] = {"inline": [], "threads": []}
+    if "inline-worker" in chosen:  # started before any cluster writes into our environment
+        t0 = time.perf_counter()
+        executors["inline-worker"] = _InlineWorker(config, _worker_environ())
+        setup["inline-worker: process start and first group"] = time.perf_counter() - t0
     if "threads" in chosen:
         executors["threads"] = ThreadExecutor(2)
     # the stock cluster first: a Nanny writes its environment into this process's (dask's
@@ -231,21 +237,93 @@ def _speedup(config: dict[str, Any]) -> dict[str, Any]:
     try:
         for r in range(config["rounds"]):
             for name in order if r % 2 == 0 else order[::-1]:
+                output = os.path.join(tmp, f"speedup-{r}-{len(runs)}")
+                timed = (executors[name].run(output) if name == "inline-worker" else
+                         _timed_run(pipeline, source, output, executors[name], workers[name]))
                 runs.append({"executor": name, "round": r, "workers": _workers_of(name),
-                             **_timed_run(pipeline, source,
-                                          os.path.join(tmp, f"speedup-{r}-{len(runs)}"),
-                                          executors[name], workers[name])})
+                             **timed})
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     finally:
         for ex in executors.values():
             if not isinstance(ex, str):
                 ex.close()
-    return {"runs": runs, "setup": setup, "opencl": opencl}
+    helper = executors.get("inline-worker")
+    return {"runs": runs, "setup": setup, "opencl": opencl,
+            "worker_environ": helper.environ if helper is not None else None}
 
 
 def _workers_of(name: str) -> int:
     """Cores an executor of the speed-up phase may keep busy: 1 inline, else 2 workers."""
-    return 1 if name == "inline" else 2
+    return 1 if name in _BASELINES else 2
+
+
+_BASELINES = {"inline": "inline process", "inline-worker": "one inline worker"}
+"""The speed-up's baselines: a plain process (every framework free to use every core), and
+a process with one dask worker's resources (:func:`_worker_environ` from its start)."""
+
+
+class _InlineWorker:
+    """The demo pipeline inline in a process of its own that runs with the environment of
+    one dask worker of ``DaskExecutor`` from its start (pools sized before any framework is
+    imported): warmed up, then one timed run per :meth:`run`, as ``--serve-inline``."""
+
+    def __init__(self, config: dict[str, Any], environ: dict[str, str]) -> None:
+        self.environ = environ
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve-inline", json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env={**os.environ, **environ})
+        self._answer()  # warmed up
+
+    def _answer(self) -> dict[str, Any]:
+        """The helper's next answer (a line of JSON after the marker; other lines pass)."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(_ANSWER):
+                answer: dict[str, Any] = json.loads(line[len(_ANSWER):])
+                return answer
+            sys.stderr.write(line)
+        raise RuntimeError(f"the inline worker ended ({self.proc.wait()})")
+
+    def run(self, output: str) -> dict[str, Any]:
+        """One timed run in the helper; ``others``: the CPU the rest of this process tree
+        (the other executors' idle clusters, this process) spent meanwhile."""
+        import psutil
+
+        assert self.proc.stdin is not None
+        every = _family([psutil.Process()])
+        every0 = _cpu(every)
+        self.proc.stdin.write(output + "\n")
+        self.proc.stdin.flush()
+        timed = self._answer()
+        every1 = _cpu(every)
+        return {**timed, "others": max(0.0, sum(every1) - sum(every0)
+                                       - timed["user"] - timed["system"])}
+
+    def close(self) -> None:
+        """End the helper (end of input)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+_ANSWER = "@scale-answer "
+
+
+def _serve_inline(config: dict[str, Any]) -> None:
+    """The inline worker's process: warm up, then one timed inline run per line of input
+    (the output folder), each answered on stdout."""
+    import torch  # noqa: F401  import order: torch before anything loading tensorflow
+
+    from memtype.pipeline.demo import demo_pipeline, opencl_available
+
+    opencl = opencl_available()
+    pipeline = demo_pipeline(opencl)
+    _warm_up(config["warmup"], config["tmp"], opencl)
+    print(_ANSWER + json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        timed = _timed_run(pipeline, config["input"], line.strip(), "inline", [])
+        print(_ANSWER + json.dumps(timed), flush=True)
 
 
 def _warm_up_workers(client: Any, warmup: str, tmp: str, opencl: bool) -> None:
@@ -386,64 +464,76 @@ def _speedup_plate(root: Path, args: argparse.Namespace) -> tuple[Path, Path]:
 
 
 def _speedup_table(out: dict[str, Any], args: argparse.Namespace) -> list[str]:
-    """Per executor: medians of wall and CPU, the speed-up over inline and the parallel
-    efficiency (inline CPU / (workers x wall)) per round."""
+    """Per executor: medians of wall and CPU; per baseline (inline process, one inline
+    worker) each other executor's speed-up, parallel efficiency (the baseline's CPU /
+    (workers x wall)) and CPU over the baseline's, per round; the serial parts."""
     runs = out["runs"]
     names = list(dict.fromkeys(r["executor"] for r in runs))
-    inline = {r["round"]: r for r in runs if r["executor"] == "inline"}
     lines = ["| executor | wall s | CPU s | user CPU s | system CPU s | cores busy | "
-             "speed-up over inline | per round | parallel efficiency | per round |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+             "before the groups s | tail s | after the groups s | groups per worker |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name in names:
         mine = [r for r in runs if r["executor"] == name]
-        ratios = [inline[r["round"]]["wall"] / r["wall"] for r in mine]
-        eff = [_cpu_of(inline[r["round"]]) / (r["workers"] * r["wall"]) for r in mine]
-        cpu = statistics.median(_cpu_of(r) for r in mine)
         lines.append(
-            f"| {name} | {_median_of(mine, 'wall'):.1f} | {cpu:.1f} "
+            f"| {name} | {_median_of(mine, 'wall'):.1f} "
+            f"| {statistics.median(_cpu_of(r) for r in mine):.1f} "
             f"| {_median_of(mine, 'user'):.1f} | {_median_of(mine, 'system'):.1f} "
             f"| {statistics.median(_cpu_of(r) / r['wall'] for r in mine):.2f} "
-            f"| {statistics.median(ratios):.2f}x | {', '.join(f'{x:.2f}' for x in ratios)} "
-            + (f"| {statistics.median(eff):.2f} | {', '.join(f'{x:.2f}' for x in eff)} |"
-               if name != "inline" else "| - | - |"))
-    lines += ["", "| executor | CPU / inline's CPU | before the groups s | tail s | "
-              "after the groups s | groups per worker |", "|---|---:|---:|---:|---:|---|"]
-    for name in names:
-        mine = [r for r in runs if r["executor"] == name]
-        extra = statistics.median(_cpu_of(r) / _cpu_of(inline[r["round"]]) for r in mine)
-        lines.append(
-            f"| {name} | {extra:.2f} "
             f"| {_median_of(mine, 'before_groups'):.2f} | {_median_of(mine, 'tail'):.2f} "
             f"| {_median_of(mine, 'after_groups'):.2f} "
             f"| {'; '.join(', '.join(map(str, r['groups_per_worker'])) for r in mine)} |")
+    lines += ["", "| executor | baseline | speed-up | per round | parallel efficiency | "
+              "per round | CPU / baseline's CPU |", "|---|---|---:|---|---:|---|---:|"]
+    for base in [b for b in _BASELINES if b in names]:
+        by_round = {r["round"]: r for r in runs if r["executor"] == base}
+        for name in [n for n in names if n not in _BASELINES]:
+            mine = [r for r in runs if r["executor"] == name]
+            ratios = [by_round[r["round"]]["wall"] / r["wall"] for r in mine]
+            eff = [_cpu_of(by_round[r["round"]]) / (r["workers"] * r["wall"]) for r in mine]
+            extra = [_cpu_of(r) / _cpu_of(by_round[r["round"]]) for r in mine]
+            lines.append(
+                f"| {name} | {_BASELINES[base]} ({base}) | {statistics.median(ratios):.2f}x "
+                f"| {', '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(eff):.2f} "
+                f"| {', '.join(f'{x:.2f}' for x in eff)} | {statistics.median(extra):.2f} |")
+    return lines + ["", _speedup_notes(out, args, names)]
+
+
+def _speedup_notes(out: dict[str, Any], args: argparse.Namespace, names: list[str]) -> str:
+    """What the speed-up tables' columns mean, the plate, the load, the excluded set-up."""
+    runs = out["runs"]
     loads = [r["load"] for r in runs]
-    mine = [r for r in runs if r["executor"] == "inline"]
-    main_thread = statistics.median(r["main_thread"] for r in mine)
+    threads = {b: statistics.median(r["main_thread"] for r in runs if r["executor"] == b)
+               for b in _BASELINES if b in names}
+    cpus = {b: statistics.median(_cpu_of(r) for r in runs if r["executor"] == b)
+            for b in threads}
     others = "; ".join(f"{n} {_median_of([r for r in runs if r['executor'] == n], 'others'):.1f} s"
                        for n in names)
-    lines += ["", f"Plate: {args.speedup_wells} wells x 4 sites x 2 channels x 5 planes of "
-              f"{args.speedup_size} x {args.speedup_size} uint16; {args.speedup_rounds} "
-              f"alternating rounds; 1-minute load average {min(loads):.1f} to "
-              f"{max(loads):.1f} during the runs. CPU: user + system seconds of the main "
-              "process and the executor's workers with their children. Cores busy: CPU / "
-              "wall. Parallel efficiency: the inline run's CPU seconds of the same round / "
-              "(2 workers x wall): 1.00 is 2 cores doing inline's work and nothing else for "
-              "the whole run. It falls below 1 by the CPU an executor spends over inline's "
-              "(CPU / inline's CPU, in the second table: on a loaded machine this ratio still "
-              "holds) and by the share of 2 cores its workers did not get (cores busy below "
-              "2: other jobs, a worker idle in the tail, serial work). Before the groups: from the "
-              "call to the first group handed to the executor (planning, the output's "
-              "preparation; in the driver, serial). Tail: from the first worker's last group "
-              "to the last group (a worker idle while the other works). After the groups: "
-              "from the last group to the end of the run (the plate's metadata, the tables, "
-              "the report; serial). Inline ran "
-              f"{main_thread:.1f} s of its {statistics.median(_cpu_of(r) for r in mine):.1f} "
-              "CPU s on the main thread (the rest: kernel threads of torch, XLA and the "
-              "OpenCL driver). CPU of the other executors' idle clusters during each run "
-              f"(not in the table): {others}. Excluded from the times (paid once per "
-              "process or cluster): "
-              + "; ".join(f"{k} {v:.1f} s" for k, v in out["setup"].items()) + "."]
-    return lines
+    return (
+        f"Plate: {args.speedup_wells} wells x 4 sites x 2 channels x 5 planes of "
+        f"{args.speedup_size} x {args.speedup_size} uint16; {args.speedup_rounds} alternating "
+        f"rounds; 1-minute load average {min(loads):.1f} to {max(loads):.1f} during the runs. "
+        "Baselines: inline process (`inline`: a plain process, every framework free to use "
+        "every core) and one inline worker (`inline-worker`: the same inline run in a process "
+        "started with the environment of one dask worker of memtype's cluster, "
+        f"{out.get('worker_environ') or '(not run)'}: what each of the 2 workers has). "
+        "CPU: user + system seconds of the main process and the executor's workers with "
+        "their children. Cores busy: CPU / wall. Parallel efficiency: the baseline's CPU "
+        "seconds of the same round / (2 workers x wall): 1.00 is 2 cores doing the baseline's "
+        "work and nothing else for the whole run. It falls below 1 by the CPU an executor "
+        "spends over the baseline's (CPU / baseline's CPU: on a loaded machine this ratio "
+        "still holds) and by the share of 2 cores its workers did not get (cores busy below "
+        "2: other jobs, a worker idle in the tail, serial work). A speed-up over a baseline "
+        "that keeps more than one core busy is bounded by 2 / its cores busy. Before the "
+        "groups: from the call to the first group handed to the executor (planning, the "
+        "output's preparation; in the driver, serial). Tail: from the first worker's last "
+        "group to the last group (a worker idle while the other works). After the groups: "
+        "from the last group to the end of the run (the plate's metadata, the tables, the "
+        "report; serial). Main thread's share of the CPU: "
+        + "; ".join(f"{b} {threads[b]:.1f} of {cpus[b]:.1f} s" for b in threads)
+        + " (the rest: kernel threads of torch, XLA and the OpenCL driver). CPU of the other "
+        f"executors' idle clusters during each run (not in the table): {others}. Excluded "
+        "from the times (paid once per process or cluster): "
+        + "; ".join(f"{k} {v:.1f} s" for k, v in out["setup"].items()) + ".")
 
 
 def _cpu_of(run: dict[str, Any]) -> float:
@@ -556,6 +646,7 @@ def _scale_phases(root: Path, dirs: dict[int, Path], sizes: list[int],
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-inline", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--wells", type=int, nargs="+", default=[1, 24, 96])
     parser.add_argument("--executors", nargs="+", default=["inline", "dask"])
     parser.add_argument("--rounds", type=int, default=1, help="memory rounds (fresh processes)")
@@ -568,20 +659,23 @@ def main() -> None:
                         help="alternating rounds of inline, threads and dask (0: skip)")
     parser.add_argument("--speedup-wells", type=int, default=24)
     parser.add_argument("--speedup-executors", nargs="+",
-                        choices=["inline", "threads", "stock", "dask"],
-                        default=["threads", "stock", "dask"],
-                        help="besides inline, which always runs: threads, stock (a stock "
-                        "LocalCluster), dask (memtype's cluster); e.g. inline dask")
+                        choices=["inline", "inline-worker", "threads", "stock", "dask"],
+                        default=["inline-worker", "threads", "stock", "dask"],
+                        help="besides inline, which always runs: inline-worker (inline in a "
+                        "process with one dask worker's environment: the second baseline), "
+                        "threads, stock (a stock LocalCluster), dask (memtype's cluster); "
+                        "e.g. inline-worker dask")
     parser.add_argument("--speedup-size", type=int, default=1024)
+    parser.add_argument("--results", type=Path, default=OUT,
+                        help="folder of the result files (default: benchmarks/results)")
     parser.add_argument("--only-speedup", action="store_true",
                         help="skip the memory and time phases")
-    parser.add_argument("--inline-as-worker", action="store_true",
-                        help="run the speed-up phase with a dask worker's environment (one "
-                        "thread per kernel: OpenMP/BLAS, XLA; the worker's malloc settings), so "
-                        "that inline is one worker like each of the cluster's")
     args = parser.parse_args()
     if args.child is not None:
         print(json.dumps(_child(json.loads(args.child))))
+        return
+    if args.serve_inline is not None:
+        _serve_inline(json.loads(args.serve_inline))
         return
     started = time.perf_counter()
     sizes = sorted(set(args.wells))
@@ -598,9 +692,6 @@ def main() -> None:
             t0 = time.perf_counter()
             full, first = _speedup_plate(root, args)
             print(f"speed-up plate written in {time.perf_counter() - t0:.1f} s", flush=True)
-            if args.inline_as_worker:
-                args.worker_environ = _worker_environ()  # before it joins this environment
-                os.environ.update(args.worker_environ)
             run_tmp = root / "speedup-runs"
             run_tmp.mkdir()
             speedup = _run_child({"mode": "speedup", "input": str(full), "warmup": str(first),
@@ -613,7 +704,7 @@ def main() -> None:
             f"end {load}), Python {platform.python_version()}; {datetime.date.today()}; "
             f"median step on {'pyclesperanto' if opencl else 'scipy'}. Whole run "
             f"{time.perf_counter() - started:.0f} s.")
-    OUT.mkdir(exist_ok=True)
+    args.results.mkdir(exist_ok=True)
     if results:
         small, large = sizes[-2:] if len(sizes) > 1 else (sizes[0], sizes[0])
         results = {k: results[k]
@@ -626,20 +717,20 @@ def main() -> None:
             *_memory_table(results), "",
             f"Time per group ({small} and {large} wells alternated in one process, "
             f"{args.time_rounds} rounds, medians):", "",
-            *(_time_table(alternated, small, large) if alternated else ["(not run)"])])
+            *(_time_table(alternated, small, large) if alternated else ["(not run)"])],
+            args.results)
     if speedup is not None:
-        as_worker = ("" if not args.inline_as_worker else
-                     f"Inline ran as one worker: {args.worker_environ} in its environment "
-                     "(what each dask worker of the cluster runs with).")
-        _write("scale_speedup_as_worker.md" if args.inline_as_worker else "scale_speedup.md", [
-            "# Scale out: speed-up over one inline "
-            f"{'worker' if args.inline_as_worker else 'process'} (benchmarks/scale.py)", "",
-            head, "", *([as_worker, ""] if as_worker else []), *_speedup_table(speedup, args)])
+        _write("scale_speedup.md", [
+            "# Scale out: speed-up over an inline process and one inline worker "
+            "(benchmarks/scale.py)", "",
+            f"<!-- python benchmarks/scale.py {' '.join(sys.argv[1:])} -->", "", head, "",
+            *_speedup_table(speedup, args)], args.results)
 
 
 def _worker_environ() -> dict[str, str]:
     """The environment a dask worker of ``DaskExecutor`` runs groups in: one thread per
-    kernel (dask's OpenMP/BLAS limits, XLA single-threaded) and its malloc settings."""
+    kernel (dask's OpenMP/BLAS limits, pocl's pool, XLA single-threaded) and its malloc
+    settings."""
     import dask
 
     from memtype.pipeline.executors import dask_worker_environ
@@ -650,10 +741,10 @@ def _worker_environ() -> dict[str, str]:
             **pre_spawn, **environ}
 
 
-def _write(name: str, lines: list[str]) -> None:
+def _write(name: str, lines: list[str], folder: Path) -> None:
     """Write a result file and print it."""
     text = "\n".join(lines)
-    (OUT / name).write_text(text + "\n", encoding="utf-8")
+    (folder / name).write_text(text + "\n", encoding="utf-8")
     print(text)
 
 
