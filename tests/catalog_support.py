@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from memtype.pipeline.catalog import Entry
+from memtype.pipeline.catalog.declarations import CUPY, mirrored
 
 __all__ = ["arguments_for", "sample_stack", "ARGUMENTS", "SLOW", "SMALL_ARGUMENTS", "BINARY"]
 
@@ -42,10 +43,11 @@ def _coins() -> np.ndarray[Any, Any]:
 def sample_stack(entry: Entry) -> Any:
     """A small real stack for ``entry``: labels for label functions, else the coins crops."""
     image = _coins()
-    if entry.name in SLOW:  # a tiny edge image: these are cubic in the number of pixels
+    name = mirrored(entry.name)  # a cucim entry is sampled as the scikit-image one it mirrors
+    if name in SLOW:  # a tiny edge image: these are cubic in the number of pixels
         image = np.zeros((2, 10, 10), np.uint8)
         image[:, 3:7, 3] = image[:, 3:7, 6] = 1
-    if entry.name in BINARY:
+    if name in BINARY:
         image = image > 100
     if "label" in entry.function and "labeling" not in entry.function:
         from skimage.measure import label
@@ -55,6 +57,10 @@ def sample_stack(entry: Entry) -> Any:
         import pyclesperanto as cle
 
         return cle.push(image)
+    if entry.memory_type == CUPY:
+        import cupy
+
+        return cupy.asarray(image)
     return image.copy()
 
 
@@ -74,4 +80,10 @@ def arguments_for(entry: Entry) -> dict[str, Any]:
                       if k in ("kernel", "weights") and np.ndim(v) == 3})
     if entry.function.endswith("1d") and "weights" in found:
         found["weights"] = np.ones(3) / 3
-    return {**found, **SMALL_ARGUMENTS.get(entry.name, {})}
+    found = {**found, **SMALL_ARGUMENTS.get(mirrored(entry.name), {})}
+    if entry.memory_type == CUPY:  # cucim takes its kernels and coordinates as CuPy arrays
+        import cupy
+
+        found = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v
+                 for k, v in found.items()}
+    return found

@@ -51,10 +51,10 @@ TOYDEV = Framework(
 # What a test may be skipped for. Nothing else skips: a test that fails is a failure, and
 # a case that cannot run here is listed as a skip naming what is absent (tests.frameworks).
 ALL_EXTRAS_ENV = "MEMTYPE_TEST_ALL_EXTRAS"
-# Modules that memtype[test] does not install (`make test` has every other one): cupy and
-# pynvml (nvidia-ml-py) are GPU extras; pandas is only an optional side-output type; pywt
+# Modules that memtype[test] does not install (`make test` has every other one): cupy,
+# cucim and pynvml (nvidia-ml-py) are GPU extras; pandas is only an optional side-output type; pywt
 # (PyWavelets) is scikit-image's optional dependency of two catalog entries (wavelet denoising).
-NOT_IN_ALL_EXTRAS = frozenset({"cupy", "pynvml", "pandas", "pywt"})
+NOT_IN_ALL_EXTRAS = frozenset({"cupy", "cucim", "pynvml", "pandas", "pywt"})
 _ALLOWED_SKIP = pytest.StashKey[str]()
 
 

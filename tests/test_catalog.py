@@ -20,10 +20,13 @@ from tests.pipeline_support import read_csv, write_plate
 
 
 def _marks(entry: catalog.Entry) -> list[pytest.MarkDecorator]:
-    """What an entry needs here: its library (and an OpenCL device), an optional module."""
+    """What an entry needs here: its library (and an OpenCL device or a CUDA GPU), an
+    optional module."""
     marks = [pytest.mark.requires(entry.library)]
     if entry.memory_type == "pyclesperanto":
         marks.append(pytest.mark.opencl)
+    if entry.memory_type == "cupy":  # cucim.skimage: CuPy kernels need a CUDA GPU
+        marks += [pytest.mark.requires("cupy"), pytest.mark.gpu]
     if entry.needs:
         marks.append(pytest.mark.requires(entry.needs))
     return marks

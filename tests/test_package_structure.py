@@ -398,7 +398,7 @@ _NAMED_OUTSIDE = {
     "pipeline/runner.py": {"numpy"}, "pipeline/tables.py": {"numpy"},
     "storage/_formats.py": {"numpy"}, "storage/memory.py": {"numpy"},
     # the function catalog's table names the memory types of the libraries it covers
-    "pipeline/catalog/declarations.py": {"numpy", "pyclesperanto"},
+    "pipeline/catalog/declarations.py": {"numpy", "pyclesperanto", "cupy"},
 }
 
 

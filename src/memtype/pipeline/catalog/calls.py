@@ -17,6 +17,7 @@ import numpy as np
 
 from memtype import DtypeConversion
 from memtype.errors import InvalidArgumentError
+from memtype.pipeline.catalog.declarations import HOST
 from memtype.pipeline.catalog.entry import Entry, get
 
 __all__ = ["catalog_function", "CALL_OPTIONS"]
@@ -81,8 +82,24 @@ def _region_row(region: Any) -> Row:
     return row
 
 
+def _on_host(value: Any) -> Any:
+    """A side result with its arrays as NumPy (a CuPy array refuses ``np.asarray``); a
+    dict's columns and a tuple's items each, regionprops objects as they are."""
+    if isinstance(value, Mapping):
+        return {k: _on_host(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_on_host(v) for v in value)
+    if isinstance(value, np.ndarray) or not hasattr(value, "shape"):
+        return value
+    from memtype import convert
+
+    return convert(value, HOST)
+
+
 def _side_rows(entry: Entry, value: Any, ndim: int) -> list[Row]:
     """A side output's rows, by the entry's output kind."""
+    if entry.memory_type != HOST:
+        value = _on_host(value)
     if entry.output == "scalar":
         return [{"value": _plain(value)}]
     if entry.output == "coordinates":

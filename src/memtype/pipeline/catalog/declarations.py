@@ -8,12 +8,14 @@ down once. Nothing here imports an image library.
 
 from __future__ import annotations
 
-# The memory types catalog functions run in: the host, and pyclesperanto (a library the
-# catalog covers, whose module is also its framework's name).
+# The memory types catalog functions run in: the host, pyclesperanto (a library the
+# catalog covers, whose module is also its framework's name) and CuPy (cucim.skimage).
 HOST = "numpy"
 CLE = "pyclesperanto"
+CUPY = "cupy"
 
-__all__ = ["HOST", "CLE", "MODULES", "IMAGE_PARAMETERS", "OUTPUT", "DIMENSIONS", "EXCLUDED",
+__all__ = ["HOST", "CLE", "CUPY", "MODULES", "CUCIM_MODULES", "CUCIM_DISTRIBUTIONS",
+           "INSTALL_HINTS", "mirrored", "IMAGE_PARAMETERS", "OUTPUT", "DIMENSIONS", "EXCLUDED",
            "CLE_OUTPUT",
            "CLE_KINDS", "VOLUME_ONLY_CATEGORIES", "TWO_IMAGE_PARAMETERS",
            "SECOND_IMAGE_ARGUMENTS", "REQUIRED_ARGUMENTS", "NEEDS", "CLE_MAP_SUFFIX"]
@@ -31,6 +33,36 @@ MODULES: tuple[tuple[str, str, str], ...] = (
     ("scipy.ndimage", "scipy.ndimage", HOST),
     (CLE, CLE, CLE),
 )
+
+# cucim.skimage (RAPIDS): scikit-image's API on CuPy arrays (an NVIDIA GPU). Generated into
+# its own data file (``python -m memtype.pipeline.catalog.generate --cucim``) wherever cucim
+# imports -- it imports without a GPU; its kernels need one -- so machines without cucim
+# list these entries (as not installed) and a GPU machine runs them.
+CUCIM_MODULES: tuple[tuple[str, str, str], ...] = tuple(
+    (f"cucim.skimage.{m}", f"cucim.skimage.{m}", CUPY)
+    for m in ("filters", "morphology", "measure", "segmentation", "exposure", "transform",
+              "restoration", "feature"))
+# cucim's distributions, one per CUDA major version (the first installed one is recorded).
+CUCIM_DISTRIBUTIONS = ("cucim-cu12", "cucim-cu13")
+_MIRROR = ("cucim.skimage.", "skimage.")
+
+
+def mirrored(name: str) -> str:
+    """The scikit-image function a cucim entry mirrors (``cucim.skimage.filters.gaussian``
+    -> ``skimage.filters.gaussian``); any other name unchanged. Every declaration below made
+    for a scikit-image function holds for its cucim mirror unless the cucim name has its own."""
+    cucim, skimage = _MIRROR
+    return skimage + name[len(cucim):] if name.startswith(cucim) else name
+
+
+# How to install each library the catalog covers (``memtype functions`` says it for the
+# entries of a library that is not installed).
+INSTALL_HINTS: dict[str, str] = {
+    "skimage": "pip install scikit-image",
+    "scipy": "pip install scipy",
+    CLE: "pip install 'memtype[cle]'",
+    "cucim": "pip install 'memtype[cucim]' (an NVIDIA GPU with CUDA 12)",
+}
 
 # First-parameter names that mean "an image" (a function whose first parameter is named
 # otherwise is left out, with the reason "first argument is not an image").
@@ -121,6 +153,10 @@ OUTPUT: dict[str, str] = {
     "skimage.feature.haar_like_feature": "table",
     "skimage.feature.corner_orientations": "table",
     "skimage.feature.corner_subpix": "coordinates",
+    # cucim keeps the binary morphology scikit-image 0.26 removed, without docstrings: the
+    # result is a bool mask (cucim.skimage.morphology.binary, 26.10)
+    **{f"cucim.skimage.morphology.binary_{op}": "mask"
+       for op in ("erosion", "dilation", "opening", "closing")},
 }
 
 # pyclesperanto output kinds by name: functions without a category that are image

@@ -1,8 +1,9 @@
 """Catalog entries: what each library function is, read from the generated data file.
 
-Reading the catalog imports no image library: the entries come from ``entries.json``
-(written by :mod:`memtype.pipeline.catalog.generate` from the libraries' signatures and
-:mod:`~memtype.pipeline.catalog.declarations`); a function is imported on first use.
+Reading the catalog imports no image library: the entries come from ``entries.json`` and
+``cucim_entries.json`` (written by :mod:`memtype.pipeline.catalog.generate` from the
+libraries' signatures and :mod:`~memtype.pipeline.catalog.declarations`); a function is
+imported on first use.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from memtype.errors import InvalidArgumentError
 __all__ = ["Entry", "Exclusion", "OUTPUT_KINDS", "entries", "excluded", "get", "search", "versions"]
 
 DATA_FILE = os.path.join(os.path.dirname(__file__), "entries.json")
+# cucim.skimage's entries (memory type cupy), generated where cucim imports
+CUCIM_DATA_FILE = os.path.join(os.path.dirname(__file__), "cucim_entries.json")
 OUTPUT_KINDS = ("image", "labels", "mask", "scalar", "coordinates", "table")
 # Kinds whose result replaces the stack; the others are side outputs (the stack passes on).
 STACK_KINDS = frozenset({"image", "labels", "mask"})
@@ -34,7 +37,8 @@ class Entry:
     module, function : str
         Where the function is imported from, on first use.
     memory_type : str
-        The framework it runs in (``"numpy"``, ``"pyclesperanto"``).
+        The framework it runs in (``"numpy"``, ``"pyclesperanto"``, ``"cupy"`` for
+        cucim.skimage).
     dimensions : str
         ``"2d"`` (runs per slice), ``"nd"`` (per slice or as one volume) or ``"3d"`` (the
         stack as one volume: a projection).
@@ -67,13 +71,26 @@ class Entry:
 
     @property
     def library(self) -> str:
-        """The top-level package: ``skimage``, ``scipy`` or ``pyclesperanto``."""
+        """The top-level package: ``skimage``, ``scipy``, ``pyclesperanto`` or ``cucim``."""
         return self.module.split(".")[0]
+
+    @property
+    def installed(self) -> bool:
+        """Its library is installed (found without importing it)."""
+        return _installed(self.library)
 
     @property
     def side_output(self) -> bool:
         """True when the result is a table beside the stack, not the stack."""
         return self.output not in STACK_KINDS
+
+
+@functools.cache
+def _installed(library: str) -> bool:
+    """``library`` can be imported here (``find_spec`` of a top-level name imports nothing)."""
+    import importlib.util
+
+    return importlib.util.find_spec(library) is not None
 
 
 @dataclass(frozen=True)
@@ -84,12 +101,20 @@ class Exclusion:
     reason: str
 
 
-@functools.cache
-def _data() -> dict[str, Any]:
-    """The parsed data file."""
-    with open(DATA_FILE, encoding="utf-8") as f:
+def _read(path: str) -> dict[str, Any]:
+    """One parsed data file."""
+    with open(path, encoding="utf-8") as f:
         data: dict[str, Any] = json.load(f)
     return data
+
+
+@functools.cache
+def _data() -> dict[str, Any]:
+    """The data files as one: versions, entries and exclusions of every library."""
+    parts = [_read(DATA_FILE), _read(CUCIM_DATA_FILE)]
+    return {"versions": {k: v for p in parts for k, v in p["versions"].items()},
+            "entries": [r for p in parts for r in p["entries"]],
+            "excluded": [r for p in parts for r in p["excluded"]]}
 
 
 @functools.cache

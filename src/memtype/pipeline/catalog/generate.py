@@ -1,10 +1,13 @@
-"""Regenerate the catalog's data file from the installed libraries.
+"""Regenerate the catalog's data files from the installed libraries.
 
 ``python -m memtype.pipeline.catalog.generate`` imports every module of
 :data:`~memtype.pipeline.catalog.declarations.MODULES`, reads each public function's
 signature, numpydoc ``Returns`` section and (pyclesperanto) ``categories``, applies the
-declarations and writes ``entries.json`` beside this module. Only this script imports the
-libraries; the catalog itself reads the JSON.
+declarations and writes ``entries.json`` beside this module. With ``--cucim`` it reads
+:data:`~memtype.pipeline.catalog.declarations.CUCIM_MODULES` the same way (cucim imports
+without a GPU) into ``cucim_entries.json``: memory type ``cupy``, the scikit-image
+declarations applied to each function's mirror, and every scikit-image entry cucim lacks
+listed as left out. Only this script imports the libraries; the catalog reads the JSON.
 """
 
 from __future__ import annotations
@@ -15,16 +18,19 @@ import inspect
 import json
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memtype.pipeline.catalog import declarations as decl
 
-__all__ = ["generate", "DATA_FILE"]
+__all__ = ["generate", "generate_cucim", "DATA_FILE", "CUCIM_DATA_FILE"]
 
 DATA_FILE = Path(__file__).with_name("entries.json")
+CUCIM_DATA_FILE = Path(__file__).with_name("cucim_entries.json")
 _SECTION = re.compile(r"^\s*([A-Z][A-Za-z ]+)\n\s*-{3,}\s*$", re.M)
 _KINDS = ("image", "labels", "mask", "scalar", "coordinates", "table")
+T = TypeVar("T")
 
 
 def _section(doc: str, title: str) -> str:
@@ -101,6 +107,12 @@ def _cle_kind(func: Any) -> str:
     return "image"
 
 
+def _declared(table: Mapping[str, T], name: str) -> T | None:
+    """A declaration made for ``name``, else for the scikit-image function it mirrors."""
+    found = table.get(name)
+    return table.get(decl.mirrored(name)) if found is None else found
+
+
 def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict[str, Any]:
     """One entry, or one exclusion (``{"name", "excluded": reason}``)."""
     name = f"{prefix}.{short}"
@@ -109,8 +121,9 @@ def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict
     except (TypeError, ValueError):
         return {"name": name, "excluded": "no Python signature"}
     first = next(iter(sig.parameters), "")
-    if name in decl.EXCLUDED:
-        return {"name": name, "excluded": decl.EXCLUDED[name]}
+    reason = _declared(decl.EXCLUDED, name)
+    if reason is not None:
+        return {"name": name, "excluded": reason}
     if first in decl.TWO_IMAGE_PARAMETERS:
         return {"name": name, "excluded": "combines two images (a step has one image "
                                           "input: use a FunctionStep)"}
@@ -130,12 +143,12 @@ def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict
     else:
         if _rgb_only(first_type):
             return {"name": name, "excluded": "colour (RGB) images only"}
-        kind = decl.OUTPUT.get(name) or _output_kind(doc, short)
-        dims = decl.DIMENSIONS.get(name) or _dimensions(first_type)
+        kind = _declared(decl.OUTPUT, name) or _output_kind(doc, short)
+        dims = _declared(decl.DIMENSIONS, name) or _dimensions(first_type)
     if kind == "several":
         return {"name": name, "excluded": "returns several results (a tuple or list)"}
     required, keywords, var_kw = _parameters(sig)
-    required += [r for r in decl.REQUIRED_ARGUMENTS.get(name, ()) if r not in required]
+    required += [r for r in _declared(decl.REQUIRED_ARGUMENTS, name) or () if r not in required]
     if memory == decl.CLE:
         keywords = [k for k in keywords if k not in ("output_image", "device")]
         required = [k for k in required if k not in ("output_image", "device")]
@@ -147,7 +160,7 @@ def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict
     return {"name": name, "module": module, "function": short, "memory_type": memory,
             "dimensions": dims, "output": kind, "required": required, "keywords": keywords,
             "var_keywords": var_kw, "summary": summary[:100],
-            "needs": decl.NEEDS.get(name, "")}
+            "needs": _declared(decl.NEEDS, name) or ""}
 
 
 def _module_entries(prefix: str, module: str, memory: str) -> list[dict[str, Any]]:
@@ -172,22 +185,60 @@ def _version(dist: str) -> str:
     return importlib.metadata.version(dist)
 
 
-def generate() -> dict[str, Any]:
-    """The catalog's data: library versions, entries and exclusions."""
+def _rows(modules: tuple[tuple[str, str, str], ...]) -> list[dict[str, Any]]:
+    """Every public function of ``modules`` as an entry or an exclusion."""
     rows: list[dict[str, Any]] = []
-    for prefix, module, memory in decl.MODULES:
+    for prefix, module, memory in modules:
         rows.extend(_module_entries(prefix, module, memory))
-    return {"versions": {d: _version(d) for d in ("scikit-image", "scipy", decl.CLE)},
+    return rows
+
+
+def _split(versions: dict[str, str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The data file's layout: versions, entries, exclusions."""
+    return {"versions": versions,
             "entries": [r for r in rows if "excluded" not in r],
             "excluded": [r for r in rows if "excluded" in r]}
 
 
-def main() -> int:
-    """Write entries.json and say how many entries and exclusions it holds."""
-    data = generate()
-    DATA_FILE.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
+def generate() -> dict[str, Any]:
+    """The catalog's data: library versions, entries and exclusions."""
+    return _split({d: _version(d) for d in ("scikit-image", "scipy", decl.CLE)},
+                  _rows(decl.MODULES))
+
+
+def _cucim_version() -> dict[str, str]:
+    """The installed cucim distribution and its version."""
+    for dist in decl.CUCIM_DISTRIBUTIONS:
+        try:
+            return {dist: _version(dist)}
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    raise importlib.metadata.PackageNotFoundError(
+        f"none of {', '.join(decl.CUCIM_DISTRIBUTIONS)} is installed")
+
+
+def generate_cucim() -> dict[str, Any]:
+    """The cucim.skimage part of the catalog: its entries (memory type ``cupy``), its
+    exclusions, and each scikit-image entry without a cucim counterpart, left out."""
+    rows = _rows(decl.CUCIM_MODULES)
+    have = {r["name"] for r in rows}
+    version = next(iter(_cucim_version().values()))
+    host = json.loads(DATA_FILE.read_text())["entries"]
+    lacking = sorted(f"cucim.{e['name']}" for e in host if e["name"].startswith("skimage.")
+                     and f"cucim.{e['name']}" not in have)
+    rows += [{"name": name, "excluded": f"not in cucim.skimage {version} (scikit-image "
+                                        f"only: use {decl.mirrored(name)})"}
+             for name in lacking]
+    return _split(_cucim_version(), rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write entries.json (``--cucim``: cucim_entries.json) and say what it holds."""
+    cucim = "--cucim" in (sys.argv[1:] if argv is None else argv)
+    data, target = (generate_cucim(), CUCIM_DATA_FILE) if cucim else (generate(), DATA_FILE)
+    target.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
     sys.stdout.write(f"{len(data['entries'])} entries, {len(data['excluded'])} left out -> "
-                     f"{DATA_FILE}\n")
+                     f"{target}\n")
     return 0
 
 

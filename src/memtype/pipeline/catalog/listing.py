@@ -7,17 +7,26 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from memtype.pipeline.catalog.declarations import INSTALL_HINTS
 from memtype.pipeline.catalog.entry import OUTPUT_KINDS, Entry, entries, excluded, search
 
-__all__ = ["add_functions_command", "rows", "HEADER"]
+__all__ = ["add_functions_command", "rows", "not_installed", "HEADER"]
 
 HEADER = ("function", "framework", "dimensions", "output", "required arguments")
 
 
 def rows(found: list[Entry]) -> list[tuple[str, str, str, str, str]]:
-    """The table's rows for ``found``."""
-    return [(e.name, e.memory_type, e.dimensions, e.output, ", ".join(e.required) or "-")
-            for e in found]
+    """The table's rows for ``found`` (the framework of an entry whose library is not
+    installed says so)."""
+    return [(e.name, e.memory_type if e.installed else f"{e.memory_type} (not installed)",
+             e.dimensions, e.output, ", ".join(e.required) or "-") for e in found]
+
+
+def not_installed(found: list[Entry]) -> list[str]:
+    """One line per library of ``found`` that is not installed: how to install it."""
+    libraries = sorted({e.library for e in found if not e.installed})
+    return [f"{library}: not installed; {INSTALL_HINTS.get(library, f'pip install {library}')}"
+            for library in libraries]
 
 
 def _rich_table(title: str, header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> Any:
@@ -65,16 +74,19 @@ def _cmd_functions(args: argparse.Namespace) -> int:
              and (args.framework is None or e.memory_type == args.framework)]
     _print(f"{len(found)} catalog functions" + (f" matching {query!r}" if query else ""),
            HEADER, list(rows(found)))
+    sys.stdout.write("".join(line + "\n" for line in not_installed(found)))
     return 0
 
 
 def add_functions_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``functions`` to the ``memtype`` command's sub-commands."""
     p = subparsers.add_parser(
-        "functions", help="the function catalog: scikit-image, scipy.ndimage, pyclesperanto",
+        "functions", help="the function catalog: scikit-image, scipy.ndimage, pyclesperanto, "
+                     "cucim.skimage",
         description="List the catalog's functions (usable as catalog.step(NAME, ...)) with "
                     "their framework, dimensionality (2d: per slice; nd: per slice or as a "
-                    "volume; 3d: the volume), output kind and required arguments. QUERY "
+                    "volume; 3d: the volume), output kind and required arguments; a library "
+                    "that is not installed is named, with how to install it. QUERY "
                     "words must all appear in the name, framework, output kind or summary.")
     p.add_argument("query", nargs="*", metavar="QUERY", help="words to search for")
     p.add_argument("--output", choices=OUTPUT_KINDS, default=None,
