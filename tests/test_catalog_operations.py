@@ -23,7 +23,8 @@ pytestmark = pytest.mark.requires("skimage", "scipy")
 
 DTYPES = ("uint8", "float32")
 MARKS = {"pyclesperanto": [pytest.mark.opencl], "torch": [pytest.mark.requires("torch")],
-         "jax": [pytest.mark.requires("jax")]}
+         "jax": [pytest.mark.requires("jax")],
+         "cupy": [pytest.mark.requires("cupy", "cucim"), pytest.mark.gpu]}
 
 
 def _dtypes(op: Operation) -> tuple[str, ...]:

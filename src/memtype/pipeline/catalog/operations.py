@@ -14,10 +14,11 @@ are in ``docs/functions.md``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memtype.errors import InvalidArgumentError
+from memtype.pipeline.catalog.declarations import CUPY
 from memtype.pipeline.catalog.entry import get
 from memtype.pipeline.variants import Variants
 
@@ -182,6 +183,36 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     _projection_op("mean", "mean_z_projection"),
     _projection_op("sum", "sum_z_projection"),
 )}
+
+
+# -- on an NVIDIA GPU (memory type cupy): cucim.skimage and cupyx.scipy.ndimage -------------
+
+def _cupy(name: str, template: Template | None = None, volume: bool = False) -> Implementation:
+    """A function of :mod:`~memtype.pipeline.catalog.implementations.cupy`."""
+    return Implementation(f"{_HERE}cupy:cupy_{name}", template or {}, volume)
+
+
+# Each operation's CuPy implementation: the cucim.skimage entry mirroring the scikit-image
+# reference, or cupyx.scipy.ndimage where the reference is scipy.ndimage; the projections
+# are the host's own functions (array methods CuPy has). Declared last: the plan never
+# chooses them without a CUDA device (CuPy's adapter says why), and at equal cost the
+# declared order keeps the reference first.
+_CUPY_IMPLEMENTATIONS: dict[str, Implementation] = {
+    "gaussian": _IMPL("cucim.skimage.filters.gaussian", {"sigma": "$sigma"}),
+    **{name: _cupy(name, _RADIUS) for name in (
+        "maximum", "minimum", "opening", "closing", "white_tophat", "black_tophat", "median")},
+    "sobel": _cupy("sobel"),
+    **{f"threshold_{m}": _cupy(f"{m}_mask", volume=True) for m in ("otsu", "li", "triangle")},
+    "label": _IMPL("cucim.skimage.measure.label", volume=True),
+    "remove_small_objects": _cupy("remove_small_objects", {"min_size": "$min_size"},
+                                  volume=True),
+    "rescale_intensity": _cupy("rescale_intensity", volume=True),
+    "label_statistics": _cupy("label_statistics", {"intensity": "$intensity"}, volume=True),
+    **{f"{k}_projection": _here(f"{k}_projection", volume=True) for k in ("max", "mean", "sum")},
+}
+OPERATIONS.update({name: replace(op, implementations={**op.implementations,
+                                                      CUPY: _CUPY_IMPLEMENTATIONS[name]})
+                   for name, op in OPERATIONS.items() if name in _CUPY_IMPLEMENTATIONS})
 
 
 @dataclass(frozen=True)

@@ -272,6 +272,8 @@ def _reason(planner: _Planner, i: int, chosen: int, through: list[float], arrive
            if (i, j) in planner.unavailable}
     runnable = [j for j in others if j not in out and not math.isinf(through[j])]
     kinds = sorted(set(out.values()) - {"not imported"})
+    if options[chosen].input_type == arrives and kinds == ["not installed"]:
+        kinds = []  # where the data is, an absent library (a GPU one on a CPU machine) is no reason
     if not runnable and (kinds or options[chosen].input_type != arrives):
         if not kinds:
             if out:
