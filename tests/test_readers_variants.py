@@ -314,3 +314,50 @@ def test_dataset_and_multiscale_scales_multiply(version: str, tmp_path: Path) ->
             {"type": "scale", "scale": [1.0, 1.0, 2.0, 2.0]}]
         meta.write_text(json.dumps(data))
     assert open_input(root).metadata.pixel_size_um == pytest.approx((2 * PIXEL_UM, 2 * PIXEL_UM))
+
+
+# -- OME-TIFF: a multi-file dataset ---------------------------------------------------------------
+def write_multifile_ometiff(root: Path) -> Path:
+    """A plate as one OME-TIFF per well, every file carrying the whole plate's OME-XML and each
+    ``<TiffData>`` naming its file by ``<UUID FileName=>`` (the OME-TIFF specification's
+    multi-file datasets, https://ome-model.readthedocs.io/en/stable/ome-tiff/specification.html;
+    Bio-Formats' bfconvert writes a plate so with a per-well file name pattern). Pixel value:
+    10 * (well index + 1) + channel."""
+    import tifffile
+
+    files = ["plate_A01.ome.tif", "plate_B03.ome.tif"]
+    uuids = [f"urn:uuid:0000000{i}-1111-2222-3333-444444444444" for i in range(len(files))]
+    root.mkdir(parents=True)
+    for i, name in enumerate(files):
+        data = np.stack([np.full((8, 10), 10 * (i + 1) + c, np.uint16) for c in (1, 2)])
+        tifffile.imwrite(root / name, data, ome=True, metadata={"axes": "CYX"})
+
+    def image(i: int) -> str:
+        channels = "".join(f'<Channel ID="Channel:{i}:{c}" SamplesPerPixel="1"/>' for c in (0, 1))
+        return (f'<Image ID="Image:{i}" Name="{files[i]}"><Pixels ID="Pixels:{i}" '
+                'DimensionOrder="XYCZT" Type="uint16" SizeX="10" SizeY="8" SizeC="2" SizeZ="1" '
+                f'SizeT="1">{channels}<TiffData FirstC="0" IFD="0" PlaneCount="2">'
+                f'<UUID FileName="{files[i]}">{uuids[i]}</UUID></TiffData></Pixels></Image>')
+
+    plate = ('<Plate ID="Plate:0" Rows="8" Columns="12">'
+             '<Well ID="Well:0" Row="0" Column="0"><WellSample ID="WellSample:0" Index="0">'
+             '<ImageRef ID="Image:0"/></WellSample></Well>'
+             '<Well ID="Well:1" Row="1" Column="2"><WellSample ID="WellSample:1" Index="1">'
+             '<ImageRef ID="Image:1"/></WellSample></Well></Plate>')
+    for i, name in enumerate(files):
+        xml = ('<?xml version="1.0" encoding="UTF-8"?><OME '
+               f'xmlns="http://www.openmicroscopy.org/Schemas/OME/2016-06" UUID="{uuids[i]}">'
+               + plate + image(0) + image(1) + "</OME>")
+        tifffile.tiffcomment(root / name, xml.encode())
+    return root
+
+
+def test_a_multi_file_ome_tiff_lists_each_image_once(tmp_path: Path) -> None:
+    """Before: every file listed every image of the dataset: an InputCollisionError."""
+    reader = open_input(write_multifile_ometiff(tmp_path / "plate"))
+    records = reader.records()
+    assert [(r.get("well"), r.get("channel"), r.path.partition("#")[0]) for r in records] == [
+        ("A01", 1, "plate_A01.ome.tif"), ("A01", 2, "plate_A01.ome.tif"),
+        ("B03", 1, "plate_B03.ome.tif"), ("B03", 2, "plate_B03.ome.tif")]
+    assert [int(a[0, 0]) for a in reader.load_batch([r.path for r in records])] == \
+        [11, 12, 21, 22]

@@ -5,6 +5,8 @@ listing, never its pixels. A position (a tifffile series, an OME ``<Image>``) is
 plate by the OME ``<Plate>``: ``<Well Row= Column=>`` (from 0) and its ``<WellSample>``s, in
 order, as sites. Without a ``<Plate>`` the file name gives the well (``B03_s2.ome.tif``,
 ``plate_B03.ome.tif``; the site from ``_s<n>``, else each series of the file is a site).
+In a multi-file dataset (each file carrying the whole plate's OME-XML) a file lists only the
+images whose ``<TiffData>`` are in it.
 Channel names come from ``<Channel Name=>``, pixel sizes from ``<Pixels PhysicalSizeX/Y/Z>``.
 """
 
@@ -49,6 +51,24 @@ def _plate_positions(ome: ET.Element) -> dict[int, tuple[str, int]]:
             if ref in ids:
                 out[ids.index(ref)] = (name, site)
     return out
+
+
+def _own_images(ome: ET.Element, name: str) -> set[int]:
+    """The indexes of the ``<Image>``s whose planes are in the file ``name``: in a multi-file
+    dataset every file carries the whole OME-XML (the OME-TIFF specification's multi-file
+    datasets, as Bio-Formats writes a plate one file per well), and each ``<TiffData>`` names
+    its file by ``<UUID FileName=>`` (or the file's own ``OME UUID=``); a ``<TiffData>``
+    without a ``<UUID>``, or an image without any, is in this file."""
+    uuid = ome.get("UUID")
+    own: set[int] = set()
+    images = [e for e in ome if _local(e.tag) == "Image"]
+    for index, image in enumerate(images):
+        data = [e for e in image.iter() if _local(e.tag) == "TiffData"]
+        refs = [next((u for u in d if _local(u.tag) == "UUID"), None) for d in data]
+        if not refs or any(u is None or os.path.basename(u.get("FileName", "")) == name
+                           or (u.text or "").strip() == uuid for u in refs):
+            own.add(index)
+    return own
 
 
 class OmeTiffReader(FileReader):
@@ -108,7 +128,10 @@ class OmeTiffReader(FileReader):
                 self._unreadable.append(f"{path} ({exc.__cause__})")
                 continue
             places = _plate_positions(ome)
+            own = _own_images(ome, path.rsplit("/", 1)[-1])
             for index, (axes, shape) in enumerate(series):
+                if index not in own:
+                    continue  # its planes are in another file of a multi-file dataset
                 well, site = places.get(index) or self._from_name(path, index)
                 dims = dict(zip(axes, shape, strict=True))
                 unknown = set(axes) - set("TCZYX")
