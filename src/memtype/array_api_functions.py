@@ -313,6 +313,9 @@ class ArrayAPIFunction:
         declared ``output_type``, else the input's.
     keeps_result : bool
         Whether this is a :meth:`computing` variant.
+    output_type : str or None
+        The declared ``output_type`` (see :meth:`returning`); None: each result is returned
+        as the type of the call's first array.
     __wrapped__ : callable
         The undecorated function.
     """
@@ -333,6 +336,7 @@ class ArrayAPIFunction:
                                    else MemoryType(output_type))
         self._calls: dict[tuple[str, str], MemoryTypeFunction] = {}
         self._pinned: dict[str, ArrayAPIFunction] = {}
+        self._returning: dict[str, ArrayAPIFunction] = {}
         self._computing: ArrayAPIFunction | None = None
         self._frameworks: tuple[str, ...] | None = None
         self._declared = self  # the decorated function a pinned or computing variant is of
@@ -395,6 +399,32 @@ class ArrayAPIFunction:
             self._pinned[name] = made
         return made
 
+    @property
+    def output_type(self) -> str | None:
+        """The declared ``output_type`` (a framework name), or None."""
+        return self._output
+
+    def returning(self, memory_type: MemoryTypeLike) -> ArrayAPIFunction:
+        """This function returning every result as ``memory_type``, as if declared with
+        ``output_type=memory_type`` (it still computes where its data is). ``mt.chain``
+        ends with one: a chain returns what the calls one by one would.
+
+        Raises
+        ------
+        UnknownMemoryTypeError
+            Not a memory type.
+        """
+        name = get_framework(memory_type).name
+        if name == self._output and not self.keeps_result:
+            return self
+        made = self._returning.get(name)
+        if made is None:
+            made = ArrayAPIFunction(self._func, name, self._contract, self._options,
+                                    self.runs_in)
+            made._declared = self._declared
+            self._returning[name] = made
+        return made
+
     def computing(self) -> ArrayAPIFunction:
         """This function with its result left in the framework it computed in (see
         :meth:`memtype.decorators.MemoryTypeFunction.computing`)."""
@@ -417,7 +447,8 @@ class ArrayAPIFunction:
 
     def __reduce__(self) -> str | tuple[Any, ...]:
         if self._declared is not self:
-            return (_variant_of, (self._declared, self.runs_in, self.keeps_result))
+            output = None if self._output == self._declared._output else self._output
+            return (_variant_of, (self._declared, self.runs_in, self.keeps_result, output))
         owner: Any = sys.modules.get(self.__module__)
         for part in self._name.split("."):
             owner = getattr(owner, part, None)
@@ -431,10 +462,12 @@ class ArrayAPIFunction:
 _THROUGH = ".__wrapped__"
 
 
-def _variant_of(declared: ArrayAPIFunction, runs_in: str | None,
-                keeps_result: bool) -> ArrayAPIFunction:
-    """Unpickle a pinned or :meth:`~ArrayAPIFunction.computing` variant."""
+def _variant_of(declared: ArrayAPIFunction, runs_in: str | None, keeps_result: bool,
+                output: str | None = None) -> ArrayAPIFunction:
+    """Unpickle a pinned, :meth:`~ArrayAPIFunction.returning` or
+    :meth:`~ArrayAPIFunction.computing` variant."""
     made = declared.implementation(runs_in) if runs_in else declared
+    made = made.returning(output) if output is not None else made
     return made.computing() if keeps_result else made
 
 

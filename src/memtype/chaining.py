@@ -11,6 +11,12 @@ Each function still runs through its decorator: input conversion, call-time opti
 contract, out-of-memory recovery and the dtype policy (applied in the framework the result
 is kept in). Only the final conversion of an intermediate result is left out: every
 function but the last is called as its :meth:`MemoryTypeFunction.computing` variant.
+
+An ``@mt.array_api`` function is a link too: it runs in whatever framework the previous link
+left its result in (converted only where the standard does not cover it), and keeps its own
+result there. As the last link without a declared ``output_type`` it returns what the calls
+one by one would: the declared output type of the nearest link before it that has one, else
+the type of the chain's input.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from memtype.array_api_functions import ArrayAPIFunction
 from memtype.decorators import MemoryTypeFunction
+from memtype.detect import framework_of
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.types import MemoryType
 
@@ -37,11 +45,12 @@ def _link(spec: Any, index: int) -> _Link:
     if isinstance(first, Mapping) and first:
         spec = next(iter(first.values()))
     target = spec.__func__ if isinstance(spec, types.MethodType) else spec
-    if not isinstance(target, MemoryTypeFunction):
+    if not isinstance(target, (MemoryTypeFunction, ArrayAPIFunction)):
         raise ArgumentTypeError(
             f"mt.chain: function {index} ({getattr(spec, '__qualname__', repr(spec))}) has no "
             "memory type; expected a function decorated with a memtype decorator (@mt.numpy, "
-            "@mt.torch, @mt.memory_types(...)), optionally as (function, kwargs).")
+            "@mt.torch, @mt.memory_types(...), @mt.array_api), optionally as "
+            "(function, kwargs).")
     return spec, dict(kwargs)
 
 
@@ -55,13 +64,16 @@ class Chain:
     """Decorated functions called in turn, each result converted once, to its consumer.
 
     Usable anywhere a decorated function is (a pipeline step included): its
-    ``input_memory_type`` is the first function's, its ``output_memory_type`` the last's.
+    ``input_memory_type`` is the first function's, its ``output_memory_type`` the last's
+    (for a last ``@mt.array_api`` function without ``output_type``: the nearest declared
+    output type before it, else the first function's input type).
 
     Parameters
     ----------
     *funcs : decorated function or (function, kwargs)
         In calling order; a pair gives that function its own keyword arguments. A nested
-        chain is flattened; ``mt.variants`` runs its first implementation.
+        chain is flattened; ``mt.variants`` runs its first implementation; an
+        ``@mt.array_api`` function runs where the previous function's result is.
 
     Notes
     -----
@@ -84,9 +96,11 @@ class Chain:
                                        "received none.")
         self.links: tuple[_Link, ...] = tuple(links)
         self._calls: list[Callable[..., Any]] | None = None
-        first, last = _declared(links[0][0]), _declared(links[-1][0])
+        first = _declared(links[0][0])
+        self._returns = _declared_output([f for f, _ in links])
         self.input_memory_type: MemoryType = first.input_memory_type
-        self.output_memory_type: MemoryType = last.output_memory_type
+        self.output_memory_type: MemoryType = (MemoryType(self._returns) if self._returns
+                                               else first.input_memory_type)
         names = [str(getattr(f, "__name__", "f")) for f, _ in links]
         self.__name__ = self.__qualname__ = f"chain({', '.join(names)})"
 
@@ -100,7 +114,14 @@ class Chain:
     def __call__(self, x: Any, **kwargs: Any) -> Any:
         side: list[Any] = []
         data = x
-        for call, (_, own) in zip(self._prepared(), self.links, strict=True):
+        calls = self._prepared()
+        last = calls[-1]
+        if isinstance(last, ArrayAPIFunction) and last.output_type is None:
+            fw = framework_of(x) if self._returns is None else None
+            returns = self._returns or (fw.name if fw is not None else None)
+            if returns is not None:  # what the calls one by one would return
+                calls = [*calls[:-1], last.returning(returns)]
+        for call, (_, own) in zip(calls, self.links, strict=True):
             result = call(data, **{**kwargs, **own})
             if type(result) is tuple:
                 data = result[0]
@@ -117,11 +138,24 @@ class Chain:
         return (Chain, tuple(f if not kw else (f, kw) for f, kw in self.links))
 
 
-def _declared(func: Callable[..., Any]) -> MemoryTypeFunction:
+def _declared(func: Callable[..., Any]) -> MemoryTypeFunction | ArrayAPIFunction:
     """The decorated function behind ``func`` (a bound method's function)."""
     target = func.__func__ if isinstance(func, types.MethodType) else func
-    assert isinstance(target, MemoryTypeFunction)
+    assert isinstance(target, (MemoryTypeFunction, ArrayAPIFunction))
     return target
+
+
+def _declared_output(funcs: list[Callable[..., Any]]) -> str | None:
+    """The type the calls one by one would return: the last function's declared output
+    type, or, past ``@mt.array_api`` functions without one, the nearest earlier one's;
+    None: the type of the chain's input."""
+    for func in reversed(funcs):
+        target = _declared(func)
+        if isinstance(target, MemoryTypeFunction):
+            return str(target.output_memory_type.value)
+        if target.output_type is not None:
+            return target.output_type
+    return None
 
 
 def chain(*funcs: Callable[..., Any] | _Link) -> Chain:
@@ -135,7 +169,7 @@ def chain(*funcs: Callable[..., Any] | _Link) -> Chain:
     Raises
     ------
     TypeError
-        A function without a memtype decorator (``ArgumentTypeError``).
+        A function without a memtype decorator or ``@mt.array_api`` (``ArgumentTypeError``).
     ValueError
         No function (``InvalidArgumentError``).
 
