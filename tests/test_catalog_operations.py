@@ -349,15 +349,33 @@ def test_the_plan_says_when_equal_costs_go_to_the_declared_order(plate: Any) -> 
 @pytest.mark.opencl
 @pytest.mark.requires("pyclesperanto", "torch", "tifffile")
 def test_the_plan_says_the_cost_it_measured(plate: Any) -> None:
-    """From torch on the CPU, NumPy's median is a zero-copy away, pyclesperanto's a copy."""
+    """From torch on the CPU, NumPy's labelling is a zero-copy away, pyclesperanto's a copy
+    (torch has no labelling)."""
     @mt.torch
     def keep(stack: Any) -> Any:
         return stack
 
-    plan = Pipeline([FunctionStep(keep), "median"]).plan(plate)
-    assert plan.choices == {"median": "numpy"}
-    assert plan.reasons["median"].startswith("cheaper measured cost (")
-    assert "next pyclesperanto" in plan.reasons["median"]
+    plan = Pipeline([FunctionStep(keep), "label"]).plan(plate)
+    assert plan.choices == {"label": "numpy"}
+    assert plan.reasons["label"].startswith("cheaper measured cost (")
+    assert "next pyclesperanto" in plan.reasons["label"]
+
+
+@mt.torch
+def _in_torch(stack: Any) -> Any:
+    return stack
+
+
+@pytest.mark.requires("torch", "tifffile")
+@pytest.mark.parametrize("name", ["median", "sobel", "threshold_li", "threshold_triangle"])
+def test_between_torch_steps_the_plan_runs_the_torch_implementation(plate: Any,
+                                                                    name: str) -> None:
+    """Data in torch and going on to torch: the operation's torch implementation runs it
+    (NumPy's would convert out and back)."""
+    steps = [FunctionStep(_in_torch), name, FunctionStep(_in_torch, "back")]
+    plan = Pipeline(steps).plan(plate)
+    assert plan.choices == {name: "torch"}
+    assert plan.reasons == {name: "the data is already there (torch)"}
 
 
 @pytest.mark.opencl
