@@ -361,3 +361,20 @@ def test_a_multi_file_ome_tiff_lists_each_image_once(tmp_path: Path) -> None:
         ("B03", 1, "plate_B03.ome.tif"), ("B03", 2, "plate_B03.ome.tif")]
     assert [int(a[0, 0]) for a in reader.load_batch([r.path for r in records])] == \
         [11, 12, 21, 22]
+
+
+# -- ImageXpress: the .HTD's encoding -------------------------------------------------------------
+@pytest.mark.parametrize(("encoding", "bom"), [("cp1252", b""), ("utf-8", b""),
+                                               ("utf-8", b"\xef\xbb\xbf")],
+                         ids=["windows-code-page", "utf-8", "utf-8-with-bom"])
+def test_htd_wave_names_outside_ascii_are_read(encoding: str, bom: bytes,
+                                               tmp_path: Path) -> None:
+    """MetaXpress runs on Windows and writes the .HTD in its code page; before, a channel named
+    'Hoechst µ' came back as 'Hoechst \\ufffd'. A non-ASCII plate folder name, too."""
+    root = tmp_path / "Platte Zürich µ"
+    root.mkdir()
+    text = htd_text(wells=("A01",), sites=1, names=("Hoechst µ", "Alexa 488 Ø"), zsteps=1)
+    (root / "plate.HTD").write_bytes(bom + text.encode(encoding))
+    _image(root / "TimePoint_1/plate_A01_w1.TIF", 1, "A01")
+    meta = ImageXpressReader(root).metadata
+    assert meta.channel_names == {1: "Hoechst µ", 2: "Alexa 488 Ø"}

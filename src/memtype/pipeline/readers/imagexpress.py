@@ -32,6 +32,7 @@ is at the root, or (MetaXpress's plate export) in the first ``TimePoint_<t>`` fo
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import os
 import re
@@ -80,9 +81,15 @@ class HtdInfo:
 
 
 def _values(path: str) -> dict[str, list[str]]:
-    """The ``"Key", value, ...`` lines of an HTD file."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
-        rows = list(csv.reader(fh, skipinitialspace=True))
+    """The ``"Key", value, ...`` lines of an HTD file: UTF-8, else the Windows code page
+    MetaXpress writes (``WaveName1, "Hoechst µ"`` as the byte ``B5``)."""
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = raw.decode("cp1252", errors="replace")
+    rows = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
     return {row[0].strip(): [v.strip() for v in row[1:]] for row in rows if row}
 
 
