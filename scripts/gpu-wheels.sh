@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Download into .whl/ the wheels that the GPU validation run (scripts/gpu-validate.sh) needs and
-# the GPU machine lacks: arraybridge 0.5.2 (the benchmark's peer column) and its dependencies.
+# the GPU machine lacks: arraybridge 0.5.2 (the benchmark's peer column) and its dependencies,
+# and cucim (the function catalog's cucim.skimage entries and CuPy operations) with
+# scikit-image, its reference, and their dependencies (about 40 MB together).
 # The GPU machine has no network; .whl/ travels with the device run (carry [".whl"]) and is
 # installed there into /tmp/site. .whl/ is git-ignored locally (.git/info/exclude), never
 # committed. Everything else the tests and the benchmark use is installed on that machine
@@ -16,6 +18,13 @@ WHEELS=(
     metaclass-registry==0.4.1   # arraybridge's dependency
     python-introspect==0.3.0    # arraybridge's dependency
     annotated-types==0.7.0      # python-introspect's dependency
+    # cucim for the machine's CUDA 13 CuPy (cupy-cuda13x); memtype[cucim] is cucim-cu12
+    cucim-cu13==26.10.0         # cucim.skimage: the catalog's GPU entries (16.7 MB)
+    lazy-loader==0.6            # cucim's and scikit-image's dependency
+    scikit-image==0.26.0        # the reference the cucim entries and operations are checked against
+    networkx==3.6.1             # scikit-image's dependency
+    imageio==2.38.1             # scikit-image's dependency
+    pillow==13.0.0              # scikit-image's dependency
 )
 
 mkdir -p .whl

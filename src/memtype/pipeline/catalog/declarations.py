@@ -42,7 +42,8 @@ CUCIM_MODULES: tuple[tuple[str, str, str], ...] = tuple(
     (f"cucim.skimage.{m}", f"cucim.skimage.{m}", CUPY)
     for m in ("filters", "morphology", "measure", "segmentation", "exposure", "transform",
               "restoration", "feature"))
-# cucim's distributions, one per CUDA major version (the first installed one is recorded).
+# cucim's distributions, one per CUDA major version, with one Python API (the data file
+# records the version as "cucim").
 CUCIM_DISTRIBUTIONS = ("cucim-cu12", "cucim-cu13")
 _MIRROR = ("cucim.skimage.", "skimage.")
 

@@ -207,10 +207,10 @@ def generate() -> dict[str, Any]:
 
 
 def _cucim_version() -> dict[str, str]:
-    """The installed cucim distribution and its version."""
+    """The installed cucim's version (one key for its CUDA 12 and 13 builds: one API)."""
     for dist in decl.CUCIM_DISTRIBUTIONS:
         try:
-            return {dist: _version(dist)}
+            return {"cucim": _version(dist)}
         except importlib.metadata.PackageNotFoundError:
             continue
     raise importlib.metadata.PackageNotFoundError(
