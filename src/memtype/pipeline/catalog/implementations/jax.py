@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -80,25 +82,39 @@ def jax_gaussian(stack: Any, sigma: float = 1.0) -> Any:
     return sum(float(w) * pad[:, :, k:k + width] for k, w in enumerate(weights))
 
 
+@functools.cache
+def _jit(func: Callable[..., Any], static: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """``jax.jit(func)``, made once: one compilation per shape and dtype (run op by op, each
+    of JAX's primitives compiles on its own, seconds on a first call)."""
+    import jax
+
+    jitted: Callable[..., Any] = jax.jit(func, static_argnames=static)
+    return jitted
+
+
+def _median_plane(plane: Any, radius: int) -> Any:
+    """The (2r+1)^2 box median of one plane: the middle of each window's sorted values."""
+    import jax.numpy as jnp
+
+    size = 2 * radius + 1
+    height, width = plane.shape
+    pad = jnp.pad(plane, radius, mode="edge")
+    windows = jnp.stack([pad[i:i + height, j:j + width]
+                         for i in range(size) for j in range(size)], axis=-1)
+    return jnp.sort(windows, axis=-1)[..., size * size // 2]
+
+
 def jax_median(stack: Any, radius: int = 1) -> Any:
     """Per-plane median over a (2r+1)^2 box (edges ``nearest``), in the stack's dtype: the
     middle of each window's sorted values (an odd count), one plane at a time."""
     import jax.numpy as jnp
 
-    size = 2 * radius + 1
-    height, width = stack.shape[1:]
-    planes = []
-    for plane in stack:
-        pad = jnp.pad(plane, radius, mode="edge")
-        windows = jnp.stack([pad[i:i + height, j:j + width]
-                             for i in range(size) for j in range(size)], axis=-1)
-        planes.append(jnp.sort(windows, axis=-1)[..., size * size // 2])
-    return jnp.stack(planes)
+    median = _jit(_median_plane, ("radius",))
+    return jnp.stack([median(plane, radius=int(radius)) for plane in stack])
 
 
-def jax_sobel(stack: Any) -> Any:
-    """Per-plane Sobel magnitude (scipy.ndimage's kernel ``[1, 2, 1]`` x ``[-1, 0, 1]``,
-    edges ``nearest``), float32 in the input's units."""
+def _sobel(stack: Any) -> Any:
+    """Per-plane Sobel magnitude, float32."""
     import jax.numpy as jnp
 
     height, width = stack.shape[1:]
@@ -112,24 +128,53 @@ def jax_sobel(stack: Any) -> Any:
     return jnp.hypot(gy, gx)
 
 
+def jax_sobel(stack: Any) -> Any:
+    """Per-plane Sobel magnitude (scipy.ndimage's kernel ``[1, 2, 1]`` x ``[-1, 0, 1]``,
+    edges ``nearest``), float32 in the input's units."""
+    return _jit(_sobel)(stack)
+
+
+def _count_values(flat: Any, length: int) -> Any:
+    """How often each value ``0 .. length - 1`` occurs."""
+    import jax.numpy as jnp
+
+    return jnp.bincount(flat, length=length)
+
+
+def _count_bins(flat: Any, edges: Any) -> Any:
+    """How many values fall in each of 256 bins (a value on an edge in the upper bin, the
+    last edge in the last bin)."""
+    import jax.numpy as jnp
+
+    index = jnp.clip(jnp.searchsorted(edges, flat, side="right") - 1, 0, 255)
+    return jnp.bincount(index, length=256)
+
+
 def _jax_histogram(stack: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Counts (int64) and bin centres on the host, the counting done in JAX, as
     ``skimage.exposure.histogram(x, 256, source_range="image")`` makes them: one bin per
     value of an integer stack, else 256 equal bins from the minimum to the maximum (NumPy's
-    float64 edges cast to the stack's dtype; a value on an edge in the upper bin)."""
+    float64 edges cast to the stack's dtype). 8- and 16-bit stacks count every value of
+    their dtype (one compilation per dtype), then keep the minimum to the maximum."""
     import jax.numpy as jnp
 
     from memtype.pipeline.catalog.implementations.host import _to_host
 
     flat = stack.reshape(-1)
     if jnp.issubdtype(flat.dtype, jnp.integer):
+        info = np.iinfo(flat.dtype)
+        if info.bits <= 16:
+            counts = _to_host(_jit(_count_values, ("length",))(
+                flat.astype(jnp.int32) - int(info.min), length=1 << info.bits))
+            low, high = (int(i) for i in np.flatnonzero(counts)[[0, -1]])
+            return (counts[low:high + 1].astype(np.int64),
+                    np.arange(low + int(info.min), high + int(info.min) + 1))
         flat = flat.astype(jnp.int32)  # without x64, JAX has no wider integer
         low, high = int(flat.min()), int(flat.max())
-        counts = jnp.bincount(flat - low, length=high - low + 1)
+        counts = _count_values(flat - low, high - low + 1)
         return _to_host(counts).astype(np.int64), np.arange(low, high + 1)
     edges = np.linspace(float(flat.min()), float(flat.max()), 257).astype(flat.dtype)
-    index = jnp.clip(jnp.searchsorted(jnp.asarray(edges), flat, side="right") - 1, 0, 255)
-    counts = jnp.bincount(index, length=256)
+    counts = _jit(_count_bins)(flat, jnp.asarray(edges))
     return _to_host(counts).astype(np.int64), (edges[:-1] + edges[1:]) / 2
 
 
@@ -163,52 +208,68 @@ def jax_triangle_mask(stack: Any) -> Any:
 def jax_li_mask(stack: Any) -> Any:
     """Pixels above the stack's Li threshold, as ``skimage.filters.threshold_li`` computes it:
     an integer stack's iteration on its histogram (counted in JAX), a float stack's on its
-    pixels in their own dtype."""
+    pixels in their own dtype (one compiled loop)."""
     import jax.numpy as jnp
 
     from memtype.pipeline.catalog.implementations.histogram import li_threshold
 
-    if jnp.issubdtype(stack.dtype, jnp.integer):
-        counts, centers = _jax_histogram(stack)
-        if counts.size == 1:
-            return jnp.zeros(stack.shape, bool)
-        values = np.arange(counts.size, dtype=np.int64)
-        return _jax_above(stack, li_threshold(counts, values) + int(centers[0]))
-    flat = stack.reshape(-1)
-    flat = flat[jnp.isfinite(flat)]  # scikit-image drops NaN, then infinities
-    if flat.size == 0 or bool((flat == flat[0]).all()):
+    if not jnp.issubdtype(stack.dtype, jnp.integer):
+        return _jit(_li_float_mask)(stack)
+    counts, centers = _jax_histogram(stack)
+    if counts.size == 1:
         return jnp.zeros(stack.shape, bool)
-    low = flat.min()
-    return stack > _jax_li_float(flat - low) + low
+    values = np.arange(counts.size, dtype=np.int64)
+    return _jax_above(stack, li_threshold(counts, values) + int(centers[0]))
 
 
-def _jax_li_float(flat: Any) -> Any:
-    """Li's iteration over a JAX array of finite values from 0 (the two classes' means in
-    its dtype until the threshold moves by at most half the smallest step between values)."""
+def _li_float_mask(stack: Any) -> Any:
+    """Li's iteration over a float stack's finite values (scikit-image's: from their
+    minimum, the two classes' means in the stack's dtype until the threshold moves by at
+    most half the smallest step between two values; one value: no pixel above)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    flat = stack.reshape(-1)
+    valid = jnp.isfinite(flat)  # scikit-image drops NaN, then infinities
+    low = jnp.min(jnp.where(valid, flat, jnp.inf))
+    values = jnp.where(valid, flat - low, 0)
+    steps = jnp.diff(jnp.sort(jnp.where(valid, values, jnp.inf)))
+    tolerance = jnp.min(jnp.where(steps > 0, steps, jnp.inf)) / 2
+
+    def moving(state: tuple[Any, Any, Any]) -> Any:
+        t_next, t_curr, done = state
+        return (abs(t_next - t_curr) > tolerance) & ~done
+
+    def step(state: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+        t_curr = state[0]
+        foreground = values > t_curr
+        mean_fore = values.mean(where=valid & foreground)
+        mean_back = values.mean(where=valid & ~foreground)
+        t_next = (mean_back - mean_fore) / (jnp.log(mean_back) - jnp.log(mean_fore))
+        done = mean_back == 0
+        return jnp.where(done, t_curr, t_next), t_curr, done
+
+    start = (values.mean(where=valid), -2 * tolerance, jnp.asarray(False))
+    threshold = lax.while_loop(moving, step, start)[0] + low
+    return stack > threshold
+
+
+def _remove_small(labels: Any, min_size: Any) -> Any:
+    """Labels of objects under ``min_size`` pixels set to 0, each pixel's object size found
+    in the sorted ids (static shapes: no count per possible id)."""
     import jax.numpy as jnp
 
-    tolerance = jnp.diff(jnp.unique(flat)).min() / 2
-    t_next, t_curr = flat.mean(), -2 * tolerance
-    while bool(abs(t_next - t_curr) > tolerance):
-        t_curr = t_next
-        foreground = flat > t_curr
-        # masked means: fixed shapes, compiled once (indexing would compile per size)
-        mean_fore = flat.mean(where=foreground)
-        mean_back = flat.mean(where=~foreground)
-        if bool(mean_back == 0):
-            break
-        t_next = (mean_back - mean_fore) / (jnp.log(mean_back) - jnp.log(mean_fore))
-    return t_next
+    ids = labels.reshape(-1)
+    ordered = jnp.sort(ids)
+    size = jnp.searchsorted(ordered, ids, side="right") - jnp.searchsorted(ordered, ids)
+    keep = (size >= min_size) & (ids != 0)
+    return jnp.where(keep, ids, jnp.zeros((), ids.dtype)).reshape(labels.shape)
 
 
 def jax_remove_small_objects(labels: Any, min_size: int = 64) -> Any:
     """The labels with every object of fewer than ``min_size`` pixels set to 0 (ids kept)."""
-    import jax.numpy as jnp
+    return _jit(_remove_small)(labels, int(min_size))
 
-    ids = labels.astype(jnp.int32)
-    counts = jnp.bincount(ids.reshape(-1), length=int(ids.max()) + 1)
-    keep = (counts >= int(min_size)).at[0].set(False)
-    return jnp.where(keep[ids], labels, jnp.zeros((), labels.dtype))
 
 
 def jax_rescale_intensity(stack: Any) -> Any:
