@@ -232,7 +232,6 @@ def test_inspect_shows_imagexpress_pixel_size_from_the_tiffs(tmp_path: Path) -> 
     rows = dict(inspect_plate(write_imagexpress(tmp_path / "plate")).rows())
     assert rows["pixel size"] == f"{PIXEL_UM:g} x {PIXEL_UM:g} µm, z step {Z_STEP_UM:g} µm"
     assert rows["channels"] == "2: 1 (DAPI), 2 (FITC)"
-    assert "field positions" not in rows
 
 
 def test_a_columbus_export_is_not_read_as_phenix_and_says_what_is_expected(

@@ -5,13 +5,22 @@ before the reader handled it."""
 from __future__ import annotations
 
 import json
+import os
+import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memtype.errors import StoreFormatError
-from memtype.pipeline.readers import ImageXpressReader, detect_layout, open_input
+from memtype.pipeline.inspection import inspect_plate
+from memtype.pipeline.readers import (
+    FieldPosition,
+    ImageXpressReader,
+    detect_layout,
+    imagexpress,
+    open_input,
+)
 from tests.readers_support import (
     OME_ZARR,
     PATTERN,
@@ -378,3 +387,48 @@ def test_htd_wave_names_outside_ascii_are_read(encoding: str, bom: bytes,
     _image(root / "TimePoint_1/plate_A01_w1.TIF", 1, "A01")
     meta = ImageXpressReader(root).metadata
     assert meta.channel_names == {1: "Hoechst µ", 2: "Alexa 488 Ø"}
+
+
+# -- ImageXpress stage positions ----------------------------------------------------------------
+def test_imagexpress_field_positions_are_the_stage_positions_of_each_site(
+        tmp_path: Path) -> None:
+    """``stage-position-x/y`` and ``z-position`` of each field's first image (the fixture's
+    descriptions: x 12000.5 + 650 * site, y 8000.25, z 5000 at plane 1)."""
+    meta = ImageXpressReader(write_imagexpress(tmp_path / "plate")).metadata
+    assert dict(meta.field_positions) == {
+        (w, s): FieldPosition(12000.5 + 650 * s, 8000.25, 5000.0)
+        for w in ("A01", "B03") for s in (1, 2)}
+
+
+def test_imagexpress_stage_positions_are_read_when_first_used(tmp_path: Path) -> None:
+    """The metadata reads one header per channel (and one for the z step); the positions one
+    per field, only when asked for: a run that does not use them does not pay for them."""
+    reader = ImageXpressReader(write_imagexpress(tmp_path / "plate"))
+    reader.records()
+    seen: list[str] = []
+    real = imagexpress.tiff_properties
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(imagexpress, "tiff_properties",
+                      lambda path: seen.append(os.path.basename(path)) or real(path))
+        meta = reader.metadata
+        assert len(seen) == 3 and "read when first used" in repr(meta.field_positions)
+        assert meta.field_positions[("B03", 2)].x_um == 12000.5 + 1300
+        assert len(seen) == 3 + 4
+
+
+def test_imagexpress_stage_positions_survive_pickling(tmp_path: Path) -> None:
+    reader = ImageXpressReader(write_imagexpress(tmp_path / "plate"))
+    meta = pickle.loads(pickle.dumps(reader.metadata))
+    assert meta.field_positions[("A01", 1)] == FieldPosition(12650.5, 8000.25, 5000.0)
+
+
+def test_imagexpress_without_stage_positions_has_none(tmp_path: Path) -> None:
+    root = tmp_path / "plate"
+    _tif(root / "TimePoint_1/plate_A01_s1_w1.TIF", np.zeros((4, 4), np.uint16))
+    assert dict(ImageXpressReader(root).metadata.field_positions) == {}
+
+
+def test_inspect_shows_imagexpress_stage_positions(tmp_path: Path) -> None:
+    summary = inspect_plate(write_imagexpress(tmp_path / "plate"))
+    assert ("field positions", "4 fields (2 wells x 2 sites); site 1 at x 12650.5, "
+            "y 8000.25 µm; site 2 at x 13300.5, y 8000.25 µm") in summary.rows()

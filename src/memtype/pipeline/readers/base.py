@@ -14,7 +14,7 @@ import itertools
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
@@ -69,9 +69,11 @@ class PlateMetadata:
     missing : tuple of str
         Images the metadata announces that are not there (``"B03 site=2 channel=1 z=1 t=1"``):
         a plate with skipped fields is normal, and is listed here rather than refused.
-    field_positions : dict of (str, int) to FieldPosition
+    field_positions : mapping of (str, int) to FieldPosition
         Where each field (``(well, site)``) was imaged, in micrometres, where the metadata
-        says (Opera Phenix: ``PositionX/Y/Z`` of its first plane); empty otherwise.
+        says (Opera Phenix: ``PositionX/Y/Z`` of its first plane; ImageXpress: the stage
+        position of its first image, read from that TIFF's header when first used); empty
+        otherwise.
     """
 
     layout: str
@@ -82,7 +84,7 @@ class PlateMetadata:
     pixel_size_um: tuple[float, float] | None = None
     z_step_um: float | None = None
     missing: tuple[str, ...] = ()
-    field_positions: dict[tuple[str, int], FieldPosition] = field(default_factory=dict)
+    field_positions: Mapping[tuple[str, int], FieldPosition] = field(default_factory=dict)
 
     @property
     def plate_size(self) -> int | None:
