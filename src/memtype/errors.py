@@ -7,6 +7,9 @@ caller already handles.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 __all__ = [
     "MemtypeError",
     "UnsupportedArrayError",
@@ -53,8 +56,12 @@ class MemtypeError(Exception):
     """Base class of every error memtype raises on purpose."""
 
 
-class UnsupportedArrayError(MemtypeError, TypeError):
-    """Not an array of any known (and loaded) framework, or one that cannot leave it."""
+class UnsupportedArrayError(MemtypeError, TypeError, ValueError):
+    """Not an array of any known (and loaded) framework, or one that cannot leave it.
+
+    Also a ``ValueError``: OpenHCS's ``detect_memory_type`` (and arraybridge's) raise
+    ``ValueError`` for a value of no framework, and code written for it catches that.
+    """
 
 
 class UnknownMemoryTypeError(MemtypeError, ValueError):
@@ -83,17 +90,25 @@ class MemoryConversionError(MemtypeError, ValueError):
         The memory type values of the requested conversion.
     reason : str
         Why it was refused, naming the blocked path.
+    method : str
+        The conversion mechanism that was tried (``"dlpack"``), or ``""``. OpenHCS code
+        raises ``MemoryConversionError(source_type=..., target_type=..., method=...,
+        reason=...)``; those keywords work here too.
     """
 
-    def __init__(self, reason: str, source_type: str = "", target_type: str = "") -> None:
+    def __init__(self, reason: str, source_type: str = "", target_type: str = "", *,
+                 method: str = "") -> None:
         self.reason = reason
         self.source_type = source_type
         self.target_type = target_type
-        prefix = f"Cannot convert {source_type} -> {target_type}: " if source_type else ""
+        self.method = method
+        using = f" using {method}" if method else ""
+        prefix = f"Cannot convert {source_type} -> {target_type}{using}: " if source_type else ""
         super().__init__(prefix + reason)
 
-    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
-        return (type(self), (self.reason, self.source_type, self.target_type))
+    def __reduce__(self) -> tuple[Any, tuple[str, str, str]]:
+        return (functools.partial(type(self), method=self.method),
+                (self.reason, self.source_type, self.target_type))
 
 
 class DeviceError(MemtypeError, ValueError):
