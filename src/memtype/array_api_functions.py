@@ -33,6 +33,7 @@ framework (:meth:`ArrayAPIFunction.frameworks`): the plan runs it where the data
 from __future__ import annotations
 
 import functools
+import importlib.util
 import inspect
 import sys
 from collections.abc import Callable
@@ -56,6 +57,7 @@ from memtype.frameworks import (
     Device,
     Framework,
     get_framework,
+    is_loaded,
     iter_frameworks,
     load_adapter,
     on_table_change,
@@ -150,6 +152,14 @@ def covers(memory_type: MemoryTypeLike) -> bool:
             found = False
         _covered[fw.name] = found
     return found
+
+
+def _installed(fw: Framework) -> bool:
+    """Whether ``fw``'s module can be found, without importing it."""
+    try:
+        return importlib.util.find_spec(fw.module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules[module] is None (blocked)
+        return False
 
 
 def _zero_copy(source: Framework, target: Framework, kind: str) -> bool:
@@ -338,7 +348,7 @@ class ArrayAPIFunction:
         self._pinned: dict[str, ArrayAPIFunction] = {}
         self._returning: dict[str, ArrayAPIFunction] = {}
         self._computing: ArrayAPIFunction | None = None
-        self._frameworks: tuple[str, ...] | None = None
+        self._frameworks: tuple[tuple[tuple[Framework, bool], ...], tuple[str, ...]] | None = None
         self._declared = self  # the decorated function a pinned or computing variant is of
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -367,18 +377,23 @@ class ArrayAPIFunction:
         return made
 
     def frameworks(self) -> tuple[str, ...]:
-        """The frameworks this function runs in here: those :func:`covers` accepts, in table
-        order with the host (NumPy) last. Imports every installed framework of the table,
-        once.
+        """The frameworks this function runs in here, in table order with the host (NumPy)
+        last: of the imported ones, those :func:`covers` accepts; of the others, those
+        installed whose table row says the standard covers their arrays
+        (``Framework.array_api``). Imports nothing, so planning a pipeline imports only the
+        frameworks its steps use (a plan compares no implementation in a framework nothing
+        imported).
 
         A plan's ties go to the earlier implementation, and the host ties with a device
         framework exactly when the data arrives in that framework (its result reaches the
         host at the write anyway): host last, a tie runs the step where the data is."""
-        if self._frameworks is None:
-            covered = [fw.name for fw in iter_frameworks() if covers(fw.name)]
+        state = tuple((fw, is_loaded(fw)) for fw in iter_frameworks())
+        if self._frameworks is None or self._frameworks[0] != state:
+            covered = [fw.name for fw, loaded in state
+                       if (covers(fw.name) if loaded else fw.array_api and _installed(fw))]
             host = _host().value
-            self._frameworks = tuple(sorted(covered, key=lambda name: name == host))
-        return self._frameworks
+            self._frameworks = state, tuple(sorted(covered, key=lambda name: name == host))
+        return self._frameworks[1]
 
     def implementation(self, memory_type: MemoryTypeLike) -> ArrayAPIFunction:
         """This function pinned to one framework: its inputs are converted there (like

@@ -105,6 +105,10 @@ class Framework:
         Its memory settings (``memtype.gpu.configure`` keywords and their environment
         variables); a loaded framework applies the non-start-up ones (adapter
         ``apply_setting``).
+    array_api : bool
+        array-api-compat gives its arrays a namespace declaring the Array API standard, so
+        ``@mt.array_api`` functions run on them as they are (what a plan offers before the
+        framework is imported; ``memtype.array_api_functions.covers`` decides once it is).
     """
 
     name: str
@@ -119,6 +123,7 @@ class Framework:
     prepare: str = ""
     quiet_import: tuple[str, ...] = field(default=())
     settings: tuple[Setting, ...] = field(default=())
+    array_api: bool = False
 
     @property
     def gpu_only(self) -> bool:
@@ -139,14 +144,14 @@ class Framework:
 _BUILTIN: tuple[Framework, ...] = (
     Framework(name="numpy", module="numpy", array_types=("numpy:ndarray",),
               adapter="memtype.frameworks.numpy_adapter:NumpyAdapter", device_kinds=("cpu",),
-              install_hint="pip install numpy"),
+              install_hint="pip install numpy", array_api=True),
     Framework(name="cupy", module="cupy", array_types=("cupy:ndarray",),
               adapter="memtype.frameworks.cupy_adapter:CupyAdapter", device_kinds=("cuda",),
               install_hint="pip install 'memtype[cupy]'  (cupy-cuda12x; needs a CUDA GPU)",
-              extra="cupy"),
+              extra="cupy", array_api=True),
     Framework(name="torch", module="torch", array_types=("torch:Tensor",),
               adapter="memtype.frameworks.torch_adapter:TorchAdapter",
-              device_kinds=("cpu", "cuda"), extra="torch",
+              device_kinds=("cpu", "cuda"), extra="torch", array_api=True,
               install_hint="pip install 'memtype[torch]'  (torch==2.13.0)",
               settings=(Setting("torch_allocator", "PYTORCH_CUDA_ALLOC_CONF", "text",
                                 doc="PyTorch's CUDA caching allocator settings, e.g. "
@@ -165,6 +170,7 @@ _BUILTIN: tuple[Framework, ...] = (
     Framework(name="jax", module="jax", array_types=("jax:Array",),
               adapter="memtype.frameworks.jax_adapter:JaxAdapter", device_kinds=("cpu", "cuda"),
               install_hint="pip install 'memtype[jax]'  (jax[cuda12] on GPU)", extra="jax",
+              array_api=True,
               settings=(
                   Setting("jax_preallocate", "XLA_PYTHON_CLIENT_PREALLOCATE", "flag",
                           unset="true", default=False,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memtype.errors import FrameworkNotInstalledError
-from memtype.frameworks import get_framework, load_adapter
+from memtype.frameworks import get_framework, is_loaded, load_adapter
 from memtype.pipeline.steps import FunctionStep, StepCall
 
 __all__ = ["check_frameworks", "missing_reason", "first_runnable"]
@@ -37,13 +37,22 @@ def _call_missing(call: StepCall) -> tuple[str, FrameworkNotInstalledError] | No
     return None
 
 
+def _imported(call: StepCall) -> bool:
+    """Whether every framework ``call`` takes or returns is imported (asking about it
+    imports nothing)."""
+    return all(is_loaded(get_framework(m)) for m in (call.input_type, call.output_type))
+
+
 def first_runnable(step: FunctionStep) -> FunctionStep:
-    """The step with its first implementation whose frameworks import (itself otherwise)."""
+    """The step with its first implementation whose frameworks import, those already
+    imported first (itself when it has one implementation, or none imports)."""
     options = step.variants
     if options is None:
         return step
-    for name, func in options.implementations.items():
-        if _call_missing(StepCall(func, step.chain[0].kwargs)) is None:
+    calls = [(name, StepCall(func, step.chain[0].kwargs))
+             for name, func in options.implementations.items()]
+    for name, call in sorted(calls, key=lambda nc: not _imported(nc[1])):
+        if _call_missing(call) is None:
             return step.with_implementation(name)
     return step
 
@@ -72,7 +81,8 @@ def check_frameworks(steps: Sequence[FunctionStep]) -> None:
     """
     for step in steps:
         calls = step.all_calls()
-        if step.variants is not None and any(_call_missing(c) is None for c in calls):
+        if step.variants is not None and any(_call_missing(c) is None for c in
+                                             sorted(calls, key=lambda c: not _imported(c))):
             continue  # one implementation that imports is enough: the others are not imported
         found = [m for call in calls if (m := _call_missing(call)) is not None]
         if not found:
