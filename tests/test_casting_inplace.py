@@ -184,3 +184,37 @@ def test_a_torch_function_s_cached_result_is_never_written() -> None:
     out = func(torch.zeros((1, 8, 8), dtype=torch.uint16))
     assert out.dtype == torch.uint16 and torch.equal(cached, before)
     assert out.to(torch.int32).tolist() == torch.round(before * 65535).to(torch.int32).tolist()
+
+
+LARGE = 3 * (1 << 16) + 7  # more than two blocks of a host cast, and a partial last block
+
+
+def _large(case: str, dst: str, src: str) -> np.ndarray[Any, Any]:
+    values = np.array(_values(case, dst), dtype=np.float64)
+    if case == "unit-bounded":  # the unit range filled in, ties kept
+        values = np.concatenate([values, np.linspace(0.0, 1.0, 1001)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.resize(values, LARGE).astype(src).reshape(-1, 1)
+
+
+@pytest.mark.parametrize("src", ["float32", "float64"])
+@pytest.mark.parametrize("dst", INTS)
+@pytest.mark.parametrize("case,scaling,bounded", [c for c in CASES if c[1] != "rescale"],
+                         ids=[c[0] for c in CASES if c[1] != "rescale"])
+def test_a_large_host_cast_in_blocks_equals_the_cast_of_the_whole(
+        src: str, dst: str, case: str, scaling: str, bounded: bool) -> None:
+    x = _large(case, dst, src)
+    before = x.copy()
+    bounds = (float(x.min()), float(x.max())) if bounded else None
+    whole = np.concatenate([x, x], axis=1)[:, :1]  # not C-contiguous: cast in one piece
+    assert not whole.flags.c_contiguous
+    ops = Ops(load_adapter("numpy"))
+    s, d = np.dtype(src), np.dtype(dst)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = ops.cast(whole, s, d, scaling, bounds)  # type: ignore[arg-type]
+        got = ops.cast(x, s, d, scaling, bounds)  # type: ignore[arg-type]
+    assert got.shape == x.shape and got.dtype == d and got.flags.c_contiguous
+    assert got.tobytes() == np.ascontiguousarray(expected).tobytes()
+    assert x.tobytes() == before.tobytes()

@@ -30,6 +30,9 @@ _F64 = np.dtype(np.float64)
 _OPS: dict[tuple[str, bool], tuple[Adapter, Ops | None]] = {}
 
 _HOLDS: dict[Adapter, Callable[[np.dtype[Any]], bool]] = {}
+_BLOCK = 1 << 16
+"""Elements per block of a host float -> integer cast: a float64 block and the temporaries
+its passes make stay in the CPU's cache (benchmarks/cast_back.py)."""
 
 
 
@@ -205,9 +208,28 @@ class Ops:
             return self.astype(x, dst)
         if scaling == "rescale" and self._size(x):
             return self.rescale(x, src, dst)
+        if src.kind == "f" and dst.kind in "iu" and self._in_blocks(x):
+            return self._blockwise(x, src, dst, scaling, bounds)
         if scaling == "unit":
             return self.unit(x, src, dst, bounds)
         return self.clip(x, src, dst, bounds)
+
+    def _in_blocks(self, x: Any) -> bool:
+        """Whether ``x`` is a large C-contiguous NumPy array (cast block by block)."""
+        return (self.adapter.host_native and type(x) is np.ndarray and x.size > 2 * _BLOCK
+                and x.flags.c_contiguous)
+
+    def _blockwise(self, x: Any, src: np.dtype[Any], dst: np.dtype[Any], scaling: Scaling,
+                   bounds: Bounds | None) -> Any:
+        """A clip or unit cast (element by element: the same values) one cache-sized block
+        at a time into the result: every pass's temporary is a block, not the array."""
+        flat = x.reshape(-1)
+        out = np.empty(flat.shape, dst)
+        for start in range(0, flat.size, _BLOCK):
+            block = flat[start:start + _BLOCK]
+            out[start:start + _BLOCK] = (self.unit(block, src, dst, bounds) if scaling == "unit"
+                                         else self.clip(block, src, dst, bounds))
+        return out.reshape(x.shape)
 
     def _size(self, x: Any) -> int:
         """Number of elements."""
