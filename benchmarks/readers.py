@@ -9,7 +9,8 @@ description, beside a ``.HTD``) in a temporary directory, then lists it in alter
 * ``memtype``: ``ImageXpressReader(root).records()`` (a fresh reader each round: walk, names
   parsed into well/site/channel/z/t records, canonical wells, natural sort, the collision
   check) and, timed once apart, with ``.metadata`` (the ``.HTD``, the missing list, one TIFF
-  header per channel);
+  header per channel) and with every field's stage position (one TIFF header per field, read
+  when first asked for);
 * ``baseline``: ``os.walk`` and one regex per file name into (path, well, site, channel, z)
   tuples, sorted; what a script would do;
 * ``openhcs`` (with ``--openhcs PYTHON``, openhcs's venv): what openhcs does before a run,
@@ -103,6 +104,8 @@ _DESCRIPTION = (
     '<prop id="spatial-calibration-x" type="float" value="0.65"/>'
     '<prop id="spatial-calibration-y" type="float" value="0.65"/>'
     '<prop id="spatial-calibration-units" type="string" value="um"/>'
+    '<prop id="stage-position-x" type="float" value="12650.5"/>'
+    '<prop id="stage-position-y" type="float" value="8000.25"/>'
     '<prop id="z-position" type="float" value="{z}"/>'
     '<prop id="_IllumSetting_" type="string" value="DAPI"/></PlaneInfo></MetaData>')
 
@@ -134,6 +137,13 @@ def memtype_metadata(root: str) -> Any:
     reader = ImageXpressReader(root)
     reader.records()
     return reader.metadata
+
+
+def memtype_positions(root: str) -> Any:
+    """memtype's reader, fresh: its metadata, then every field's stage position (read when
+    first asked for: one TIFF header per field)."""
+    meta = memtype_metadata(root)
+    return len(meta.field_positions)
 
 
 def openhcs(python: str, warm: str) -> Callable[[str], tuple[float, float, int]]:
@@ -238,6 +248,7 @@ def main() -> None:
                 cpu[name].append(used)
         memory.update({name: peak(fn, plate) for name, fn in systems.items()})
         metadata = timed(memtype_metadata, plate)[0]
+        positions = timed(memtype_positions, plate)
     base = statistics.median(times["baseline"])
     print(f"{'system':<18} {'median s':>9} {'x baseline':>10} {'CPU s':>7} {'peak MiB':>9}  "
           "rounds (s)")
@@ -248,6 +259,9 @@ def main() -> None:
               f"{memory[name] / 2**20:9.1f}  {rounds}")
     print(f"memtype records + metadata (the .HTD, missing list, TIFF headers), once: "
           f"{metadata:.3f} s (load {os.getloadavg()[0]:.1f})")
+    print(f"memtype records + metadata + every field's stage position (a header per field), "
+          "once: "
+          f"{positions[0]:.3f} s, CPU {positions[1]:.2f} s (load {os.getloadavg()[0]:.1f})")
     if not args.no_group:
         group_read(args.rounds, args.sites, args.channels, args.planes)
 

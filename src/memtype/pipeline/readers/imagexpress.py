@@ -332,11 +332,12 @@ def _kept_projections(planes: list[ImageRecord], projections: dict[int, list[Ima
     is only beside the ``ZStep_<z>`` folders and the ``w1``/``w2`` images there are the
     projections of their stacks). Those channels' images are plane ``z=1``."""
     kept = [rec for t, images in projections.items() if t not in with_zsteps for rec in images]
-    if not with_zsteps.intersection(projections):
+    beside = [t for t in with_zsteps.intersection(projections) if projections[t]]
+    if not beside:  # the common case: no pass over the planes
         return kept
     stacked = {(rec.key[4][1], rec.key[2][1]) for rec in planes}  # (t, channel) of planes
-    return kept + [rec for t in with_zsteps.intersection(projections)
-                   for rec in projections[t] if (t, rec.key[2][1]) not in stacked]
+    return kept + [rec for t in beside for rec in projections[t]
+                   if (t, rec.key[2][1]) not in stacked]
 
 
 def _expected(htd: HtdInfo) -> Iterator[Key]:
