@@ -172,22 +172,6 @@ def test_sobel_of_uint8_is_float32_in_the_input_units() -> None:
     assert result.dtype == np.float32 and result.max() > 255
 
 
-@pytest.mark.requires("torch")
-@pytest.mark.parametrize("name", ["threshold_otsu", "remove_small_objects", "rescale_intensity",
-                                  "gaussian", "opening", "sobel"])
-def test_torch_implementations_take_uint16(name: str) -> None:
-    """torch 2.13 has no min, max or comparison kernels for uint16: the implementations
-    widen first, and agree with the reference."""
-    op = OPERATIONS[name]
-    stack = (_labels() if op.input == "labels" else _images("uint8").astype(np.uint16) * 257)
-    options = variants_of(name)
-    reference = _on("numpy", options["numpy"], stack)
-    result = _on("torch", options["torch"], stack.astype(np.uint16))
-    assert result.shape == reference.shape
-    atol = 1 if name == "gaussian" else 1e-3 if name == "sobel" else 1e-6
-    assert float(np.abs(reference.astype(np.float64) - result.astype(np.float64)).max()) <= atol
-
-
 THRESHOLDS = ("threshold_otsu", "threshold_li", "threshold_triangle")
 FRAMEWORK_MARKS = {"torch": pytest.mark.requires("torch"), "jax": pytest.mark.requires("jax")}
 
@@ -198,20 +182,30 @@ def _framework_cases(names: tuple[str, ...], frameworks: tuple[str, ...] = ("tor
             for name in names for fw in frameworks]
 
 
-@pytest.mark.parametrize(("name", "memory_type"), _framework_cases(
-    (*THRESHOLDS, "median", "remove_small_objects", "sobel")))
+# uint16 results may differ by one (rounding back) or by float32 steps relative to the
+# largest value (Sobel magnitudes reach ~370,000); everything else is equal
+UINT16_ATOL = {"gaussian": 1.0, "mean_projection": 1.0}
+UINT16_RTOL = {"sobel": 1e-7, "rescale_intensity": 1e-6}
+UINT16_CASES = [pytest.param(name, fw, id=f"{name}-{fw}", marks=FRAMEWORK_MARKS[fw])
+                for name, op in sorted(OPERATIONS.items()) for fw in FRAMEWORK_MARKS
+                if fw in op.implementations and op.input != "mask" and op.output != "table"]
+
+
+@pytest.mark.parametrize(("name", "memory_type"), UINT16_CASES)
+@pytest.mark.filterwarnings("ignore::memtype.dtypes.DtypePolicyWarning")
 def test_jax_and_torch_implementations_take_uint16(name: str, memory_type: str) -> None:
-    """uint16 stacks (torch 2.13 has no uint16 min, max or comparison; JAX without x64 has
-    no integer wider than int32): thresholds and medians equal the reference's, Sobel
-    within one float32 step of magnitudes up to ~370,000."""
+    """uint16 stacks (torch 2.13 has no uint16 min, max or comparison kernels; JAX without
+    x64 has no integer wider than int32) give the reference's result: thresholds, medians,
+    box filters, maxima and labels equal, the rest within ``UINT16_ATOL`` or ``UINT16_RTOL``
+    of the largest value."""
     op = OPERATIONS[name]
     stack = _labels() if op.input == "labels" else _images("uint8").astype(np.uint16) * 257 + 3
     options = variants_of(name)
     reference = _on("numpy", options["numpy"], stack).astype(np.float64)
     result = _on(memory_type, options[memory_type], stack.astype(np.uint16)).astype(np.float64)
-    rtol = 1e-7 if name == "sobel" else 0.0
     assert result.shape == reference.shape
-    assert float(np.abs(reference - result).max()) <= rtol * float(reference.max())
+    limit = max(UINT16_ATOL.get(name, 0.0), UINT16_RTOL.get(name, 0.0) * float(reference.max()))
+    assert float(np.abs(reference - result).max()) <= limit
 
 
 @pytest.mark.parametrize(("name", "memory_type"), _framework_cases(THRESHOLDS))

@@ -250,8 +250,14 @@ def tensor_remove_small_objects(labels: Any, min_size: int = 64) -> Any:
 
 
 def tensor_max_projection(stack: Any) -> Any:
-    """The maximum over z of a tensor, as one plane."""
-    return stack.amax(0, keepdim=True)
+    """The maximum over z of a tensor, as one plane (uint16 and uint32 widened: torch 2.13
+    has no maximum of them)."""
+    import torch
+
+    wider = {torch.uint16: torch.int32, torch.uint32: torch.int64}.get(stack.dtype)
+    if wider is None:
+        return stack.amax(0, keepdim=True)
+    return stack.to(wider).amax(0, keepdim=True).to(stack.dtype)
 
 
 def tensor_mean_projection(stack: Any) -> Any:
