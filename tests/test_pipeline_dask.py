@@ -239,11 +239,14 @@ def test_dask_worker_environ_keeps_malloc_settings_of_the_users_own(
     assert pre_spawn["MALLOC_MMAP_THRESHOLD_"] == "4194304"
 
 
-def test_dask_worker_environ_gives_pocl_the_workers_share_of_the_cores() -> None:
+@pytest.mark.parametrize("variable", ["POCL_MAX_PTHREAD_COUNT", "TF_NUM_INTRAOP_THREADS"])
+def test_dask_worker_environ_gives_each_thread_pool_the_workers_share_of_the_cores(
+        variable: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from memtype.pipeline.executors import dask_worker_environ
 
-    assert dask_worker_environ(1)[0]["POCL_MAX_PTHREAD_COUNT"] == "1"
-    assert dask_worker_environ(3)[0]["POCL_MAX_PTHREAD_COUNT"] == "3"
+    monkeypatch.delenv(variable, raising=False)
+    assert dask_worker_environ(1)[0][variable] == "1"
+    assert dask_worker_environ(3)[0][variable] == "3"
 
 
 def test_dask_worker_environ_keeps_the_users_pocl_threads(
@@ -274,47 +277,79 @@ def test_dask_worker_environ_keeps_malloc_settings_of_the_users_dask_configurati
         assert dask_worker_environ(1)[0]["MALLOC_TRIM_THRESHOLD_"] == str(1 << 20)
 
 
-def _busy_threads_of_an_opencl_median() -> int:
-    """Threads of this process that ran at least a tenth of the CPU time of pyclesperanto
-    medians of a 5 x 1024 x 1024 stack (pocl, the CPU OpenCL driver, runs kernels on
-    threads of its own)."""
+def _cpu_per_thread() -> dict[str, int]:
+    """CPU clock ticks (user + system) of each thread of this process so far."""
     import os
 
-    import memtype as mt
+    ticks = {}
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks[tid] = int(fields[11]) + int(fields[12])
+    return ticks
 
-    def cpu_per_thread() -> dict[str, int]:
-        ticks = {}
-        for tid in os.listdir("/proc/self/task"):
-            with contextlib.suppress(FileNotFoundError):  # a thread that just ended
-                with open(f"/proc/self/task/{tid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                ticks[tid] = int(fields[11]) + int(fields[12])  # utime + stime
-        return ticks
+
+def _busy_threads(work: Any) -> int:
+    """Threads of this process that ran at least a tenth of the CPU time of ``work()``
+    (run once before, to compile and start its pools)."""
+    work()
+    before = _cpu_per_thread()
+    work()
+    used = [ticks - before.get(tid, 0) for tid, ticks in _cpu_per_thread().items()]
+    return sum(u >= sum(used) / 10 for u in used)
+
+
+def _busy_threads_of_opencl_medians() -> int:
+    """:func:`_busy_threads` of pyclesperanto medians of a 5 x 1024 x 1024 stack (pocl, the
+    CPU OpenCL driver, runs kernels on threads of its own)."""
+    import memtype as mt
 
     stack = mt.convert(np.arange(5 << 20, dtype=np.float32).reshape(5, 1024, 1024),
                        "pyclesperanto")
     cle = import_if_installed("pyclesperanto")
-    cle.pull(cle.median_box(stack, radius_x=1, radius_y=1, radius_z=0))  # compiled
-    before = cpu_per_thread()
-    for _ in range(2):
-        cle.pull(cle.median_box(stack, radius_x=1, radius_y=1, radius_z=0))
-    used = [ticks - before.get(tid, 0) for tid, ticks in cpu_per_thread().items()]
-    return sum(u >= sum(used) / 10 for u in used)
+
+    def medians() -> None:
+        for _ in range(2):
+            cle.pull(cle.median_box(stack, radius_x=1, radius_y=1, radius_z=0))
+
+    return _busy_threads(medians)
+
+
+def _busy_threads_of_tensorflow_products() -> int:
+    """:func:`_busy_threads` of TensorFlow matrix products (its intra-op thread pool)."""
+    tf = import_if_installed("tensorflow")
+    x = tf.constant(np.ones((1024, 1024), np.float32))
+
+    def products() -> None:
+        for _ in range(10):
+            (x @ x).numpy()
+
+    return _busy_threads(products)
+
+
+def _check_workers_use_their_share_of_the_cores(work: Any) -> None:
+    from memtype.pipeline.executors import default_workers
+
+    ex = DaskExecutor(workers=2)
+    try:
+        busy = ex.client.run(work)
+    finally:
+        ex.close()
+    # the pool had one thread per core of the machine in each worker (2 of 2 here)
+    assert all(n <= max(1, default_workers() // 2) for n in busy.values()), busy
 
 
 @pytest.mark.opencl
 @pytest.mark.requires("pyclesperanto")
 @pytest.mark.filterwarnings("ignore:median_box:DeprecationWarning")
 def test_local_cluster_workers_run_opencl_kernels_on_their_share_of_the_cores() -> None:
-    from memtype.pipeline.executors import default_workers
+    _check_workers_use_their_share_of_the_cores(_busy_threads_of_opencl_medians)
 
-    ex = DaskExecutor(workers=2)
-    try:
-        busy = ex.client.run(_busy_threads_of_an_opencl_median)
-    finally:
-        ex.close()
-    # pocl's pool had one thread per core of the machine in each worker (2 of 2 here)
-    assert all(n <= max(1, default_workers() // 2) for n in busy.values()), busy
+
+@pytest.mark.requires("tensorflow")
+def test_local_cluster_workers_run_tensorflow_kernels_on_their_share_of_the_cores() -> None:
+    _check_workers_use_their_share_of_the_cores(_busy_threads_of_tensorflow_products)
 
 
 def _pool_variables() -> dict[str, str | None]:

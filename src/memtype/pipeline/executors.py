@@ -72,6 +72,12 @@ _MMAP_THRESHOLD = 32 << 20
 """glibc's largest adaptive ``mmap`` threshold on 64-bit Linux (``DEFAULT_MMAP_THRESHOLD_MAX``)."""
 
 
+_THREAD_POOLS = ("POCL_MAX_PTHREAD_COUNT", "TF_NUM_INTRAOP_THREADS")
+"""Variables that size a framework's own pool of CPU threads, which dask's OpenMP/BLAS limits
+do not reach: pocl's (the CPU OpenCL driver behind pyclesperanto) and TensorFlow's intra-op
+pool. Each is read once, when its pool starts; unset, the pool has a thread per core."""
+
+
 def dask_worker_environ(threads: int = 1) -> tuple[dict[str, str], dict[str, str]]:
     """The environment of dask worker processes that run pipeline groups.
 
@@ -87,11 +93,12 @@ def dask_worker_environ(threads: int = 1) -> tuple[dict[str, str], dict[str, str
       Here the threshold is fixed where glibc's own adaptation would take it, 32 MiB, and
       freed memory is trimmed above 64 MiB (twice that, as glibc's rule does).
     * dask limits OpenMP (torch's intra-op threads), MKL and OpenBLAS pools to one thread
-      per worker, but pocl, the CPU OpenCL driver behind pyclesperanto, runs each kernel
-      on a pool of its own threads, one per core of the machine: every worker's OpenCL
-      kernels competed for all the cores. Its pool gets the worker's share of the cores,
-      ``threads`` (``POCL_MAX_PTHREAD_COUNT``), set before the worker process starts:
-      pocl reads it once, when pyclesperanto is imported.
+      per worker, but pocl, the CPU OpenCL driver behind pyclesperanto, and TensorFlow run
+      kernels on pools of their own, one thread per core of the machine: every worker's
+      kernels competed for all the cores. Their pools get the worker's share of the cores,
+      ``threads`` (``POCL_MAX_PTHREAD_COUNT``, ``TF_NUM_INTRAOP_THREADS``), set before the
+      worker process starts: each is read once, when its pool starts (pocl's when
+      pyclesperanto is imported).
     * XLA (JAX) runs its kernels on a pool sized by the machine's cores; with one core per
       worker, XLA's multi-threaded kernels are turned off.
 
@@ -102,15 +109,15 @@ def dask_worker_environ(threads: int = 1) -> tuple[dict[str, str], dict[str, str
     Parameters
     ----------
     threads : int
-        Cores per worker: the size of pocl's thread pool; 1 (one worker per core) also
-        makes JAX kernels single-threaded.
+        Cores per worker: the size of pocl's and TensorFlow's thread pools; 1 (one worker
+        per core) also makes JAX kernels single-threaded.
 
     Returns
     -------
     pre_spawn : dict of str to str
         Variables that must be set before the worker process starts (glibc and the thread
         pools read them then): dask's ``distributed.nanny.pre-spawn-environ`` with the
-        malloc settings and pocl's pool size.
+        malloc settings and the pools' sizes.
     environ : dict of str to str
         Variables set in the worker before it runs anything: ``XLA_FLAGS`` (after what this
         process's ``XLA_FLAGS`` holds) with one core per worker, else nothing.
@@ -135,9 +142,10 @@ def dask_worker_environ(threads: int = 1) -> tuple[dict[str, str], dict[str, str
     nanny = dask.config.get("distributed.nanny.environ", {})
     # as dask does, a variable of this process's environment wins over the configuration
     pre_spawn = {k: os.environ.get(k, v) for k, v in configured.items()}
-    for name, value in (("MALLOC_MMAP_THRESHOLD_", _MMAP_THRESHOLD),
-                        ("MALLOC_TRIM_THRESHOLD_", 2 * _MMAP_THRESHOLD),
-                        ("POCL_MAX_PTHREAD_COUNT", max(1, threads))):
+    ours = {"MALLOC_MMAP_THRESHOLD_": _MMAP_THRESHOLD,
+            "MALLOC_TRIM_THRESHOLD_": 2 * _MMAP_THRESHOLD,
+            **dict.fromkeys(_THREAD_POOLS, max(1, threads))}
+    for name, value in ours.items():
         # a value of this process's environment is the user's, unless it is dask's own
         # (a Nanny writes its pre-spawn variables into the environment of its parent)
         own = os.environ.get(name)
