@@ -432,3 +432,20 @@ def test_inspect_shows_imagexpress_stage_positions(tmp_path: Path) -> None:
     summary = inspect_plate(write_imagexpress(tmp_path / "plate"))
     assert ("field positions", "4 fields (2 wells x 2 sites); site 1 at x 12650.5, "
             "y 8000.25 µm; site 2 at x 13300.5, y 8000.25 µm") in summary.rows()
+
+
+def test_a_companion_ome_tiff_dataset_is_refused_saying_why(tmp_path: Path) -> None:
+    """A file whose OME-XML is a ``<BinaryOnly>`` stub naming a ``.companion.ome`` (the
+    OME-TIFF specification's companion datasets); before: "series 0 has axes 'IYX'"."""
+    import tifffile
+
+    tifffile.imwrite(tmp_path / "B03_s1.ome.tif", np.zeros((2, 8, 10), np.uint16), ome=True,
+                     metadata={"axes": "CYX"})
+    tifffile.tiffcomment(tmp_path / "B03_s1.ome.tif", (
+        b'<?xml version="1.0" encoding="UTF-8"?><OME '
+        b'xmlns="http://www.openmicroscopy.org/Schemas/OME/2016-06" '
+        b'UUID="urn:uuid:00000000-1111-2222-3333-444444444444"><BinaryOnly '
+        b'MetadataFile="plate.companion.ome" '
+        b'UUID="urn:uuid:99999999-1111-2222-3333-444444444444"/></OME>'))
+    with pytest.raises(StoreFormatError, match="companion file 'plate.companion.ome'"):
+        open_input(tmp_path).records()

@@ -53,15 +53,37 @@ def _plate_positions(ome: ET.Element) -> dict[int, tuple[str, int]]:
     return out
 
 
-def _own_images(ome: ET.Element, name: str) -> set[int]:
+def _refuse_companion(ome: ET.Element, path: str) -> None:
+    """Refuse a file of a companion dataset (its OME-XML a ``<BinaryOnly MetadataFile=>``
+    stub; Bio-Formats writes plates so with ``.companion.ome``).
+
+    Raises
+    ------
+    StoreFormatError
+        The file's metadata is in a companion file (a ``ValueError``).
+    """
+    stub = next((e for e in ome if _local(e.tag) == "BinaryOnly"), None)
+    if stub is not None:
+        raise StoreFormatError(
+            f"OME-TIFF {path!r} keeps its OME-XML in the companion file "
+            f"{stub.get('MetadataFile', '?')!r} (<BinaryOnly>); companion datasets are not "
+            "read (tifffile, which reads OME-TIFF here, does not follow them). Expected OME-TIFF "
+            "files carrying their own OME-XML: convert the dataset with Bio-Formats' bfconvert "
+            "(or bioformats2raw, for an OME-Zarr plate).")
+
+
+def _own_images(ome: ET.Element, name: str) -> set[int] | None:
     """The indexes of the ``<Image>``s whose planes are in the file ``name``: in a multi-file
     dataset every file carries the whole OME-XML (the OME-TIFF specification's multi-file
     datasets, as Bio-Formats writes a plate one file per well), and each ``<TiffData>`` names
     its file by ``<UUID FileName=>`` (or the file's own ``OME UUID=``); a ``<TiffData>``
-    without a ``<UUID>``, or an image without any, is in this file."""
+    without a ``<UUID>``, or an image without any, is in this file. None (every series is)
+    where the OME-XML has no ``<Image>`` (a ``<BinaryOnly>`` stub naming a companion file)."""
     uuid = ome.get("UUID")
     own: set[int] = set()
     images = [e for e in ome if _local(e.tag) == "Image"]
+    if not images:
+        return None
     for index, image in enumerate(images):
         data = [e for e in image.iter() if _local(e.tag) == "TiffData"]
         refs = [next((u for u in d if _local(u.tag) == "UUID"), None) for d in data]
@@ -127,10 +149,11 @@ class OmeTiffReader(FileReader):
             except StoreFormatError as exc:
                 self._unreadable.append(f"{path} ({exc.__cause__})")
                 continue
+            _refuse_companion(ome, path)
             places = _plate_positions(ome)
             own = _own_images(ome, path.rsplit("/", 1)[-1])
             for index, (axes, shape) in enumerate(series):
-                if index not in own:
+                if own is not None and index not in own:
                     continue  # its planes are in another file of a multi-file dataset
                 well, site = places.get(index) or self._from_name(path, index)
                 dims = dict(zip(axes, shape, strict=True))
