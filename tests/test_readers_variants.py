@@ -449,3 +449,19 @@ def test_a_companion_ome_tiff_dataset_is_refused_saying_why(tmp_path: Path) -> N
         b'UUID="urn:uuid:99999999-1111-2222-3333-444444444444"/></OME>'))
     with pytest.raises(StoreFormatError, match="companion file 'plate.companion.ome'"):
         open_input(tmp_path).records()
+
+
+@pytest.mark.parametrize(("name", "fields"), [
+    ("Projection-Mix_E07_s1E94C24BD-45E4-450A-9919-257C714278F7.tif", ("E07", 1, 1)),
+    ("Projection-Mix_E07_s189A35A04-20E3-47AD-A1F9-8065B2840EFD.tif", ("E07", 1, 1)),
+    ("Projection-Mix_E08_s2B38C01F5-0D36-4A29-9F5A-BE62B6F7F73F.tif", ("E08", 2, 1)),
+    ("Plate_E0712345678-0D36-4A29-9F5A-BE62B6F7F73F.tif", ("E07", 1, 1)),
+], ids=["guid-after-site", "guid-after-site-starting-with-digits", "guid-after-site-2",
+        "guid-after-well"])
+def test_a_single_channel_acquisitions_guid_follows_the_site(
+        name: str, fields: tuple[str, int, int], tmp_path: Path) -> None:
+    """fmi-faim/faim-ipa, resources/SingleChannel/2023-02-21/1334 (one channel: no ``_w``,
+    the GUID right after the site); before, no such name was an image."""
+    _tif(tmp_path / "ZStep_1" / name, np.zeros((4, 4), np.uint16))
+    [rec] = ImageXpressReader(tmp_path).records()
+    assert (rec.get("well"), rec.get("site"), rec.get("channel")) == fields

@@ -18,8 +18,8 @@ TIFFs' names. tifffile parses the TIFF; its MetaSeries reader wants the ``Softwa
 ``MetaSeries``, so the XML is read here from the description itself.
 
 Names: ``<prefix>_<well>_s<site>_w<channel>`` where ``_s`` is absent on single-site plates and
-``_w`` on single-channel ones, and MetaXpress may append a GUID to the channel
-(``..._w1F1A2B3C4-....TIF``); any case of ``.tif``/``.tiff``. Thumbnails (``_thumb``) are left
+``_w`` on single-channel ones, and MetaXpress may append a GUID to the last of them
+(``..._w1F1A2B3C4-....TIF``, ``..._s1F1A2B3C4-....TIF``); any case of ``.tif``/``.tiff``. Thumbnails (``_thumb``) are left
 out. When a time point has ``ZStep_<z>`` folders, the images directly in the time point's
 folder (or in an export's ``ZStep_0``) are MetaXpress's projections of those planes, and are
 left out too, but for channels with no plane in those folders (a channel kept only as its
@@ -56,10 +56,14 @@ from memtype.pipeline.readers.base import (
 __all__ = ["ImageXpressReader", "parse_htd", "HtdInfo", "tiff_properties", "StagePositions"]
 
 _NAME = re.compile(
-    r"(?:.*_)?(?P<well>[A-Z]{1,2}\d{2,3})(?:_s(?P<site>\d+))?(?:_w(?P<channel>\d+)"
-    r"(?:[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})?)?"
+    r"(?:.*_)?(?P<well>[A-Z]{1,2}\d{2,3})(?:_s(?P<site>\d+))?(?:_w(?P<channel>\d+))?"
+    r"(?:[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})?"
     r"(?i:\.tiff?)")
-"""MetaXpress names: the well in capitals with a two- or three-digit column, as written. The
+"""MetaXpress names: the well in capitals with a two- or three-digit column, as written; the
+acquisition's GUID follows the last part present (``_w1<GUID>``, or ``_s1<GUID>`` on a
+single-channel plate: fmi-faim/faim-ipa, resources/SingleChannel/2023-02-21/1334/
+Projection-Mix_E07_s1E94C24BD-45E4-450A-9919-257C714278F7.tif); its fixed length tells a GUID
+starting with a digit from the number before it. The
 prefix is greedy (tried from the last ``_`` back): what follows the well has no ``_`` that a
 well could follow (``_s``, ``_w`` are lower case), so it splits where a lazy prefix would, in
 two thirds of the time."""
