@@ -19,14 +19,14 @@ TIFFs' names. tifffile parses the TIFF; its MetaSeries reader wants the ``Softwa
 
 Names: ``<prefix>_<well>_s<site>_w<channel>`` where ``_s`` is absent on single-site plates and
 ``_w`` on single-channel ones, and MetaXpress may append a GUID to the last of them
-(``..._w1F1A2B3C4-....TIF``, ``..._s1F1A2B3C4-....TIF``); any case of ``.tif``/``.tiff``. Thumbnails (``_thumb``) are left
-out. When a time point has ``ZStep_<z>`` folders, the images directly in the time point's
-folder (or in an export's ``ZStep_0``) are MetaXpress's projections of those planes, and are
-left out too, but for channels with no plane in those folders (a channel kept only as its
-projection, or acquired as one plane, beside stacks): those are read as plane 1. The ``.HTD``
-is at the root, or (MetaXpress's plate export) in the first ``TimePoint_<t>`` folder or its
-``ZStep_1``; an acquisition folder without ``TimePoint_<t>`` folders (names at its root and in
-``ZStep_<z>`` folders) is time point 1.
+(``..._w1F1A2B3C4-....TIF``, ``..._s1F1A2B3C4-....TIF``); any case of ``.tif``/``.tiff``.
+Thumbnails (``_thumb``) are left out. When a time point has ``ZStep_<z>`` folders, the images
+directly in the time point's folder (or in an export's ``ZStep_0``) are MetaXpress's projections
+of those planes, and are left out too, but for channels with no plane in those folders (a
+channel kept only as its projection, or acquired as one plane, beside stacks): those are read as
+plane 1. The ``.HTD`` is at the root, or (MetaXpress's plate export) in the first
+``TimePoint_<t>`` folder or its ``ZStep_1``; an acquisition folder without ``TimePoint_<t>``
+folders (names at its root and in ``ZStep_<z>`` folders) is time point 1.
 """
 
 from __future__ import annotations
