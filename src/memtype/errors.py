@@ -28,6 +28,8 @@ __all__ = [
     "StoreExistsError",
     "StoreFormatError",
     "StorePathError",
+    "StoreNotADirectoryError",
+    "StoreIsADirectoryError",
     "StoreReadOnlyError",
     "ConfigurationError",
     "PipelineError",
@@ -130,8 +132,12 @@ class _ReadableKeyError(MemtypeError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class StoreKeyError(_ReadableKeyError):
-    """A storage name that is not registered: a store backend, a FileManager backend."""
+class StoreKeyError(_ReadableKeyError, ValueError):
+    """A storage name that is not registered: a store backend, a FileManager backend.
+
+    Also a ``ValueError``: polystore's and OpenHCS's ``FileManager`` raise one
+    (``StorageResolutionError``) for an unknown backend.
+    """
 
 
 class CacheKeyError(_ReadableKeyError):
@@ -159,6 +165,18 @@ class StorePathError(MemtypeError, ValueError):
     """A path that escapes the store root (``..`` or a symbolic link leading outside), a file
     where a directory is expected, a symbolic link loop, or a name too long for the file
     system."""
+
+
+class StoreNotADirectoryError(StorePathError, NotADirectoryError):
+    """A file where a directory is expected (``list_files`` of a file, a file in the way of a
+    path's parents); a ``StorePathError`` that is also the ``NotADirectoryError`` the file
+    system (and polystore) raise."""
+
+
+class StoreIsADirectoryError(StorePathError, IsADirectoryError):
+    """A directory where a file is expected (``load`` of a directory, ``delete`` of a non-empty
+    directory); a ``StorePathError`` that is also the ``IsADirectoryError`` the file system
+    (and polystore) raise."""
 
 
 class StoreReadOnlyError(MemtypeError, PermissionError):

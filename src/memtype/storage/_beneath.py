@@ -30,7 +30,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from memtype.errors import StoreNotFoundError, StorePathError
+from memtype.errors import StoreNotADirectoryError, StoreNotFoundError, StorePathError
 from memtype.storage._openat2 import open_beneath
 
 __all__ = ["Loc", "Resolver", "DIR_FLAGS", "NOFOLLOW", "HAS_DIR_FD", "UNKNOWN", "lstat_at",
@@ -320,5 +320,5 @@ class Resolver:
 
     def _not_dir(self, key: str) -> StorePathError:
         """The error for a file where a directory is expected."""
-        return StorePathError(
+        return StoreNotADirectoryError(
             f"{key!r} is a file; expected a directory (a file is in the way of the path).")

@@ -26,7 +26,13 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from memtype.errors import StoreExistsError, StoreFormatError, StoreNotFoundError, StorePathError
+from memtype.errors import (
+    StoreExistsError,
+    StoreFormatError,
+    StoreNotADirectoryError,
+    StoreNotFoundError,
+    StorePathError,
+)
 from memtype.storage import _fdops
 from memtype.storage._atomic import atomic_write, file_lock
 from memtype.storage._beneath import DIR_FLAGS, NOFOLLOW, UNKNOWN, Resolver, lstat_at
@@ -130,7 +136,7 @@ class PlatePaths:
         """The parts of an existing plate, row or well; raise for a field or a missing one."""
         parts = self.parts(key)
         if len(parts) == 3:
-            raise StorePathError(f"{key!r} is a field (an image); expected a directory.")
+            raise StoreNotADirectoryError(f"{key!r} is a field (an image); expected a directory.")
         if not self.exists(key):
             raise StoreNotFoundError(f"No {LEVELS[len(parts)]} at {key or self.root!r}.")
         return parts

@@ -11,7 +11,13 @@ import posixpath
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from memtype.errors import StoreExistsError, StoreNotFoundError, StorePathError
+from memtype.errors import (
+    StoreExistsError,
+    StoreIsADirectoryError,
+    StoreNotADirectoryError,
+    StoreNotFoundError,
+    StorePathError,
+)
 
 V = TypeVar("V")
 
@@ -46,7 +52,7 @@ class KeyTree(Generic[V]):
             return self.files[key]
         except KeyError:
             if key in self.dirs:
-                raise StorePathError(
+                raise StoreIsADirectoryError(
                     f"{key!r} is a directory; expected a file."
                 ) from None
             raise StoreNotFoundError(f"No file at {key!r} in the store.") from None
@@ -61,7 +67,7 @@ class KeyTree(Generic[V]):
         if key in self.dirs:
             return
         if key in self.files:
-            raise StorePathError(f"{key!r} is a file; expected a directory.")
+            raise StoreNotADirectoryError(f"{key!r} is a file; expected a directory.")
         raise StoreNotFoundError(f"No directory at {key!r} in the store{hint}.")
 
     def require_exists(self, key: str) -> None:
@@ -101,7 +107,7 @@ class KeyTree(Generic[V]):
         current = key
         while current not in self.dirs:
             if current in self.files:
-                raise StorePathError(f"{current!r} is a file; expected a directory.")
+                raise StoreNotADirectoryError(f"{current!r} is a file; expected a directory.")
             missing.append(current)
             current, _ = _split(current)
             if not parents and current not in self.dirs:
@@ -114,7 +120,7 @@ class KeyTree(Generic[V]):
     def check_put(self, key: str, overwrite: bool, parents: bool) -> None:
         """Raise what :meth:`put` would raise, without changing anything."""
         if key == "" or key in self.dirs:
-            raise StorePathError(f"{key or '/'!r} is a directory; expected a file path.")
+            raise StoreIsADirectoryError(f"{key or '/'!r} is a directory; expected a file path.")
         if key in self.files and not overwrite:
             raise StoreExistsError(
                 f"{key!r} already exists; pass overwrite=True to replace it."
@@ -133,7 +139,7 @@ class KeyTree(Generic[V]):
         """Raise if any existing ancestor of ``key`` (or ``key``) is a file."""
         while key:
             if key in self.files:
-                raise StorePathError(f"{key!r} is a file; expected a directory.")
+                raise StoreNotADirectoryError(f"{key!r} is a file; expected a directory.")
             if key in self.dirs:
                 return
             key, _ = _split(key)
@@ -158,7 +164,7 @@ class KeyTree(Generic[V]):
         if key == "":
             raise StorePathError("The store root cannot be deleted; use delete_all('').")
         if self.dirs[key]:
-            raise StorePathError(
+            raise StoreIsADirectoryError(
                 f"Directory {key!r} is not empty ({len(self.dirs[key])} entries); "
                 "use delete_all to remove it with its contents."
             )

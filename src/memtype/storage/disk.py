@@ -37,6 +37,8 @@ from typing import Any
 from memtype.errors import (
     StoreExistsError,
     StoreFormatError,
+    StoreIsADirectoryError,
+    StoreNotADirectoryError,
     StoreNotFoundError,
     StorePathError,
 )
@@ -81,7 +83,8 @@ class DiskStore(Store):
         self.fsync = fsync
         self.follow_symlinks_outside = follow_symlinks_outside
         if os.path.exists(self.root) and not os.path.isdir(self.root):
-            raise StorePathError(f"Store root {self.root!r} is a file; expected a directory.")
+            raise StoreNotADirectoryError(
+                f"Store root {self.root!r} is a file; expected a directory.")
         if not read_only:
             os.makedirs(self.root, exist_ok=True)
         self._paths = Resolver(self.root, self.follow_symlinks_outside)
@@ -129,7 +132,8 @@ class DiskStore(Store):
             fmt = format_for(key)
         except StoreFormatError:
             if self.is_dir(key):
-                raise StorePathError(f"{key!r} is a directory; expected a file path.") from None
+                raise StoreIsADirectoryError(
+                    f"{key!r} is a directory; expected a file path.") from None
             raise
         check_options(fmt, options, fmt.save_options, "Saving")
         payload = fmt.prepare(data, key, options)
@@ -137,7 +141,7 @@ class DiskStore(Store):
         with self._locate(key, follow_last=False, parents=parents) as loc:
             st = _disk_ops.lstat(loc)
             if st is not None and stat.S_ISDIR(st.st_mode):
-                raise StorePathError(f"{key!r} is a directory; expected a file path.")
+                raise StoreIsADirectoryError(f"{key!r} is a directory; expected a file path.")
             if st is not None and not overwrite:
                 raise StoreExistsError(
                     f"{key!r} already exists; pass overwrite=True to replace it.")
@@ -162,7 +166,12 @@ class DiskStore(Store):
             ``key`` is not a page of the TIFF.
         """
         key = self._file_key(path)
-        fmt = format_for(key)
+        try:
+            fmt = format_for(key)
+        except StoreFormatError:
+            if self.is_dir(key):  # "d" is a directory before it is a file of no known format
+                raise StoreIsADirectoryError(f"{key!r} is a directory; expected a file.") from None
+            raise
         check_options(fmt, options, fmt.load_options, "Loading")
         with self._open_file(key) as fh:
             return decode(fmt.read, fh, f"{fmt.name} file", repr(fh.name), options)
@@ -175,7 +184,7 @@ class DiskStore(Store):
             fd = self._open_walked(key)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
-            raise StorePathError(f"{key!r} is a directory (or not a regular file); "
+            raise StoreIsADirectoryError(f"{key!r} is a directory (or not a regular file); "
                                  "expected a file.")
         os.set_blocking(fd, True)
         fh = os.fdopen(fd, "rb")
@@ -186,7 +195,7 @@ class DiskStore(Store):
         """:meth:`_open_file`'s descriptor through the walk (and its precise errors)."""
         with self._locate(key, follow_last=True, missing="No file") as loc:
             if not loc.name:
-                raise StorePathError(f"{key!r} is a directory; expected a file.")
+                raise StoreIsADirectoryError(f"{key!r} is a directory; expected a file.")
             try:
                 return os.open(loc.name, _READ_FLAGS | self._paths.nofollow, dir_fd=loc.dir_fd)
             except FileNotFoundError:
@@ -217,7 +226,8 @@ class DiskStore(Store):
         """The key of a path that must name a file (not the root)."""
         key = self.key(path)
         if not key:
-            raise StorePathError(f"{os.fspath(path)!r} is the store root; expected a file path.")
+            raise StoreIsADirectoryError(
+                f"{os.fspath(path)!r} is the store root; expected a file path.")
         return key
 
     # -- queries -----------------------------------------------------------------------
@@ -294,7 +304,7 @@ class DiskStore(Store):
             except OSError as exc:
                 if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
-                raise StorePathError(
+                raise StoreIsADirectoryError(
                     f"Directory {key!r} is not empty; use delete_all to remove it with its "
                     "contents.") from exc
 
@@ -346,7 +356,7 @@ class DiskStore(Store):
             raise StoreNotFoundError(f"No file or directory at {skey!r} in {self.root!r}.")
         parent = posixpath.dirname(dkey)
         if not self.is_dir(parent) and self.exists(parent):
-            raise StorePathError(f"{parent!r} is a file; expected a directory.")
+            raise StoreNotADirectoryError(f"{parent!r} is a file; expected a directory.")
         return skey, dkey
 
     def purge_temporaries(self, directory: PathLike = "", *, min_age_s: float = 60.0) -> int:

@@ -52,6 +52,8 @@ from memtype.errors import (
     StoreExistsError,
     StoreFormatError,
     StoreIndexError,
+    StoreIsADirectoryError,
+    StoreNotADirectoryError,
     StoreNotFoundError,
     StorePathError,
 )
@@ -107,7 +109,8 @@ class ZarrStore(Store):
         super().__init__(root, read_only=read_only)
         self.follow_symlinks_outside = bool(follow_symlinks_outside)
         if os.path.exists(self.root) and not os.path.isdir(self.root):
-            raise StorePathError(f"Plate root {self.root!r} is a file; expected a directory.")
+            raise StoreNotADirectoryError(
+                f"Plate root {self.root!r} is a file; expected a directory.")
         _ngff.check_codec(codec)
         self._paths = PlatePaths(self.root, self.follow_symlinks_outside,
                                  _ngff.layout_for(ome_version or "0.5"))
@@ -438,7 +441,7 @@ class ZarrStore(Store):
         if not self._paths.exists(key):
             raise StoreNotFoundError(f"Nothing at {key!r} in the plate {self.root!r}.")
         if len(parts) < 3 and self._paths.children(key):
-            raise StorePathError(
+            raise StoreIsADirectoryError(
                 f"{key!r} is not empty; use delete_all to remove it with its contents."
             )
         _plate_groups.remove(self._paths, key, parts, self.fsync)
