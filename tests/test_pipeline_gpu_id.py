@@ -62,3 +62,12 @@ def test_function_step_run_takes_every_gpu_id_spelling(gpu_id: Any) -> None:
                                     pytest.param(StepClass.run, id="FunctionStep.run")])
 def test_gpu_id_is_annotated_as_every_spelling(method: Any) -> None:
     assert inspect.signature(method).parameters["gpu_id"].annotation == "GpuId | None"
+
+
+@pytest.mark.parametrize("gpu_id", SPELLINGS)
+def test_a_decorator_s_gpu_id_default_takes_every_spelling(gpu_id: Any) -> None:
+    # the sibling of Pipeline.plan's annotation: memory_types(gpu_id=) was annotated int
+    add = mt.memory_types("numpy", "numpy", gpu_id=gpu_id)(lambda image: image + 1)
+    assert float(add(_stack()).sum()) == 2 * 8 * 8
+    annotation = inspect.signature(mt.memory_types).parameters["gpu_id"].annotation
+    assert annotation == "int | str | Device | None"

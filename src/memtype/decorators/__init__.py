@@ -39,7 +39,7 @@ from memtype.decorators.options import OomFallback, decoration_defaults, flag
 from memtype.decorators.outputs import Contract, contract_ndims
 from memtype.dtypes import Scaling
 from memtype.errors import ArgumentTypeError, UnknownMemoryTypeError
-from memtype.frameworks import Framework, get_framework, is_registered, iter_frameworks
+from memtype.frameworks import Device, Framework, get_framework, is_registered, iter_frameworks
 from memtype.types import DtypeConversion, MemoryTypeLike
 
 __all__ = ["memory_types", "MemoryTypeFunction", "Contract"]
@@ -59,7 +59,7 @@ def memory_types(input_type: MemoryTypeLike, output_type: MemoryTypeLike,
                  copy_inputs: bool = False, allow_cpu_roundtrip: bool = False,
                  dtype_conversion: DtypeConversion | str = DtypeConversion.PRESERVE_INPUT,
                  scaling: Scaling = "clip", slice_by_slice: bool = False,
-                 gpu_id: int | None = None, oom_fallback: OomFallback = None,
+                 gpu_id: int | str | Device | None = None, oom_fallback: OomFallback = None,
                  ) -> Callable[[Callable[..., Any]], MemoryTypeFunction]:
     """Declare a function's input and output memory types.
 
