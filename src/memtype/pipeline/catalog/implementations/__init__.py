@@ -4,7 +4,11 @@ An operation (:mod:`~memtype.pipeline.catalog.operations`) runs a catalog entry 
 library already computes its definition (``skimage.filters.gaussian``,
 ``pyclesperanto.gaussian_blur``), and one of these functions where it does not: a box filter
 of scipy.ndimage per plane, a threshold as a mask, the Sobel magnitude in the input's units,
-per-label statistics as rows with one set of columns, and the plain torch versions. Each
+per-label statistics as rows with one set of columns, and the plain torch and JAX versions.
+One module per framework (``host``: NumPy, scipy.ndimage, scikit-image; ``opencl``:
+pyclesperanto; ``torch``; ``jax``; ``cupy``), named in the operations' targets by the
+function's prefix (``tensor_``, ``jax_``, ``cle_``, ``cupy_``), and ``histogram``: a
+threshold chosen from the counts that torch and JAX make where the stack is. Each function
 imports its library when it runs; none is imported by listing the catalog.
 
 Definitions (the tolerances are in ``TOLERANCES``; the differences in ``docs/functions.md``):
