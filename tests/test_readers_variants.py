@@ -465,3 +465,37 @@ def test_a_single_channel_acquisitions_guid_follows_the_site(
     _tif(tmp_path / "ZStep_1" / name, np.zeros((4, 4), np.uint16))
     [rec] = ImageXpressReader(tmp_path).records()
     assert (rec.get("well"), rec.get("site"), rec.get("channel")) == fields
+
+
+def write_omezarr_cycles(root: Path, version: str) -> Path:
+    """An HCS plate imaged twice (two acquisitions, as Fractal's converters write multiplexing
+    cycles): ``plate.acquisitions`` ids 7 and 3 (in that order), each well's fields
+    ``{"path": "0", "acquisition": 7}``, ``{"path": "1", "acquisition": 3}``, written by
+    ome-zarr-py. Pixel value: 100 * cycle + channel."""
+    import zarr
+    from ome_zarr.format import FormatV04, FormatV05
+    from ome_zarr.writer import write_image, write_plate_metadata, write_well_metadata
+
+    fmt = FormatV04() if version == "0.4" else FormatV05()
+    group = zarr.open_group(str(root), mode="w", zarr_format=2 if version == "0.4" else 3)
+    write_plate_metadata(group, ["A"], ["1"], ["A/1"], fmt=fmt,
+                         acquisitions=[{"id": 7, "name": "cycle 1"}, {"id": 3, "name": "cycle 2"}])
+    well = group.require_group("A").require_group("1")
+    write_well_metadata(well, [{"path": "0", "acquisition": 7}, {"path": "1", "acquisition": 3}],
+                        fmt=fmt)
+    for cycle, path in ((1, "0"), (2, "1")):
+        data = np.stack([np.full((4, 4), 100 * cycle + c, np.uint16) for c in (1, 2)])
+        write_image(data, well.require_group(path), scale_factors=[], fmt=fmt, axes="cyx")
+    return root
+
+
+@pytest.mark.parametrize("version", [pytest.param(v, marks=OME_ZARR) for v in ("0.4", "0.5")])
+def test_omezarr_acquisitions_are_time_points_of_the_same_sites(version: str,
+                                                                tmp_path: Path) -> None:
+    """Before: the second acquisition's field was site 2 of the same time point."""
+    reader = open_input(write_omezarr_cycles(tmp_path / "plate.zarr", version))
+    records = reader.records()
+    assert [(r.get("site"), r.get("channel"), r.get("t")) for r in records] == [
+        (1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2)]
+    assert [int(a[0, 0]) for a in reader.load_batch([r.path for r in records])] == \
+        [101, 201, 102, 202]

@@ -8,7 +8,10 @@ a ``scale`` transformation) and whose ``omero.channels`` label the channels. Lis
 these JSON files only; a group's planes are read from the full-resolution array when it runs.
 
 Fields: ``site`` is the field's position in its well's list, ``channel``, ``z`` and ``t`` the
-plane's index on its axis, each from 1.
+plane's index on its axis, each from 1. Where a well's fields belong to several acquisitions
+(``well.images[].acquisition``: a plate imaged several times, multiplexing cycles), ``site``
+counts within the acquisition and the acquisitions follow one another in ``t`` (in the order
+of ``plate.acquisitions``).
 """
 
 from __future__ import annotations
@@ -125,30 +128,39 @@ class OmeZarrReader(Reader):
                                  "inputs are read only inside the folder given.")
         return real
 
-    def _images(self) -> list[tuple[str, int, str, list[str], dict[str, Any]]]:
-        """(well, site, array path, axes, image attributes) of every field."""
+    def _images(self) -> list[tuple[str, int, str, list[str], dict[str, Any], Any]]:
+        """(well, site, array path, axes, image attributes, acquisition) of every field; a
+        field's site counts within its acquisition (``well.images[].acquisition``)."""
         out = []
         for well in self._plate().get("wells", []):
             path = str(well["path"])
             row, column = path.split("/")[-2:]
             attrs = _attributes(self._inside(path)) or {}
-            for site, image in enumerate(attrs.get("well", {}).get("images", []), start=1):
+            sites: dict[Any, int] = {}
+            for image in attrs.get("well", {}).get("images", []):
+                acquisition = image.get("acquisition")
+                sites[acquisition] = site = sites.get(acquisition, 0) + 1
                 field = f"{path}/{image['path']}"
                 meta = _attributes(self._inside(field)) or {}
                 multiscale = meta.get("multiscales", [{}])[0]
                 level = f"{field}/{multiscale['datasets'][0]['path']}"
-                out.append((f"{row}{column}", site, level, _axes(multiscale), meta))
+                out.append((f"{row}{column}", site, level, _axes(multiscale), meta, acquisition))
         return out
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
+        images = [(well, site, level, dict(zip(axes, _shape(self._inside(level)),
+                                               strict=False)), acquisition)
+                  for well, site, level, axes, _, acquisition in self._images()]
+        first_t = _acquisition_times(self._plate(), [(a, s.get("t", 1))
+                                                     for *_, s, a in images])
         found: list[ImageRecord] = []
-        for well, site, level, axes, _ in self._images():
-            shape = dict(zip(axes, _shape(self._inside(level)), strict=False))
+        for well, site, level, shape, acquisition in images:
+            start = first_t[acquisition]
             for t in range(shape.get("t", 1)):
                 for c in range(shape.get("c", 1)):
                     for z in range(shape.get("z", 1)):
                         found.append(record(f"{level}#{t}/{c}/{z}", well, site, c + 1, z + 1,
-                                            t + 1))
+                                            start + t))
         return found
 
     def _nothing_found(self) -> str:
@@ -161,7 +173,7 @@ class OmeZarrReader(Reader):
         size: tuple[float, float] | None = None
         step: float | None = None
         if images:
-            _, _, _, axes, meta = images[0]
+            _, _, _, axes, meta, _ = images[0]
             for i, channel in enumerate(meta.get("omero", {}).get("channels", []), start=1):
                 if channel.get("label"):
                     names[i] = str(channel["label"])
@@ -199,6 +211,27 @@ class OmeZarrReader(Reader):
         level = path.partition("#")[0]
         array = zarr.open_array(self._inside(level), mode="r")
         return tuple(array.shape[-2:]), np.dtype(array.dtype)
+
+
+def _acquisition_times(plate: dict[str, Any], sizes: list[tuple[Any, int]]) -> dict[Any, int]:
+    """The first time point of each acquisition: 1 for all where the plate's fields name at
+    most one; else the acquisitions follow one another in time, in the order of
+    ``plate.acquisitions`` (by ``id``; those it does not list after, by id), each taking as
+    many time points as its longest field (NGFF 0.4's acquisitions: a plate imaged several
+    times, as Fractal's converters write multiplexing cycles, each field of a cycle at the same
+    place as in the others — the same site)."""
+    longest: dict[Any, int] = {}
+    for acquisition, size in sizes:
+        longest[acquisition] = max(longest.get(acquisition, 1), size)
+    if len(longest) <= 1:
+        return dict.fromkeys(longest, 1)
+    listed = [a.get("id") for a in plate.get("acquisitions", []) if isinstance(a, dict)]
+    order = sorted(longest, key=lambda a: (a not in listed,
+                                           listed.index(a) if a in listed else 0, str(a)))
+    first, start = {}, 1
+    for acquisition in order:
+        first[acquisition], start = start, start + longest[acquisition]
+    return first
 
 
 def _read(array: Any, index: tuple[Any, ...], path: str, root: str) -> np.ndarray[Any, Any]:
