@@ -221,7 +221,7 @@ def test_thresholds_equal_scikit_images_on_a_noisy_float_stack(name: str,
     assert np.array_equal(_on(memory_type, options[memory_type], stack), reference)
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "float32"])
 @pytest.mark.parametrize(("name", "memory_type"),
                          _framework_cases(THRESHOLDS, ("numpy", "torch", "jax")))
 def test_a_constant_stack_has_no_pixel_above_its_threshold(name: str, memory_type: str,

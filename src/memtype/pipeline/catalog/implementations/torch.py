@@ -133,15 +133,14 @@ def tensor_otsu_mask(stack: Any) -> Any:
     counts, centers = _tensor_histogram(stack)
     counts = counts.float()
     if counts.numel() == 1:
-        return stack > centers[0].to(stack.dtype)
+        return _above(stack, centers[0])
     weight1 = torch.cumsum(counts, 0)
     weight2 = torch.cumsum(counts.flip(0), 0).flip(0)
     weighted = counts * centers
     mean1 = torch.cumsum(weighted, 0) / weight1
     mean2 = (torch.cumsum(weighted.flip(0), 0) / weight2.flip(0)).flip(0)
     variance = weight1[:-1] * weight2[1:] * (mean1[:-1] - mean2[1:]) ** 2
-    threshold = centers[int(torch.argmax(variance))]
-    return stack.to(torch.float64) > float(threshold)
+    return _above(stack, centers[int(torch.argmax(variance))])
 
 
 def _above(stack: Any, threshold: Any) -> Any:
