@@ -253,7 +253,8 @@ def test_a_corrupt_ome_tiff_is_left_out_of_the_listing_and_listed_missing(
     with pytest.warns(UserWarning, match="1 OME-TIFF file.*B03_s2.ome.tif"):
         assert len(reader.records()) == 12
     [missing] = reader.metadata.missing
-    assert missing.startswith("B03_s2.ome.tif (")
+    assert missing.startswith("B03_s2.ome.tif: 'B03_s2.ome.tif' in ")
+    assert "not a readable OME-TIFF" in missing
 
 
 def test_an_ome_tiff_truncated_after_listing_fails_at_read_naming_it(tmp_path: Path) -> None:

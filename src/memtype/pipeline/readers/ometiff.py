@@ -130,13 +130,15 @@ class OmeTiffReader(FileReader):
             with tifffile.TiffFile(self.resolve(path)) as tif:
                 series = [(s.axes.upper(), tuple(s.shape)) for s in tif.series]
                 xml = tif.ome_metadata
-            if not xml:
-                raise ValueError("no OME-XML in its first page's description: truncated or "
-                                 "corrupt")
-            return ET.fromstring(xml), series
+            ome = ET.fromstring(xml) if xml else None
         except (ValueError, OSError, ET.ParseError, tifffile.TiffFileError) as exc:
             raise StoreFormatError(f"{path!r} in {self.root!r} is not a readable OME-TIFF "
                                    f"({exc}).") from exc
+        if ome is None:
+            raise StoreFormatError(f"{path!r} in {self.root!r} is not a readable OME-TIFF (no "
+                                   "OME-XML in its first page's description: truncated or "
+                                   "corrupt).")
+        return ome, series
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
         """The images of every readable file; an unreadable one is left out with a warning
@@ -147,7 +149,7 @@ class OmeTiffReader(FileReader):
             try:
                 ome, series = self._ome(path)
             except StoreFormatError as exc:
-                self._unreadable.append(f"{path} ({exc.__cause__})")
+                self._unreadable.append(f"{path}: {exc}")
                 continue
             _refuse_companion(ome, path)
             places = _plate_positions(ome)
