@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memtype.errors import StoreFormatError
+from memtype.errors import NoImagesError, StoreFormatError
 from memtype.pipeline.inspection import inspect_plate
 from memtype.pipeline.readers import (
     FieldPosition,
@@ -500,3 +500,17 @@ def test_omezarr_acquisitions_are_time_points_of_the_same_sites(version: str,
         (1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2)]
     assert [int(a[0, 0]) for a in reader.load_batch([r.path for r in records])] == \
         [101, 201, 102, 202]
+
+
+def test_an_index_of_server_urls_says_the_images_are_on_the_server(tmp_path: Path) -> None:
+    """Harmony can write an index whose ``<URL>`` is the image's address on its server
+    (Bio-Formats' OperettaReader keeps a URL starting with ``http`` as it is); before, the URL
+    was joined to the index's folder (``Images/http:/...``) and the error said only that no
+    image was found."""
+    url = "http://harmony-server:8080/Images/r03c03f01p01-ch1sk1fk1fl1.tiff"
+    root = tmp_path / "export"
+    (root / "Images").mkdir(parents=True)
+    (root / "Images/Index.idx.xml").write_text(
+        operetta_cls_index([(1, 1, 1, url)]), encoding="utf-8")
+    with pytest.raises(NoImagesError, match="images on a server .*http://harmony-server:8080/"):
+        open_input(root).records()

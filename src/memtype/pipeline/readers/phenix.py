@@ -91,9 +91,10 @@ class _Index:
     def add_image(self, parts: dict[str, ET.Element], base: str, files: set[str]) -> None:
         """One ``<Image>`` plane: its record (present or absent), name, size and place."""
         url = _text(parts, "URL").replace("\\", "/")
-        path = posixpath.normpath(f"{base}/{url}") if base and url else url
+        remote = "://" in url  # a Harmony server's URL (Bio-Formats' OperettaReader keeps it)
+        path = posixpath.normpath(f"{base}/{url}") if base and url and not remote else url
         rec = PhenixReader._record(path, parts)
-        if url and path in files:
+        if url and not remote and path in files:
             self.found.append(rec)
         else:
             self.absent.append(f"{rec.path or '(no file)'} ({_label(rec)})")
@@ -230,8 +231,13 @@ class PhenixReader(FileReader):
         return record(path, well_name(row, col), site, channel, plane, time + 1)
 
     def _nothing_found(self) -> str:
-        return ("expected Images/Index.idx.xml (or Index.xml, Index.ref.xml) and the files it "
-                "names, or files named r01c01f01p01-ch1sk1fk1fl1.tiff.")
+        absent = self._scanned.absent if self._scanned is not None else []
+        remote = next((a for a in absent if "://" in a), None)
+        hint = "" if remote is None else (
+            f"its index names images on a server ({remote}), not files beside it: export the "
+            "measurement with its images from Harmony; ")
+        return hint + ("expected Images/Index.idx.xml (or Index.xml, Index.ref.xml) and the "
+                       "files it names, or files named r01c01f01p01-ch1sk1fk1fl1.tiff.")
 
     def _metadata(self) -> PlateMetadata:
         source = self.detect(self.root) or ""
