@@ -514,3 +514,11 @@ def test_an_index_of_server_urls_says_the_images_are_on_the_server(tmp_path: Pat
         operetta_cls_index([(1, 1, 1, url)]), encoding="utf-8")
     with pytest.raises(NoImagesError, match="images on a server .*http://harmony-server:8080/"):
         open_input(root).records()
+
+
+def test_an_imagexpress_well_without_its_leading_zero_is_that_well(tmp_path: Path) -> None:
+    """``B3`` is well ``B03`` (openhcs's ImageXpress parser takes any number of column digits);
+    before, the name was not an image."""
+    _tif(tmp_path / "TimePoint_1/Plate1_B3_s2_w1.TIF", np.zeros((4, 4), np.uint16))
+    [rec] = ImageXpressReader(tmp_path).records()
+    assert (rec.get("well"), rec.get("site"), rec.get("channel")) == ("B03", 2, 1)

@@ -56,10 +56,11 @@ from memtype.pipeline.readers.base import (
 __all__ = ["ImageXpressReader", "parse_htd", "HtdInfo", "tiff_properties", "StagePositions"]
 
 _NAME = re.compile(
-    r"(?:.*_)?(?P<well>[A-Z]{1,2}\d{2,3})(?:_s(?P<site>\d+))?(?:_w(?P<channel>\d+))?"
+    r"(?:.*_)?(?P<well>[A-Z]{1,2}\d{1,3})(?:_s(?P<site>\d+))?(?:_w(?P<channel>\d+))?"
     r"(?:[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})?"
     r"(?i:\.tiff?)")
-"""MetaXpress names: the well in capitals with a two- or three-digit column, as written; the
+"""MetaXpress names: the well in capitals with a column of one to three digits (``A1`` is well
+``A01``, as openhcs's ImageXpress parser and names copied by hand have it); the
 acquisition's GUID follows the last part present (``_w1<GUID>``, or ``_s1<GUID>`` on a
 single-channel plate: fmi-faim/faim-ipa, resources/SingleChannel/2023-02-21/1334/
 Projection-Mix_E07_s1E94C24BD-45E4-450A-9919-257C714278F7.tif); its fixed length tells a GUID
