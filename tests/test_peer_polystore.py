@@ -7,6 +7,8 @@ Each test is written in memtype's terms; the comment names the peer test that fo
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,15 @@ from memtype.errors import (
     StoreNotADirectoryError,
     StorePathError,
 )
-from memtype.storage import DiskStore, FileManager, MemoryStore, Store, get_store_class
+from memtype.storage import (
+    DiskStore,
+    FileManager,
+    MemoryStore,
+    Store,
+    ZarrStore,
+    get_store_class,
+)
+from memtype.storage._oserrors import translate
 
 STORES: dict[str, Callable[[Path], Store]] = {
     "disk": lambda tmp: DiskStore(tmp),
@@ -102,3 +112,32 @@ def test_an_unknown_store_name_is_a_value_error_and_still_a_key_error() -> None:
         get_store_class("no-such-store")
     assert isinstance(info.value, KeyError)
     assert isinstance(info.value, StoreKeyError)
+
+
+# The same mechanism where the operating system, not memtype, finds the wrong kind of path.
+OS_ERRORS = {"ENOTDIR": (errno.ENOTDIR, NotADirectoryError),
+             "EISDIR": (errno.EISDIR, IsADirectoryError),
+             "ENOTEMPTY": (errno.ENOTEMPTY, IsADirectoryError)}
+
+
+@pytest.mark.parametrize("code,builtin", OS_ERRORS.values(), ids=OS_ERRORS.keys())
+def test_an_os_error_of_the_wrong_kind_of_path_keeps_its_builtin_and_errno(
+        code: int, builtin: type[OSError]) -> None:
+    error = translate(OSError(code, os.strerror(code)), "list 'a' in DiskStore('/data')")
+    assert isinstance(error, builtin) and isinstance(error, StorePathError)
+    assert isinstance(error, OSError) and error.errno == code
+
+
+@pytest.mark.requires("zarr")
+def test_a_field_path_is_not_a_directory_of_the_plate(tmp_path: Path) -> None:
+    plate = ZarrStore(tmp_path / "plate.zarr")
+    with pytest.raises(NotADirectoryError):
+        plate.ensure_directory("A/1/0")
+
+
+@pytest.mark.requires("zarr")
+def test_a_well_is_a_directory_not_a_field(tmp_path: Path) -> None:
+    plate = ZarrStore(tmp_path / "plate.zarr")
+    plate.save(np.zeros((1, 1, 1, 4, 4), np.uint16), "A/1/0", parents=True)
+    with pytest.raises(IsADirectoryError):
+        plate.load("A/1")

@@ -13,6 +13,7 @@ import pytest
 from memtype.errors import (
     StoreExistsError,
     StoreFormatError,
+    StoreIsADirectoryError,
     StoreKeyError,
     StoreNotFoundError,
     StorePathError,
@@ -78,7 +79,7 @@ def test_unknown_backend_never_guessed(fm: FileManager, backend: object) -> None
     (lambda fm: fm.load("missing", "memory"), StoreNotFoundError),
     (lambda fm: fm.save(np.zeros(2), "a.npz", "disk"), StoreFormatError),
     (lambda fm: fm.save(np.zeros(2), "../a.npy", "disk"), StorePathError),
-    (lambda fm: fm.save(np.zeros((4, 4)), "A/1", "zarr"), StorePathError),
+    (lambda fm: fm.save(np.zeros((4, 4)), "A/1", "zarr"), StoreIsADirectoryError),  # a well
     (lambda fm: fm.list_files("nowhere", "disk"), StoreNotFoundError),
 ])
 @pytest.mark.requires("zarr")

@@ -167,13 +167,13 @@ class StorePathError(MemtypeError, ValueError):
     system."""
 
 
-class StoreNotADirectoryError(StorePathError, NotADirectoryError):
+class StoreNotADirectoryError(NotADirectoryError, StorePathError):  # OSError first: errno kept
     """A file where a directory is expected (``list_files`` of a file, a file in the way of a
     path's parents); a ``StorePathError`` that is also the ``NotADirectoryError`` the file
     system (and polystore) raise."""
 
 
-class StoreIsADirectoryError(StorePathError, IsADirectoryError):
+class StoreIsADirectoryError(IsADirectoryError, StorePathError):  # OSError first: errno kept
     """A directory where a file is expected (``load`` of a directory, ``delete`` of a non-empty
     directory); a ``StorePathError`` that is also the ``IsADirectoryError`` the file system
     (and polystore) raise."""

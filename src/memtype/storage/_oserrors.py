@@ -14,8 +14,10 @@ ENOENT                             StoreNotFoundError (a ``FileNotFoundError``)
 EEXIST                             StoreExistsError (a ``FileExistsError``)
 EACCES, EPERM                      StoreAccessError (a ``PermissionError``, errno kept)
 EROFS                              StoreReadOnlyError (a ``PermissionError``)
-ENOTDIR, EISDIR, ENOTEMPTY,        StorePathError (a ``ValueError``): a wrong kind of path,
-ELOOP, ENAMETOOLONG                a symbolic link loop, a name too long
+ENOTDIR                            StoreNotADirectoryError (a ``StorePathError``, errno kept)
+EISDIR, ENOTEMPTY                  StoreIsADirectoryError (a ``StorePathError``, errno kept)
+ELOOP, ENAMETOOLONG                StorePathError (a ``ValueError``): a symbolic link loop, a
+                                   name too long
 anything else (EIO, no errno...)   StoreIOError (an ``OSError``, errno kept)
 =================================  ==========================================================
 """
@@ -34,6 +36,8 @@ from memtype.errors import (
     StoreExistsError,
     StoreFullError,
     StoreIOError,
+    StoreIsADirectoryError,
+    StoreNotADirectoryError,
     StoreNotFoundError,
     StorePathError,
     StoreReadOnlyError,
@@ -51,9 +55,11 @@ _OS_CLASSES: dict[int, type[OSError]] = {
     errno.EACCES: StoreAccessError,
     errno.EPERM: StoreAccessError,
     errno.EROFS: StoreReadOnlyError,
+    errno.ENOTDIR: StoreNotADirectoryError,
+    errno.EISDIR: StoreIsADirectoryError,
+    errno.ENOTEMPTY: StoreIsADirectoryError,
 }
-_PATH_ERRNOS = frozenset({errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY, errno.ELOOP,
-                          errno.ENAMETOOLONG})
+_PATH_ERRNOS = frozenset({errno.ELOOP, errno.ENAMETOOLONG})
 _HINTS = {
     errno.ENOSPC: "the device is full; nothing was replaced and partial writes were removed",
     errno.EDQUOT: "the disk quota is exhausted; nothing was replaced",

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from memtype.errors import (
     StoreExistsError,
     StoreFormatError,
+    StoreIsADirectoryError,
     StoreNotADirectoryError,
     StoreNotFoundError,
     StorePathError,
@@ -78,7 +79,7 @@ class PlatePaths:
         """``key``, checked to name a field (not the plate, a row or a well)."""
         parts = self.parts(key)
         if len(parts) != 3:
-            raise StorePathError(
+            raise StoreIsADirectoryError(
                 f"{key or '/'!r} is a {LEVELS[len(parts)]}, a directory; "
                 "expected a field path 'row/column/field'."
             )

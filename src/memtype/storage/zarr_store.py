@@ -425,7 +425,7 @@ class ZarrStore(Store):
     def ensure_directory(self, path: PathLike) -> str:
         key, parts = self._parts(path)
         if len(parts) == 3:
-            raise StorePathError(
+            raise StoreNotADirectoryError(
                 f"{key!r} is a field path (an image); expected a plate, row or well directory."
             )
         if not self._paths.exists(key):
