@@ -522,3 +522,15 @@ def test_an_imagexpress_well_without_its_leading_zero_is_that_well(tmp_path: Pat
     _tif(tmp_path / "TimePoint_1/Plate1_B3_s2_w1.TIF", np.zeros((4, 4), np.uint16))
     [rec] = ImageXpressReader(tmp_path).records()
     assert (rec.get("well"), rec.get("site"), rec.get("channel")) == ("B03", 2, 1)
+
+
+def test_an_empty_well_folder_is_no_images_not_an_error(tmp_path: Path) -> None:
+    """Per-well folders (``{well}/{site}/...``) where one well's folder is empty (a well the
+    microscope skipped): the others are read; the empty one has no images (a pattern names no
+    wells it expects, so it is not listed as missing)."""
+    for site in (1, 2):
+        _tif(tmp_path / "A01" / str(site) / "1_z1.tif", np.zeros((4, 4), np.uint16))
+    (tmp_path / "B02" / "1").mkdir(parents=True)
+    reader = open_input(tmp_path, pattern="{well}/{site}/{channel}_z{z}.tif")
+    assert [(r.get("well"), r.get("site")) for r in reader.records()] == [("A01", 1), ("A01", 2)]
+    assert inspect_plate(reader).missing == []
