@@ -534,3 +534,19 @@ def test_an_empty_well_folder_is_no_images_not_an_error(tmp_path: Path) -> None:
     reader = open_input(tmp_path, pattern="{well}/{site}/{channel}_z{z}.tif")
     assert [(r.get("well"), r.get("site")) for r in reader.records()] == [("A01", 1), ("A01", 2)]
     assert inspect_plate(reader).missing == []
+
+
+def test_a_single_plane_channel_beside_stacks_is_not_missing_planes(tmp_path: Path) -> None:
+    """fmi-faim/faim-ipa, resources/ImageXpress_exported/9987_Plate_3434's HTD: "ZSteps", 3 for
+    the plate, one channel imaged as one plane ("Texas Red: 1z"). Before, its planes 2 and 3 were
+    listed missing at every site; a plane missing from a stacked channel still is."""
+    root = tmp_path / "plate"
+    root.mkdir()
+    (root / "plate.HTD").write_text(htd_text(wells=("A01",), sites=1, names=("DAPI", "TxRed"),
+                                             zsteps=3), newline="")
+    for z in (1, 2, 3):
+        _image(root / f"TimePoint_1/ZStep_{z}/plate_A01_w1.TIF", z, "A01", 1, 1, z)
+    _image(root / "TimePoint_1/ZStep_1/plate_A01_w2.TIF", 9, "A01", 1, 2, 1)
+    assert ImageXpressReader(root).metadata.missing == ()
+    (root / "TimePoint_1/ZStep_2/plate_A01_w1.TIF").unlink()
+    assert ImageXpressReader(root).metadata.missing == ("well=A01 site=1 channel=1 z=2 t=1",)

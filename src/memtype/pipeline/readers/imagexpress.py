@@ -271,7 +271,9 @@ class ImageXpressReader(FileReader):
                                  pixel_size_um=tiff.pixel_size_um, z_step_um=tiff.z_step_um,
                                  field_positions=positions)
         present = {r.key for r in records}
-        missing = tuple(key_label(k) for k in _expected(htd) if k not in present)
+        stacked = {k[2][1] for k in present if k[3][1] != 1}  # channels with a plane beyond 1
+        missing = tuple(key_label(k) for k in _expected(htd) if k not in present
+                        and (k[3][1] == 1 or k[2][1] in stacked))
         names = {**tiff.channel_names, **htd.channel_names}  # the HTD's names first
         return PlateMetadata(self.layout, source, htd.rows, htd.columns,
                              dict(sorted(names.items())), tiff.pixel_size_um, tiff.z_step_um,
@@ -347,7 +349,11 @@ def _kept_projections(planes: list[ImageRecord], projections: dict[int, list[Ima
 
 def _expected(htd: HtdInfo) -> Iterator[Key]:
     """The key of every image the HTD announces: selected wells x sites x wavelengths x z x t
-    (their pairs shared, made by ``itertools.product``)."""
+    (their pairs shared, made by ``itertools.product``). The metadata expects planes beyond
+    the first only of channels that have one somewhere on the plate: a channel acquired as one
+    plane (or kept only as its projection) beside stacks is not z-steps short (the HTD's
+    ``ZSteps`` is the plate's, not the channel's: fmi-faim/faim-ipa, resources/
+    ImageXpress_exported/9987_Plate_3434's HTD, "Texas Red: 1z" in a 3-step plate)."""
     def pairs(name: str, values: Iterable[FieldValue]) -> list[tuple[str, FieldValue]]:
         return [field_pair(name, v) for v in values]
 
