@@ -9,8 +9,8 @@ description, beside a ``.HTD``) in a temporary directory, then lists it in alter
 * ``memtype``: ``ImageXpressReader(root).records()`` (a fresh reader each round: walk, names
   parsed into well/site/channel/z/t records, canonical wells, natural sort, the collision
   check) and, timed once apart, with ``.metadata`` (the ``.HTD``, the missing list, one TIFF
-  header per channel) and with every field's stage position (one TIFF header per field, read
-  when first asked for);
+  header per channel), and then, timed alone, every field's stage position (one TIFF header
+  per field, read when first asked for);
 * ``baseline``: ``os.walk`` and one regex per file name into (path, well, site, channel, z)
   tuples, sorted; what a script would do;
 * ``openhcs`` (with ``--openhcs PYTHON``, openhcs's venv): what openhcs does before a run,
@@ -139,13 +139,6 @@ def memtype_metadata(root: str) -> Any:
     return reader.metadata
 
 
-def memtype_positions(root: str) -> Any:
-    """memtype's reader, fresh: its metadata, then every field's stage position (read when
-    first asked for: one TIFF header per field)."""
-    meta = memtype_metadata(root)
-    return len(meta.field_positions)
-
-
 def openhcs(python: str, warm: str) -> Callable[[str], tuple[float, float, int]]:
     """openhcs's initialisation of the plate, in its venv (after that of the small plate
     ``warm``): (seconds, CPU seconds, peak bytes)."""
@@ -248,7 +241,8 @@ def main() -> None:
                 cpu[name].append(used)
         memory.update({name: peak(fn, plate) for name, fn in systems.items()})
         metadata = timed(memtype_metadata, plate)[0]
-        positions = timed(memtype_positions, plate)
+        meta = memtype_metadata(plate)  # its stage positions are read when first asked for
+        positions = timed(lambda _: len(meta.field_positions), plate)
     base = statistics.median(times["baseline"])
     print(f"{'system':<18} {'median s':>9} {'x baseline':>10} {'CPU s':>7} {'peak MiB':>9}  "
           "rounds (s)")
@@ -259,8 +253,7 @@ def main() -> None:
               f"{memory[name] / 2**20:9.1f}  {rounds}")
     print(f"memtype records + metadata (the .HTD, missing list, TIFF headers), once: "
           f"{metadata:.3f} s (load {os.getloadavg()[0]:.1f})")
-    print(f"memtype records + metadata + every field's stage position (a header per field), "
-          "once: "
+    print(f"memtype: then every field's stage position (one TIFF header per field), once: "
           f"{positions[0]:.3f} s, CPU {positions[1]:.2f} s (load {os.getloadavg()[0]:.1f})")
     if not args.no_group:
         group_read(args.rounds, args.sites, args.channels, args.planes)
