@@ -285,7 +285,8 @@ class StagePositions(Mapping[tuple[str, int], FieldPosition]):
     ``z-position`` (micrometres, the stage's own coordinates) of the field's first image,
     read from its TIFF header the first time a position (or their number) is asked for: one
     header per field (0.3 ms each, 1.1 s on a 384-well plate of 9 sites, on a quiet machine),
-    which a run that does not use them never pays. A field whose header has no stage position is left out.
+    which a run that does not use them never pays. A field whose header has no stage position
+    is left out.
 
     Parameters
     ----------
