@@ -442,3 +442,32 @@ def test_a_pipeline_of_named_operations_writes_the_label_table(plate: Any,
     rows = read_csv(report.outputs["objects"])
     assert rows and {"well", "label", "area", "centroid_y", "centroid_x"} <= set(rows[0])
     assert min(float(r["area"]) for r in rows) >= 4
+
+
+@pytest.mark.parametrize(("name", "memory_type"), _framework_cases(THRESHOLDS))
+def test_thresholds_of_uint32_values_across_two_to_the_31_equal_scikit_images(
+        name: str, memory_type: str) -> None:
+    """32-bit values are counted from their minimum: values on both sides of 2**31 (JAX
+    counts in int32: they wrapped and the histogram asked for 2**32 counts) threshold as
+    scikit-image does."""
+    rng = np.random.default_rng(1)
+    stack = (rng.integers(0, 1000, (2, 96, 96)) + (2**31 - 500)).astype(np.uint32)
+    options = variants_of(name)
+    reference = _on("numpy", options["numpy"], stack)
+    assert 0 < reference.mean() < 1
+    assert np.array_equal(_on(memory_type, options[memory_type], stack), reference)
+
+
+@pytest.mark.requires("jax")
+def test_a_jax_histogram_of_more_values_than_int32_counts_is_refused() -> None:
+    """A uint32 stack spanning more than 2**31 values has no int32 count index in JAX:
+    a clear error naming the range, never a wrapped histogram."""
+    import jax.numpy as jnp
+
+    from memtype.errors import InvalidArgumentError
+    from memtype.pipeline.catalog.implementations.jax import jax_otsu_mask
+
+    stack = jnp.asarray(np.array([[[0, 2**32 - 1]]], np.uint32))
+    with pytest.raises(InvalidArgumentError, match=r"0 to 4,294,967,295") as caught:
+        jax_otsu_mask(stack)
+    assert isinstance(caught.value, ValueError)

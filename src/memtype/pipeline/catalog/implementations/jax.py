@@ -134,6 +134,10 @@ def jax_sobel(stack: Any) -> Any:
     return _jit(_sobel)(stack)
 
 
+_MAX_SPAN = 1 << 31
+"""The most distinct values a 32-bit histogram counts (its int32 count index)."""
+
+
 def _count_values(flat: Any, length: int) -> Any:
     """How often each value ``0 .. length - 1`` occurs."""
     import jax.numpy as jnp
@@ -169,9 +173,20 @@ def _jax_histogram(stack: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, An
             low, high = (int(i) for i in np.flatnonzero(counts)[[0, -1]])
             return (counts[low:high + 1].astype(np.int64),
                     np.arange(low + int(info.min), high + int(info.min) + 1))
-        flat = flat.astype(jnp.int32)  # without x64, JAX has no wider integer
+        # 32-bit values: shifted by the minimum in their own dtype (no wrap), then counted in
+        # int32 (without x64, JAX has no wider integer): a span of more than 2**31 values
+        # has no int32 count index
         low, high = int(flat.min()), int(flat.max())
-        counts = _count_values(flat - low, high - low + 1)
+        if high - low >= _MAX_SPAN:
+            from memtype.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"a histogram of a {flat.dtype} stack counts each value from its minimum to its "
+                f"maximum; expected at most {_MAX_SPAN:,} values (JAX counts in int32), "
+                f"received {low:,} to {high:,}. Rescale the stack or run the threshold in "
+                f"another framework.")
+        shifted = (flat - jnp.asarray(low, flat.dtype)).astype(jnp.int32)
+        counts = _count_values(shifted, high - low + 1)
         return _to_host(counts).astype(np.int64), np.arange(low, high + 1)
     edges = np.linspace(float(flat.min()), float(flat.max()), 257).astype(flat.dtype)
     counts = _jit(_count_bins)(flat, jnp.asarray(edges))
@@ -185,7 +200,12 @@ def _jax_above(stack: Any, threshold: Any) -> Any:
     import jax.numpy as jnp
 
     if jnp.issubdtype(stack.dtype, jnp.integer):
-        return stack > math.floor(float(threshold))
+        # compared in the stack's dtype (a Python int is int32 to JAX without x64: a uint32
+        # floor above 2**31 overflowed); a floor outside the dtype's range decides alone
+        floor, info = math.floor(float(threshold)), np.iinfo(stack.dtype)
+        if floor < info.min or floor >= info.max:
+            return jnp.full(stack.shape, floor < info.min)
+        return stack > jnp.asarray(floor, stack.dtype)
     return stack > jnp.asarray(threshold, stack.dtype)
 
 
