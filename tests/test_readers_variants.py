@@ -550,3 +550,17 @@ def test_a_single_plane_channel_beside_stacks_is_not_missing_planes(tmp_path: Pa
     assert ImageXpressReader(root).metadata.missing == ()
     (root / "TimePoint_1/ZStep_2/plate_A01_w1.TIF").unlink()
     assert ImageXpressReader(root).metadata.missing == ("well=A01 site=1 channel=1 z=2 t=1",)
+
+
+def test_a_renamed_images_folder_is_found(tmp_path: Path) -> None:
+    """Bio-Formats' OperettaReader: the images' folder "will usually be 'Images', but may have
+    been renamed especially if there are no analysis results"; before, such an export was read
+    by pattern (no file matched)."""
+    root = _operetta(tmp_path / "export")
+    (root / "Images").rename(root / "Images_plate7")
+    (root / "Assaylayout").mkdir()
+    reader = open_input(root)
+    assert (reader.layout, reader.metadata.detected_from) == ("phenix",
+                                                              "Images_plate7/Index.idx.xml")
+    assert len(reader.records()) == 4
+    assert reader.records()[0].path == "Images_plate7/r03c03f01p01-ch1sk1fk1fl1.tiff"

@@ -13,10 +13,12 @@ the source of truth: an ``<Image>`` whose file is absent is listed as missing. W
 index the file names are read: ``r<row>c<col>f<field>p<plane>-ch<channel>sk<timepoint>fk..fl..``
 (``sk`` counts time points from 1). Row 2, column 3 is well ``B03``.
 
-``Index.ref.xml`` (what Harmony writes beside an export with flat-field references; Bio-Formats'
-HarmonyReader reads it with the same parser) has the same schema and is read the same way, after
-``Index.idx.xml`` and ``Index.xml``. The index is parsed once, streamed (``iterparse``, each
-``<Image>`` cleared once read): a 138,240-plane index is not held as a tree.
+The index is looked for at the root, in ``Images/``, then in the other folders just below (a
+renamed ``Images`` folder). ``Index.ref.xml`` (what Harmony writes beside an export with flat-
+field references; Bio-Formats' HarmonyReader reads it with the same parser) has the same schema
+and is read the same way, after ``Index.idx.xml`` and ``Index.xml``. The index is parsed once,
+streamed (``iterparse``, each ``<Image>`` cleared once read): a 138,240-plane index is not held
+as a tree.
 """
 
 from __future__ import annotations
@@ -197,8 +199,16 @@ class PhenixReader(FileReader):
 
     @staticmethod
     def _index(root: str) -> str | None:
-        """The index file's path relative to ``root``, if there is one."""
-        return next((p for p in _INDEXES if os.path.isfile(os.path.join(root, p))), None)
+        """The index file's path relative to ``root``, if there is one: at the root, in
+        ``Images/``, else in another folder just below (the images' folder "will usually be
+        'Images', but may have been renamed", Bio-Formats' OperettaReader says)."""
+        found = next((p for p in _INDEXES if os.path.isfile(os.path.join(root, p))), None)
+        if found is not None:
+            return found
+        with os.scandir(root) as entries:
+            folders = sorted(e.name for e in entries if e.name[0] != "." and e.is_dir())
+        return next((f"{folder}/{name}" for folder in folders for name in _INDEXES[:3]
+                     if os.path.isfile(os.path.join(root, folder, name))), None)
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
         files = set(self._walk(exclude))
