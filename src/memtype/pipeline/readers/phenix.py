@@ -14,11 +14,11 @@ index the file names are read: ``r<row>c<col>f<field>p<plane>-ch<channel>sk<time
 (``sk`` counts time points from 1). Row 2, column 3 is well ``B03``.
 
 The index is looked for at the root, in ``Images/``, then in the other folders just below (a
-renamed ``Images`` folder). ``Index.ref.xml`` (what Harmony writes beside an export with flat-
-field references; Bio-Formats' HarmonyReader reads it with the same parser) has the same schema
-and is read the same way, after ``Index.idx.xml`` and ``Index.xml``. The index is parsed once,
-streamed (``iterparse``, each ``<Image>`` cleared once read): a 138,240-plane index is not held
-as a tree.
+renamed ``Images`` folder). ``Index.ref.xml`` (what Harmony writes beside an export with
+flat-field references; Bio-Formats' HarmonyReader reads it with the same parser) has the same
+schema and is read the same way, after ``Index.idx.xml`` and ``Index.xml``. The index is parsed
+once, streamed (``iterparse``, each ``<Image>`` cleared once read): a 138,240-plane index is not
+held as a tree.
 """
 
 from __future__ import annotations
