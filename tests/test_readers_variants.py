@@ -564,3 +564,22 @@ def test_a_renamed_images_folder_is_found(tmp_path: Path) -> None:
                                                               "Images_plate7/Index.idx.xml")
     assert len(reader.records()) == 4
     assert reader.records()[0].path == "Images_plate7/r03c03f01p01-ch1sk1fk1fl1.tiff"
+
+
+@pytest.mark.parametrize("version", [pytest.param(v, marks=OME_ZARR) for v in ("0.4", "0.5")])
+def test_omezarr_fields_and_wells_listed_but_absent_are_missing(version: str,
+                                                                 tmp_path: Path) -> None:
+    """A plate whose writing stopped (its metadata, written first, lists wells and fields that
+    are not there): before, an absent field was a KeyError ('datasets') and an absent well was
+    dropped without a word."""
+    import shutil
+
+    root = write_omezarr(tmp_path / "plate.zarr", version)
+    shutil.rmtree(root / "B/3/1")
+    reader = open_input(root)
+    assert len(reader.records()) == 12
+    assert reader.metadata.missing == ("B/3/1 (no image with multiscales)",)
+    shutil.rmtree(root / "B/3")
+    reader = open_input(root)
+    assert {r.get("well") for r in reader.records()} == {"A01"}
+    assert reader.metadata.missing == ("B/3 (well group absent)",)

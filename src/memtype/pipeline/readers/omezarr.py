@@ -7,6 +7,9 @@ well group's ``well.images`` lists its fields (``path``), each field an image gr
 a ``scale`` transformation) and whose ``omero.channels`` label the channels. Listing reads
 these JSON files only; a group's planes are read from the full-resolution array when it runs.
 
+A well or field the plate's metadata lists that is not there (a plate whose writing stopped)
+is named in ``metadata.missing``, not a crash.
+
 Fields: ``site`` is the field's position in its well's list, ``channel``, ``z`` and ``t`` the
 plane's index on its axis, each from 1. Where a well's fields belong to several acquisitions
 (``well.images[].acquisition``: a plate imaged several times, multiplexing cycles), ``site``
@@ -91,6 +94,10 @@ class OmeZarrReader(Reader):
 
     layout = "ome-zarr"
 
+    def _reset(self) -> None:
+        super()._reset()
+        self._absent: list[str] = []
+
     @classmethod
     def detect(cls, root: str) -> str | None:
         attrs = _attributes(root)
@@ -130,20 +137,30 @@ class OmeZarrReader(Reader):
 
     def _images(self) -> list[tuple[str, int, str, list[str], dict[str, Any], Any]]:
         """(well, site, array path, axes, image attributes, acquisition) of every field; a
-        field's site counts within its acquisition (``well.images[].acquisition``)."""
+        field's site counts within its acquisition (``well.images[].acquisition``). A well or
+        field the metadata lists that is not there (a plate whose writing stopped, a skipped
+        field) is left out and named in ``self._absent``."""
         out = []
+        self._absent = []
         for well in self._plate().get("wells", []):
             path = str(well["path"])
             row, column = path.split("/")[-2:]
-            attrs = _attributes(self._inside(path)) or {}
+            attrs = _attributes(self._inside(path))
+            if attrs is None:
+                self._absent.append(f"{path} (well group absent)")
+                continue
             sites: dict[Any, int] = {}
             for image in attrs.get("well", {}).get("images", []):
                 acquisition = image.get("acquisition")
                 sites[acquisition] = site = sites.get(acquisition, 0) + 1
                 field = f"{path}/{image['path']}"
                 meta = _attributes(self._inside(field)) or {}
-                multiscale = meta.get("multiscales", [{}])[0]
-                level = f"{field}/{multiscale['datasets'][0]['path']}"
+                datasets = meta.get("multiscales", [{}])[0].get("datasets")
+                if not datasets:
+                    self._absent.append(f"{field} (no image with multiscales)")
+                    continue
+                multiscale = meta["multiscales"][0]
+                level = f"{field}/{datasets[0]['path']}"
                 out.append((f"{row}{column}", site, level, _axes(multiscale), meta, acquisition))
         return out
 
@@ -180,7 +197,8 @@ class OmeZarrReader(Reader):
             size, step = _scale(meta, axes)
         return PlateMetadata(self.layout, self.detect(self.root) or "",
                              len(plate.get("rows", [])) or None,
-                             len(plate.get("columns", [])) or None, names, size, step)
+                             len(plate.get("columns", [])) or None, names, size, step,
+                             missing=tuple(self._absent))
 
     def load_batch(self, paths: Sequence[str]) -> list[np.ndarray[Any, Any]]:
         zarr = require("zarr", "Reading OME-Zarr plates")
