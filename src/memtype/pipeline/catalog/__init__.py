@@ -1,4 +1,4 @@
-"""The function catalog: scikit-image, scipy.ndimage and pyclesperanto functions as steps.
+"""The function catalog: scikit-image, scipy.ndimage, pyclesperanto and cucim as steps.
 
 Entries are declared (generated from the libraries' signatures and docs, checked by a
 maintainer in :mod:`~memtype.pipeline.catalog.declarations`), never probed at run time;
