@@ -17,16 +17,14 @@ Writes ``benchmarks/results/cast_back.md``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_revisions import alternate, table  # noqa: E402
+from compare_revisions import alternate, table, write_results  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "cast_back.md"
 
@@ -88,16 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     rounds = alternate(args.before, args.after, args.rounds, one_round)
     body = table(args.before, args.after, rounds)
-    header = (f"# The dtype policy's cast back, {args.after} vs {args.before}: CPU seconds "
-              f"per call, 5x1024x1024 float64 -> uint16\n\n"
-              f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
-              f"{platform.machine()}, {os.cpu_count()} cores (shared), Python "
-              f"{platform.python_version()}, {args.rounds} alternating rounds, load average "
-              f"{load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end. "
-              "Medians; ratio = median of per-round ratios.\n\n")
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(header + body + "\n")
-    print(header + body)
+    write_results(OUT, f"The dtype policy's cast back, {args.after} vs {args.before}: CPU "
+                  "seconds per call, 5x1024x1024 float64 -> uint16",
+                  args.rounds, load_start, body)
     return 0
 
 

@@ -86,6 +86,19 @@ def table(before: str, after: str, rounds: list[dict[str, dict[str, float]]]) ->
     return "\n".join(lines)
 
 
+def write_results(out: Path, title: str, rounds: int, load_start: float, body: str) -> None:
+    """Write (and print) a results file: ``title``, the machine, date, rounds and load at the
+    start and the end, then the table ``body``."""
+    header = (f"# {title}\n\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
+              f"{platform.machine()}, {os.cpu_count()} cores (shared), Python "
+              f"{platform.python_version()}, {rounds} alternating rounds, load average "
+              f"{load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end. "
+              "Medians; ratio = median of per-round ratios.\n\n")
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(header + body + "\n")
+    print(header + body)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="git revision to compare against")

@@ -16,16 +16,14 @@ Run: ``python benchmarks/convert_keyword.py --before 9030c16 [--after WORKTREE]
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_revisions import alternate, table  # noqa: E402
+from compare_revisions import alternate, table, write_results  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "convert_keyword.md"
 
@@ -93,15 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds = alternate(args.before, args.after, args.rounds,
                        lambda src: one_round(src, args.cases))
     body = table(args.before, args.after, rounds)
-    header = (f"# memtype.convert {args.after} vs {args.before}: seconds per call, 1 KiB "
-              f"float32\n\n{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
-              f"{platform.machine()}, {os.cpu_count()} cores (shared), Python "
-              f"{platform.python_version()}, {args.rounds} alternating rounds, load average "
-              f"{load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end. "
-              "Medians; ratio = median of per-round ratios.\n\n")
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(header + body + "\n")
-    print(header + body)
+    write_results(OUT, f"memtype.convert {args.after} vs {args.before}: seconds per call, "
+                  "1 KiB float32",
+                  args.rounds, load_start, body)
     return 0
 
 
