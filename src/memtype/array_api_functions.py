@@ -33,7 +33,6 @@ framework (:meth:`ArrayAPIFunction.frameworks`): the plan runs it where the data
 from __future__ import annotations
 
 import functools
-import importlib.util
 import inspect
 import sys
 from collections.abc import Callable
@@ -57,6 +56,7 @@ from memtype.frameworks import (
     Device,
     Framework,
     get_framework,
+    is_installed,
     is_loaded,
     iter_frameworks,
     load_adapter,
@@ -152,14 +152,6 @@ def covers(memory_type: MemoryTypeLike) -> bool:
             found = False
         _covered[fw.name] = found
     return found
-
-
-def _installed(fw: Framework) -> bool:
-    """Whether ``fw``'s module can be found, without importing it."""
-    try:
-        return importlib.util.find_spec(fw.module) is not None
-    except (ImportError, ValueError):  # ValueError: sys.modules[module] is None (blocked)
-        return False
 
 
 def _zero_copy(source: Framework, target: Framework, kind: str) -> bool:
@@ -390,7 +382,7 @@ class ArrayAPIFunction:
         state = tuple((fw, is_loaded(fw)) for fw in iter_frameworks())
         if self._frameworks is None or self._frameworks[0] != state:
             covered = [fw.name for fw, loaded in state
-                       if (covers(fw.name) if loaded else fw.array_api and _installed(fw))]
+                       if (covers(fw.name) if loaded else fw.array_api and is_installed(fw))]
             host = _host().value
             self._frameworks = state, tuple(sorted(covered, key=lambda name: name == host))
         return self._frameworks[1]

@@ -51,6 +51,7 @@ __all__ = [
     "Setting",
     "gpu_adapters",
     "is_loaded",
+    "is_installed",
     "Framework",
     "builtin_frameworks",
     "FRAMEWORKS",
@@ -438,6 +439,12 @@ def is_loaded(framework: Framework) -> bool:
     ``sys.modules[name] = None`` is not, nor one another thread is still importing);
     nothing is imported here."""
     return ready_module(framework.module) is not None
+
+
+def is_installed(framework: Framework) -> bool:
+    """Whether the framework's top-level module can be found (a blocked one cannot);
+    nothing is imported here."""
+    return _installed(framework.module)
 
 
 def loaded_frameworks() -> list[Framework]:
