@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtype.pipeline.catalog.declarations import CUPY, HOST
-from memtype.pipeline.catalog.implementations.host import Row, _centroid_names, _rows
+from memtype.pipeline.catalog.implementations.host import Row, _regionprops_rows
 
 __all__ = ["cupy_maximum", "cupy_minimum", "cupy_opening", "cupy_closing",
            "cupy_white_tophat", "cupy_black_tophat", "cupy_median", "cupy_sobel",
@@ -131,9 +131,4 @@ def cupy_label_statistics(labels: Any, intensity: Any = None) -> tuple[Any, list
         intensity = convert(intensity, CUPY)
     table = regionprops_table(labels, intensity, properties=props)
     table = {k: convert(v, HOST) for k, v in table.items()}
-    names = _centroid_names(len(labels.shape))
-    columns: dict[str, Any] = {"label": table["label"], "area": table["area"]}
-    columns.update({n: table[f"centroid-{i}"] for i, n in enumerate(names)})
-    if intensity is not None:
-        columns.update({f"{s}_intensity": table[f"intensity_{s}"] for s in ("mean", "min", "max")})
-    return labels, _rows(columns)
+    return labels, _regionprops_rows(table, len(labels.shape), intensity is not None)

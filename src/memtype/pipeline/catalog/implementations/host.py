@@ -130,12 +130,17 @@ def label_statistics(labels: Any, intensity: Any = None) -> tuple[Any, list[Row]
         intensity = np.asarray(_to_host(intensity))
     table = regionprops_table(np.asarray(labels), intensity,  # type: ignore[no-untyped-call]
                               properties=props)
-    names = _centroid_names(np.ndim(labels))
+    return labels, _regionprops_rows(table, np.ndim(labels), intensity is not None)
+
+
+def _regionprops_rows(table: dict[str, Any], ndim: int, intensity: bool) -> list[Row]:
+    """A ``regionprops_table`` of :func:`label_statistics`'s properties as its rows."""
+    names = _centroid_names(ndim)
     columns: dict[str, Any] = {"label": table["label"], "area": table["area"]}
     columns.update({n: table[f"centroid-{i}"] for i, n in enumerate(names)})
-    if intensity is not None:
+    if intensity:
         columns.update({f"{s}_intensity": table[f"intensity_{s}"] for s in ("mean", "min", "max")})
-    return labels, _rows(columns)
+    return _rows(columns)
 
 
 def _rows(columns: dict[str, Any]) -> list[Row]:
