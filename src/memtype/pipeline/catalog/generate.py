@@ -222,14 +222,15 @@ def generate_cucim() -> dict[str, Any]:
     exclusions, and each scikit-image entry without a cucim counterpart, left out."""
     rows = _rows(decl.CUCIM_MODULES)
     have = {r["name"] for r in rows}
-    version = next(iter(_cucim_version().values()))
+    versions = _cucim_version()
+    version = versions["cucim"]
     host = json.loads(DATA_FILE.read_text())["entries"]
     lacking = sorted(f"cucim.{e['name']}" for e in host if e["name"].startswith("skimage.")
                      and f"cucim.{e['name']}" not in have)
     rows += [{"name": name, "excluded": f"not in cucim.skimage {version} (scikit-image "
                                         f"only: use {decl.mirrored(name)})"}
              for name in lacking]
-    return _split(_cucim_version(), rows)
+    return _split(versions, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
