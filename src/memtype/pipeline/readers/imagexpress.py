@@ -158,15 +158,21 @@ def _has_images(folder: str, names: list[str] | None = None) -> bool:
     names = sorted(os.listdir(folder)) if names is None else names
     if any(_NAME.fullmatch(n) for n in names):
         return True
-    step = _first_zstep(folder, names)
+    step = _first_folder(_ZSTEP, folder, names)
     return step is not None and any(_NAME.fullmatch(n)
                                     for n in os.listdir(os.path.join(folder, step)))
 
 
-def _first_zstep(folder: str, names: list[str]) -> str | None:
-    """The first ``ZStep_<z>`` folder among a folder's sorted names, if any."""
-    return next((n for n in names if _ZSTEP.fullmatch(n)
+def _first_folder(pattern: re.Pattern[str], folder: str, names: list[str]) -> str | None:
+    """The first folder among a folder's sorted names that ``pattern`` matches
+    (``TimePoint_<t>``, ``ZStep_<z>``), if any."""
+    return next((n for n in names if pattern.fullmatch(n)
                  and os.path.isdir(os.path.join(folder, n))), None)
+
+
+def _htd_in(names: Iterable[str]) -> str | None:
+    """The first ``.HTD`` file name among ``names``, if any."""
+    return next((n for n in names if n.lower().endswith(".htd")), None)
 
 
 def _find_htd(root: str, names: list[str]) -> str | None:
@@ -174,22 +180,20 @@ def _find_htd(root: str, names: list[str]) -> str | None:
     ``TimePoint_<t>`` folder or that folder's first two ``ZStep_<z>`` folders, where MetaXpress's
     plate export puts it (fmi-faim/faim-ipa, resources/ImageXpress_exported/9987_Plate_3420/
     TimePoint_1/9987.HTD and 9987_Plate_3434/TimePoint_1/ZStep_1/9987.HTD)."""
-    found = next((n for n in names if n.lower().endswith(".htd")), None)
+    found = _htd_in(names)
     if found is not None:
         return found
-    point = next((n for n in names if _TIMEPOINT.fullmatch(n)
-                  and os.path.isdir(os.path.join(root, n))), None)
+    point = _first_folder(_TIMEPOINT, root, names)
     if point is None:
         return None
     inside = sorted(os.listdir(os.path.join(root, point)))
-    found = next((n for n in inside if n.lower().endswith(".htd")), None)
+    found = _htd_in(inside)
     if found is not None:
         return f"{point}/{found}"
     steps = sorted((int(m[1]), n) for n in inside if (m := _ZSTEP.fullmatch(n))
                    and os.path.isdir(os.path.join(root, point, n)))
     for _, step in steps[:2]:  # ZStep_1, after an export's ZStep_0 of projections
-        found = next((n for n in sorted(os.listdir(os.path.join(root, point, step)))
-                      if n.lower().endswith(".htd")), None)
+        found = _htd_in(sorted(os.listdir(os.path.join(root, point, step))))
         if found is not None:
             return f"{point}/{step}/{found}"
     return None
@@ -217,8 +221,7 @@ class ImageXpressReader(FileReader):
         htd = _find_htd(root, names)
         if htd is not None:
             return htd
-        point = next((n for n in names if _TIMEPOINT.fullmatch(n)
-                      and os.path.isdir(os.path.join(root, n))), None)
+        point = _first_folder(_TIMEPOINT, root, names)
         if point is not None:
             # TimePoint folders of other names: read by pattern
             return f"{point}/" if _has_images(os.path.join(root, point)) else None
