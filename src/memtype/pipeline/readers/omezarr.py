@@ -155,11 +155,11 @@ class OmeZarrReader(Reader):
                 sites[acquisition] = site = sites.get(acquisition, 0) + 1
                 field = f"{path}/{image['path']}"
                 meta = _attributes(self._inside(field)) or {}
-                datasets = meta.get("multiscales", [{}])[0].get("datasets")
+                multiscale = meta.get("multiscales", [{}])[0]
+                datasets = multiscale.get("datasets")
                 if not datasets:
                     self._absent.append(f"{field} (no image with multiscales)")
                     continue
-                multiscale = meta["multiscales"][0]
                 level = f"{field}/{datasets[0]['path']}"
                 out.append((f"{row}{column}", site, level, _axes(multiscale), meta, acquisition))
         return out
