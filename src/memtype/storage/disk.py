@@ -46,7 +46,7 @@ from memtype.storage import _disk_ops, _fdops
 from memtype.storage._atomic import atomic_write
 from memtype.storage._beneath import UNKNOWN, Loc, Resolver
 from memtype.storage._disk_ops import as_fd
-from memtype.storage._formats import check_options, format_for
+from memtype.storage._formats import FileFormat, check_options, format_for
 from memtype.storage._readers import array_header, decode
 from memtype.storage.base import PathLike, Store, StoreStat, check_type, natural_key
 
@@ -128,13 +128,7 @@ class DiskStore(Store):
         """
         self._require_writable("save", path)
         key = self._file_key(path)
-        try:
-            fmt = format_for(key)
-        except StoreFormatError:
-            if self.is_dir(key):
-                raise StoreIsADirectoryError(
-                    f"{key!r} is a directory; expected a file path.") from None
-            raise
+        fmt = self._format(key)
         check_options(fmt, options, fmt.save_options, "Saving")
         payload = fmt.prepare(data, key, options)
         sync = self.fsync if fsync is None else bool(fsync)
@@ -166,12 +160,7 @@ class DiskStore(Store):
             ``key`` is not a page of the TIFF.
         """
         key = self._file_key(path)
-        try:
-            fmt = format_for(key)
-        except StoreFormatError:
-            if self.is_dir(key):  # "d" is a directory before it is a file of no known format
-                raise StoreIsADirectoryError(f"{key!r} is a directory; expected a file.") from None
-            raise
+        fmt = self._format(key)
         check_options(fmt, options, fmt.load_options, "Loading")
         with self._open_file(key) as fh:
             return decode(fmt.read, fh, f"{fmt.name} file", repr(fh.name), options)
@@ -221,6 +210,17 @@ class DiskStore(Store):
                         "parents=True.") from exc
                 raise
             yield loc
+
+    def _format(self, key: str) -> FileFormat:
+        """The format of ``key``'s extension; a directory (``"d"``: of no known format) is a
+        StoreIsADirectoryError, not a StoreFormatError."""
+        try:
+            return format_for(key)
+        except StoreFormatError:
+            if self.is_dir(key):
+                raise StoreIsADirectoryError(
+                    f"{key!r} is a directory; expected a file path.") from None
+            raise
 
     def _file_key(self, path: PathLike) -> str:
         """The key of a path that must name a file (not the root)."""
