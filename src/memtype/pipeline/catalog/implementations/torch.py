@@ -125,22 +125,13 @@ def _tensor_histogram(x: Any) -> tuple[Any, Any]:
 
 
 def tensor_otsu_mask(stack: Any) -> Any:
-    """Pixels above the stack's Otsu threshold, computed as ``skimage.filters.threshold_otsu``
-    does (its histogram, float32 class weights, the first maximum of the between-class
-    variance; a constant stack: its value, so no pixel)."""
-    import torch
+    """Pixels above the stack's Otsu threshold: ``skimage.filters.threshold_otsu``'s
+    histogram built in torch, the threshold chosen from it on the host (the same number)."""
+    from memtype.pipeline.catalog.implementations.histogram import otsu_threshold
+    from memtype.pipeline.catalog.implementations.host import _to_host
 
     counts, centers = _tensor_histogram(stack)
-    counts = counts.float()
-    if counts.numel() == 1:
-        return _above(stack, centers[0])
-    weight1 = torch.cumsum(counts, 0)
-    weight2 = torch.cumsum(counts.flip(0), 0).flip(0)
-    weighted = counts * centers
-    mean1 = torch.cumsum(weighted, 0) / weight1
-    mean2 = (torch.cumsum(weighted.flip(0), 0) / weight2.flip(0)).flip(0)
-    variance = weight1[:-1] * weight2[1:] * (mean1[:-1] - mean2[1:]) ** 2
-    return _above(stack, centers[int(torch.argmax(variance))])
+    return _above(stack, otsu_threshold(_to_host(counts), _to_host(centers)))
 
 
 def _above(stack: Any, threshold: Any) -> Any:
