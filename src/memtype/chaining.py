@@ -105,10 +105,16 @@ class Chain:
         self.__name__ = self.__qualname__ = f"chain({', '.join(names)})"
 
     def _prepared(self) -> list[Callable[..., Any]]:
-        """The functions as called: every one but the last keeps its result (made once)."""
+        """The functions as called (made once): every one but the last keeps its result; a
+        last ``@mt.array_api`` function without ``output_type`` returns the nearest declared
+        output type before it, where there is one."""
         if self._calls is None:
             funcs = [f for f, _ in self.links]
-            self._calls = [*(_kept(f) for f in funcs[:-1]), funcs[-1]]
+            last = funcs[-1]
+            if (self._returns is not None and isinstance(last, ArrayAPIFunction)
+                    and last.output_type is None):
+                last = last.returning(self._returns)
+            self._calls = [*(_kept(f) for f in funcs[:-1]), last]
         return self._calls
 
     def __call__(self, x: Any, **kwargs: Any) -> Any:
@@ -117,10 +123,9 @@ class Chain:
         calls = self._prepared()
         last = calls[-1]
         if isinstance(last, ArrayAPIFunction) and last.output_type is None:
-            fw = framework_of(x) if self._returns is None else None
-            returns = self._returns or (fw.name if fw is not None else None)
-            if returns is not None:  # what the calls one by one would return
-                calls = [*calls[:-1], last.returning(returns)]
+            fw = framework_of(x)  # no declared output type: the input's, as one by one
+            if fw is not None:
+                calls = [*calls[:-1], last.returning(fw.name)]
         for call, (_, own) in zip(calls, self.links, strict=True):
             result = call(data, **{**kwargs, **own})
             if type(result) is tuple:
