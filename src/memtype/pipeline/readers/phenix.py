@@ -42,8 +42,8 @@ from memtype.pipeline.readers.base import (
 
 __all__ = ["PhenixReader"]
 
-_INDEXES = ("Index.idx.xml", "Index.xml", "Index.ref.xml", "Images/Index.idx.xml",
-            "Images/Index.xml", "Images/Index.ref.xml")
+_INDEX_NAMES = ("Index.idx.xml", "Index.xml", "Index.ref.xml")
+_INDEXES = (*_INDEX_NAMES, *(f"Images/{name}" for name in _INDEX_NAMES))
 _NAME = re.compile(r"r(\d+)c(\d+)f(\d+)p(\d+)-ch(\d+)sk(\d+)fk\d+fl\d+\.tiff?", re.IGNORECASE)
 _TO_UM = {"m": 1e6, "mm": 1e3, "um": 1.0, "µm": 1.0, "nm": 1e-3}
 
@@ -207,7 +207,7 @@ class PhenixReader(FileReader):
             return found
         with os.scandir(root) as entries:
             folders = sorted(e.name for e in entries if e.name[0] != "." and e.is_dir())
-        return next((f"{folder}/{name}" for folder in folders for name in _INDEXES[:3]
+        return next((f"{folder}/{name}" for folder in folders for name in _INDEX_NAMES
                      if os.path.isfile(os.path.join(root, folder, name))), None)
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
