@@ -20,7 +20,7 @@ import numpy as np
 
 from memtype import capture_conversions
 from memtype.errors import InvalidArgumentError, MemtypeError
-from memtype.frameworks import get_framework, is_loaded
+from memtype.frameworks import get_framework, is_installed, is_loaded
 from memtype.pipeline.planning.measurement import Probe, Prober, infer_boundaries
 from memtype.pipeline.planning.model import (
     HOST_STACK,
@@ -93,14 +93,8 @@ def _options(step: FunctionStep, writes: bool) -> list[_Option]:
 def _not_installed(memory_type: str) -> str:
     """Why a framework cannot be imported when its module cannot be found ('' when it can
     be), found without importing it."""
-    import importlib.util
-
     framework = get_framework(memory_type)
-    try:
-        found = importlib.util.find_spec(framework.module) is not None
-    except (ImportError, ValueError):  # ValueError: sys.modules[module] is None (blocked)
-        found = False
-    if found:
+    if is_installed(framework):
         return ""
     return (f"FrameworkNotInstalledError: {framework.name} is not installed (no module "
             f"{framework.module!r}); install with: {framework.install_hint}")
