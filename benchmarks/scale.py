@@ -115,6 +115,18 @@ def _warm_up(source: str, tmp: str, use_opencl: bool) -> None:
     demo_pipeline(use_opencl).run(source, os.path.join(tmp, f"warmup-{os.getpid()}"))
 
 
+def _speedup_pipeline(opencl: bool, config: dict[str, Any]) -> Any:
+    """The demo pipeline with its tasks split by ``config["task_by"]`` (the demo's own, by
+    well, unless ``--task-by`` names finer fields: the same steps and results, more tasks)."""
+    from memtype.pipeline import Pipeline
+    from memtype.pipeline.demo import demo_pipeline
+
+    demo = demo_pipeline(opencl)
+    task_by = tuple(config.get("task_by") or demo.task_by)
+    return demo if task_by == demo.task_by else Pipeline(demo.steps, task_by=task_by,
+                                                         name=demo.name)
+
+
 class _Session:
     """The demo pipeline, warmed up in this process and in each dask worker of a fresh
     LocalCluster (2 single-threaded worker processes) when ``executor`` is ``"dask"``."""
@@ -196,12 +208,12 @@ def _speedup(config: dict[str, Any]) -> dict[str, Any]:
     import psutil
     import torch  # noqa: F401  import order: torch before anything loading tensorflow
 
-    from memtype.pipeline.demo import demo_pipeline, opencl_available
+    from memtype.pipeline.demo import opencl_available
     from memtype.pipeline.executors import DaskExecutor, ThreadExecutor
 
     distributed: Any = importlib.import_module("distributed")  # untyped
     opencl, tmp, source = opencl_available(), config["tmp"], config["input"]
-    pipeline, setup = demo_pipeline(opencl), {}
+    pipeline, setup = _speedup_pipeline(opencl, config), {}
     chosen = config["executors"]
     executors: dict[str, Any] = {"inline": "inline"}
     workers: dict[str, list[Any]] = {"inline": [], "threads": []}
@@ -315,10 +327,10 @@ def _serve_inline(config: dict[str, Any]) -> None:
     (the output folder), each answered on stdout."""
     import torch  # noqa: F401  import order: torch before anything loading tensorflow
 
-    from memtype.pipeline.demo import demo_pipeline, opencl_available
+    from memtype.pipeline.demo import opencl_available
 
     opencl = opencl_available()
-    pipeline = demo_pipeline(opencl)
+    pipeline = _speedup_pipeline(opencl, config)
     _warm_up(config["warmup"], config["tmp"], opencl)
     print(_ANSWER + json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
@@ -510,7 +522,8 @@ def _speedup_notes(out: dict[str, Any], args: argparse.Namespace, names: list[st
                        for n in names)
     return (
         f"Plate: {args.speedup_wells} wells x 4 sites x 2 channels x 5 planes of "
-        f"{args.speedup_size} x {args.speedup_size} uint16; {args.speedup_rounds} alternating "
+        f"{args.speedup_size} x {args.speedup_size} uint16; tasks by "
+        f"{', '.join(args.task_by or ['well'])}; {args.speedup_rounds} alternating "
         f"rounds; 1-minute load average {min(loads):.1f} to {max(loads):.1f} during the runs. "
         "Baselines: inline process (`inline`: a plain process, every framework free to use "
         "every core) and one inline worker (`inline-worker`: the same inline run in a process "
@@ -666,6 +679,9 @@ def main() -> None:
                         "threads, stock (a stock LocalCluster), dask (memtype's cluster); "
                         "e.g. inline-worker dask")
     parser.add_argument("--speedup-size", type=int, default=1024)
+    parser.add_argument("--task-by", nargs="+", default=None,
+                        help="fields a speed-up task holds (default: the demo's, well; "
+                             "e.g. well site: 4 tasks a well, the same results)")
     parser.add_argument("--results", type=Path, default=OUT,
                         help="folder of the result files (default: benchmarks/results)")
     parser.add_argument("--only-speedup", action="store_true",
@@ -696,7 +712,8 @@ def main() -> None:
             run_tmp.mkdir()
             speedup = _run_child({"mode": "speedup", "input": str(full), "warmup": str(first),
                                   "rounds": args.speedup_rounds, "tmp": str(run_tmp),
-                                  "executors": args.speedup_executors},
+                                  "executors": args.speedup_executors,
+                                  "task_by": args.task_by},
                                  timeout=4 * 3600, live=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     opencl = (speedup or next(iter(results.values()), [{}])[0]).get("opencl", False)
