@@ -17,14 +17,12 @@ Writes ``benchmarks/results/cast_back.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_revisions import alternate, table, write_results  # noqa: E402
+from compare_revisions import alternate, run_probe, table, write_results  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "cast_back.md"
 
@@ -66,15 +64,7 @@ print(json.dumps({"memtype_file": mt.__file__,
 
 
 def one_round(src: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        sys.exit(f"the probe failed with {src}:\n{done.stderr[-3000:]}")
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    if not str(report["memtype_file"]).startswith(str(src)):
-        sys.exit(f"the probe imported {report['memtype_file']}, not the revision in {src}")
-    return dict(report["results"])
+    return run_probe(src, ["-c", PROBE])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,9 +44,12 @@ def export(revision: str, into: Path) -> Path:
     return target / "src"
 
 
-def one_round(src: Path, only: str) -> dict[str, float]:
+def run_probe(src: Path, arguments: list[str]) -> dict[str, float]:
+    """Run ``python *arguments`` with ``src`` first on the path: the probe prints a JSON line
+    ``{"memtype_file": ..., "results": {case: seconds}}``; its results, once it is sure it
+    imported the memtype of ``src``."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run([sys.executable, str(PROBE), only], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, *arguments], env=env, capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"the probe failed with {src}:\n{done.stderr[-3000:]}")
@@ -54,6 +57,10 @@ def one_round(src: Path, only: str) -> dict[str, float]:
     if not str(report["memtype_file"]).startswith(str(src)):
         sys.exit(f"the probe imported {report['memtype_file']}, not the revision in {src}")
     return dict(report["results"])
+
+
+def one_round(src: Path, only: str) -> dict[str, float]:
+    return run_probe(src, [str(PROBE), only])
 
 
 def alternate(before: str, after: str, rounds: int,
