@@ -10,7 +10,7 @@ from typing import Any
 from memtype.pipeline.catalog.declarations import INSTALL_HINTS
 from memtype.pipeline.catalog.entry import OUTPUT_KINDS, Entry, entries, excluded, search
 
-__all__ = ["add_functions_command", "rows", "not_installed", "HEADER"]
+__all__ = ["add_functions_command", "rows", "not_installed", "left_out", "HEADER"]
 
 HEADER = ("function", "framework", "dimensions", "output", "required arguments")
 
@@ -64,18 +64,30 @@ def _cmd_functions(args: argparse.Namespace) -> int:
                ("operation", "frameworks", "input", "output", "parameters"), ops)
         return 0
     if args.excluded:
-        words = query.lower().split()
-        left = [(x.name, x.reason) for x in excluded()
-                if all(w in f"{x.name} {x.reason}".lower() for w in words)]
+        left = left_out(query)
         _print(f"{len(left)} functions left out", ("function", "why"), left)
         return 0
     found = [e for e in search(query)
              if (args.output is None or e.output == args.output)
              and (args.framework is None or e.memory_type == args.framework)]
+    left = left_out(query) if query and not found else []
+    if left:  # only left-out functions match: show them and why, not an empty table
+        _print(f"0 catalog functions matching {query!r}; {len(left)} function(s) left out of "
+               "the catalog match it, with why",
+               ("function", "why left out"), left)
+        return 0
     _print(f"{len(found)} catalog functions" + (f" matching {query!r}" if query else ""),
            HEADER, list(rows(found)))
     sys.stdout.write("".join(line + "\n" for line in not_installed(found)))
     return 0
+
+
+def left_out(query: str) -> list[tuple[str, str]]:
+    """(name, reason) of each function left out of the catalog whose name or reason holds
+    every word of ``query``."""
+    words = query.lower().split()
+    return [(x.name, x.reason) for x in excluded()
+            if all(w in f"{x.name} {x.reason}".lower() for w in words)]
 
 
 def add_functions_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
