@@ -19,7 +19,7 @@ from memtype.conversion import convert
 from memtype.detect import detect_framework
 from memtype.errors import ArgumentTypeError, DtypePolicyError, ShapeError, UnsupportedArrayError
 from memtype.frameworks import Device, get_framework, load_adapter
-from memtype.frameworks._host import is_extension
+from memtype.frameworks._host import exact_cast, is_extension
 from memtype.types import MemoryTypeLike
 
 __all__ = ["stack_slices", "unstack_slices"]
@@ -89,15 +89,6 @@ def _exact_by_type(src: np.dtype[Any], dst: np.dtype[Any]) -> bool:
     return np.can_cast(src, dst, "safe")
 
 
-def _exact_values(a: np.ndarray[Any, Any], dst: np.dtype[Any]) -> bool:
-    with np.errstate(all="ignore"):  # out-of-range values show as differences below
-        back = a.astype(dst).astype(a.dtype)
-    try:
-        return bool(np.array_equal(back, a, equal_nan=a.dtype.kind in "fcV"))
-    except TypeError:  # a dtype without isnan (ml_dtypes int4...)
-        return bool(np.array_equal(back, a))
-
-
 def _common_dtype(slices: list[Any]) -> np.dtype[Any]:
     """The one dtype all slices stack in (see the module notes)."""
     dtypes = [_dtype(s) for s in slices]
@@ -113,7 +104,7 @@ def _common_dtype(slices: list[Any]) -> np.dtype[Any]:
     for i, (s, d) in enumerate(zip(slices, dtypes, strict=True)):
         if _exact_by_type(d, common):
             continue
-        if not _on_host(s) or not _exact_values(_host_view(s), common):
+        if not _on_host(s) or exact_cast(_host_view(s), common) is None:
             where = "some values" if _on_host(s) else "values (on a device: not checked)"
             raise DtypePolicyError(
                 f"stack_slices: slices of dtypes {sorted({str(d) for d in dtypes})} stack in "

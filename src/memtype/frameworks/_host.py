@@ -105,10 +105,9 @@ def aligned_copy(a: np.ndarray[Any, Any], align: int = ALIGN,
     16
     """
     dtype = a.dtype.newbyteorder("=") if not a.dtype.isnative else a.dtype
-    nbytes = max(a.size * dtype.itemsize, 1)
-    raw = np.empty(nbytes + align + past, dtype=np.uint8)
+    raw = np.empty(max(a.nbytes, 1) + align + past, dtype=np.uint8)
     offset = (-raw.__array_interface__["data"][0]) % align + past
-    out: np.ndarray[Any, Any] = raw[offset:offset + a.size * dtype.itemsize].view(dtype).reshape(
+    out: np.ndarray[Any, Any] = raw[offset:offset + a.nbytes].view(dtype).reshape(
         a.shape)
     np.copyto(out, a, casting="unsafe" if dtype != a.dtype else "no")
     return out
@@ -120,14 +119,24 @@ def native_copy(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.array(a, dtype=dtype, order="C", copy=True)
 
 
+def exact_cast(a: np.ndarray[Any, Any], target: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
+    """``a`` cast to ``target`` when every value survives the round trip exactly, else None
+    (the one test of a lossless narrowing)."""
+    with np.errstate(all="ignore"):  # out-of-range values show as differences below
+        out = a.astype(target)
+        back = out.astype(a.dtype)
+    try:
+        same = np.array_equal(back, a, equal_nan=a.dtype.kind in "fcV")
+    except TypeError:  # a dtype without isnan (ml_dtypes int4...)
+        same = np.array_equal(back, a)
+    return out if same else None
+
+
 def narrow_lossless(a: np.ndarray[Any, Any], target: np.dtype[Any], framework: str,
                     hint: str) -> np.ndarray[Any, Any]:
     """``a`` cast to ``target`` when every value survives exactly; else a clear error."""
-    with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values are caught below
-        out = a.astype(target)
-        back = out.astype(a.dtype)
-    same = np.array_equal(back, a, equal_nan=a.dtype.kind in "fc")
-    if not same:
+    out = exact_cast(a, target)
+    if out is None:
         raise MemoryConversionError(
             f"{framework} cannot hold {a.dtype} here and narrowing to {target} would change "
             f"values. {hint}",
