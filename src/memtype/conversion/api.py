@@ -110,18 +110,10 @@ def _observed(x: Any, route: Route, gpu_id: int | str | Device | None,
     seconds = time.perf_counter() - start
     if out is x:
         return out
-    src = load_adapter(route.sfw.name)
-    nbytes = int(src.dtype_of(x).itemsize) * _size(src.shape_of(x))
+    nbytes = load_adapter(route.sfw.name).nbytes(x)
     _events.report(_events.ConversionEvent(route.sfw.name, route.dfw.name, nbytes,
                                            shares_memory(x, out), seconds))
     return out
-
-
-def _size(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def convert_memory(data: Any, source_type: MemoryTypeLike, target_type: MemoryTypeLike,

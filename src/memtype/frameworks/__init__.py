@@ -25,7 +25,7 @@ from memtype.errors import (
     InvalidArgumentError,
     UnknownMemoryTypeError,
 )
-from memtype.frameworks._adapter import Adapter
+from memtype.frameworks._adapter import Adapter, data_nbytes
 from memtype.frameworks._device import (
     CPU,
     GPU_KIND,
@@ -40,6 +40,7 @@ from memtype.frameworks._settings import Setting
 
 __all__ = [
     "Adapter",
+    "data_nbytes",
     "CPU",
     "Device",
     "DeviceProperties",

@@ -19,7 +19,12 @@ import numpy as np
 
 from memtype.frameworks._device import CPU, Device, DeviceProperties
 
-__all__ = ["Adapter"]
+__all__ = ["Adapter", "data_nbytes"]
+
+
+def data_nbytes(shape: Sequence[int], dtype: np.dtype[Any]) -> int:
+    """Bytes of data an array of ``shape`` and ``dtype`` holds (the one size rule)."""
+    return math.prod(shape) * int(dtype.itemsize)
 
 # Capability flags, each derived from whether a subclass overrides the method that provides it
 # (so a flag and its method cannot disagree): flag -> method.
@@ -141,7 +146,7 @@ class Adapter(ABC):
     def nbytes(self, x: Any) -> int:
         """Bytes of data ``x`` holds: element count times item size (nothing copied or
         synchronised)."""
-        return math.prod(self.shape_of(x)) * int(self.dtype_of(x).itemsize)
+        return data_nbytes(self.shape_of(x), self.dtype_of(x))
 
     def data_ptr(self, x: Any) -> int | None:
         """The address of ``x``'s first element, or None where the framework hides it."""

@@ -9,7 +9,6 @@ cupy and torch cache there.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from memtype.errors import (
 from memtype.frameworks import (
     CPU,
     Device,
+    data_nbytes,
     get_framework,
     gpu_index,
     managed_gpu,
@@ -179,7 +179,7 @@ class GPUMemoryManager:
         except DeviceError as exc:
             raise DeviceError(f"Cannot allocate a {fw.name} array: {exc}") from exc
         self._check_device(device)
-        requested, key = math.prod(dims) * dt.itemsize, str(device)
+        requested, key = data_nbytes(dims, dt), str(device)
         with self._lock:
             self._reserve(device, key, requested, source)
         try:
