@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import memtype as mt
+from memtype.conversion import target_device
+from memtype.errors import DeviceError
 from memtype.frameworks import CPU, Device, get_framework
-from memtype.gpu.streams import call_device
 
 
 @pytest.mark.parametrize("memory_type", ["numpy", "torch", "jax", "tensorflow"])
@@ -32,11 +33,23 @@ def test_stream_for_an_array_uses_its_device() -> None:
 
 @pytest.mark.parametrize(("memory_type", "gpu_id", "device"), [
     ("numpy", None, CPU), ("numpy", 3, CPU), ("torch", None, CPU),
-    ("torch", 1, Device("cuda", 1)), ("cupy", None, Device("cuda", 0)),
-    ("pyclesperanto", None, Device("opencl", 0)),
+    pytest.param("torch", 0, Device("cuda", 0), marks=[pytest.mark.requires("torch"),
+                                                       pytest.mark.gpu]),
+    pytest.param("cupy", None, Device("cuda", 0), marks=[pytest.mark.requires("cupy"),
+                                                         pytest.mark.gpu]),
+    pytest.param("pyclesperanto", None, Device("opencl", 0),
+                 marks=[pytest.mark.requires("pyclesperanto"), pytest.mark.opencl]),
 ])
 def test_call_device(memory_type: str, gpu_id: int | None, device: Device) -> None:
-    assert call_device(get_framework(memory_type), gpu_id) == device
+    """A call without arrays runs where a conversion from the host would put its result."""
+    assert target_device(get_framework(memory_type), CPU, gpu_id) == device
+
+
+@pytest.mark.requires("torch")
+def test_call_on_an_absent_gpu_is_a_device_error() -> None:
+    """The device of a call is validated like a conversion's (it was not, before)."""
+    with pytest.raises(DeviceError, match="torch on cuda device 99 was requested"):
+        target_device(get_framework("torch"), CPU, 99)
 
 
 def test_gpu_id_is_ignored_by_host_only_types_without_arrays() -> None:

@@ -19,7 +19,8 @@ def _require_device(fw: Framework, adapter: Adapter, kind: str, index: int) -> D
 
 
 def target_device(fw: Framework, source: Device, gpu_id: int | str | Device | None) -> Device:
-    """Where a conversion to ``fw`` puts its result.
+    """Where a conversion to ``fw`` puts its result, and where a call on ``fw`` runs
+    (``source``: the first array's device; :data:`CPU` for a call without arrays).
 
     ``gpu_id`` picks that GPU for types that have GPUs (ignored by host-only types); without
     it the result stays on the source's device when the target type can live there, else

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.conversion import convert
+from memtype.conversion import convert, target_device
 from memtype.decorators.containers import LEAVES, walk
 from memtype.detect import KNOWN_TYPES as _known
 from memtype.detect import framework_of
@@ -45,7 +45,6 @@ from memtype.frameworks import (
     load_adapter,
     on_table_change,
 )
-from memtype.gpu.streams import call_device
 
 __all__ = ["Inputs", "Policy", "prepare", "own_inputs", "arrays_in", "read_only",
            "check_guarded", "check_unwritten", "note_read_only"]
@@ -472,6 +471,6 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
     new_kwargs = {key: conv.value(v, key) for key, v in kwargs.items()} if kwargs else kwargs
     device = conv.device
     if device is None:
-        device = CPU if host else call_device(policy.framework, gpu_id)
+        device = CPU if host else target_device(policy.framework, CPU, gpu_id)
     return Inputs(new_args, new_kwargs, device, None if host else gpu_id, conv.dtype, conv.first,
                   conv.first_at, conv.arrays, conv.watched, conv.guarded)

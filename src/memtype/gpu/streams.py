@@ -19,12 +19,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from memtype.conversion import target_device
 from memtype.detect import detect_framework
-from memtype.frameworks import CPU, Device, Framework, get_framework, gpu_index, load_adapter
+from memtype.frameworks import CPU, get_framework, load_adapter
 from memtype.gpu.devices import GpuId
 from memtype.types import MemoryTypeLike
 
-__all__ = ["thread_stream", "StreamHandoff", "call_device"]
+__all__ = ["thread_stream", "StreamHandoff"]
 
 
 class StreamHandoff:
@@ -56,19 +57,8 @@ class StreamHandoff:
 _NO_STREAM = StreamHandoff()
 
 
-def call_device(fw: Framework, gpu_id: int | None) -> Device:
-    """The device a call on ``fw`` runs on: the host for ``None`` where it has one, else a GPU.
-
-    Host-only frameworks ignore ``gpu_id``.
-    """
-    kind = fw.gpu_kind
-    if kind is None or (gpu_id is None and not fw.gpu_only):
-        return CPU
-    return Device(kind, 0 if gpu_id is None else gpu_id)
-
-
 @contextmanager
-def thread_stream(memory_type: MemoryTypeLike | Any = "torch",
+def thread_stream(memory_type: MemoryTypeLike | Any,
                   gpu_id: GpuId | None = None) -> Iterator[StreamHandoff]:
     """Run a block on this thread's own stream of ``memory_type`` on GPU ``gpu_id``.
 
@@ -93,7 +83,7 @@ def thread_stream(memory_type: MemoryTypeLike | Any = "torch",
     """
     if isinstance(memory_type, str):
         fw = get_framework(memory_type)
-        device = call_device(fw, gpu_index(gpu_id))
+        device = target_device(fw, CPU, gpu_id)
     else:
         fw = detect_framework(memory_type)
         device = load_adapter(fw.name).device_of(memory_type)
