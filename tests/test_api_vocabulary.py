@@ -106,9 +106,25 @@ def test_apply_caps_frameworks_still_works_and_warns() -> None:
         assert pool.apply_caps(["numpy"]) == []
 
 
+def test_array_api_output_type_still_works_and_warns() -> None:
+    with pytest.warns(DeprecationWarning, match=r"array_api\(memory_type=\.\.\.\)"):
+        old = mt.array_api(_identity, output_type="numpy")
+    assert old.output_type == mt.array_api(_identity, memory_type="numpy").output_type == "numpy"
+
+
+def test_array_api_refuses_both_spellings() -> None:
+    with pytest.raises(errors.ArgumentTypeError, match="memory_type="):
+        mt.array_api(_identity, memory_type="numpy", output_type="numpy")
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
 # the compatibility surface keeps its names; the old spellings that still work, warning
 _SURFACE = {"source_type", "target_type", "input_type", "output_type"}
 _DEPRECATED = {("convert", "to"), ("cap_framework_memory", "frameworks"),
+               ("array_api", "output_type"),
                ("GPUMemoryPool.apply_caps", "frameworks")}
 _OTHER_SPELLINGS = {"to", "target", "framework", "frameworks", "fw", "mt_type", "into",
                     "target_framework", "source_framework", "memtype", "mtype"}

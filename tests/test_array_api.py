@@ -64,7 +64,7 @@ def write_first(image: Any) -> Any:
     return image
 
 
-@mt.array_api(output_type="numpy")
+@mt.array_api(memory_type="numpy")
 def centred_to_numpy(image: Any, xp: Any) -> Any:
     return image - xp.mean(image)
 

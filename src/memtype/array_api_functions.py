@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from memtype._optional import require
+from memtype._renamed import renamed_argument
 from memtype.decorators import Contract, MemoryTypeFunction, memory_types
 from memtype.detect import framework_of
 from memtype.errors import (
@@ -495,8 +496,9 @@ def _refuse_narrowing(run: str, arrays: list[tuple[Any, Framework]], label: str)
                 "first so it runs there.", fw.name, run)
 
 
-def array_api(func: Callable[..., Any] | None = None, *, output_type: MemoryTypeLike | None = None,
-              contract: Contract = None, **options: Any) -> Any:
+def array_api(func: Callable[..., Any] | None = None, *, memory_type: MemoryTypeLike | None = None,
+              contract: Contract = None, output_type: MemoryTypeLike | None = None,
+              **options: Any) -> Any:
     """Declare a function written against the Array API standard.
 
     Called with an array of a framework the standard covers (:func:`covers`: NumPy, torch
@@ -510,16 +512,17 @@ def array_api(func: Callable[..., Any] | None = None, *, output_type: MemoryType
     ----------
     func : callable, optional
         The function (``@mt.array_api``), or None (``@mt.array_api(...)``).
-    output_type : MemoryType or str, optional
-        The type every result is returned as; None (the default): the type of the first
-        array argument.
+    memory_type : MemoryType or str, optional
+        The type every result is returned as (as :meth:`ArrayAPIFunction.returning`); None
+        (the default): the type of the first array argument.
     contract : None, int, tuple of int, "any" or callable
         What the result must be, as for :func:`memtype.memory_types` (None: a 3D
         ``[Z, Y, X]`` array).
     **options
         Every other parameter of :func:`memtype.memory_types` (``copy_inputs``,
         ``slice_separable``, ``dtype_conversion``, ``oom_recovery``...), with the same
-        meaning.
+        meaning. ``output_type=`` is the old spelling of ``memory_type=`` (it still works,
+        with a ``DeprecationWarning``).
 
     Returns
     -------
@@ -529,7 +532,8 @@ def array_api(func: Callable[..., Any] | None = None, *, output_type: MemoryType
     Raises
     ------
     UnknownMemoryTypeError, CallOptionError, ArgumentTypeError
-        At decoration, as :func:`memtype.memory_types`.
+        At decoration, as :func:`memtype.memory_types` (also: both ``memory_type`` and
+        ``output_type``).
 
     Examples
     --------
@@ -540,14 +544,17 @@ def array_api(func: Callable[..., Any] | None = None, *, output_type: MemoryType
     >>> centre(np.ones((1, 2, 2), np.float32)).tolist()
     [[[0.0, 0.0], [0.0, 0.0]]]
     """
-    out = None if output_type is None else get_framework(output_type).name
+    if output_type is not None:
+        memory_type = renamed_argument("array_api", "output_type", "memory_type", output_type,
+                                       memory_type)
+    out = None if memory_type is None else get_framework(memory_type).name
     allowed = [p for p in inspect.signature(memory_types).parameters
                if p not in ("input_type", "output_type", "contract")]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ArgumentTypeError(
             f"mt.array_api() got unknown option(s) {', '.join(unknown)}; expected any of "
-            f"output_type, contract, {', '.join(allowed)} (no input_type: the function runs "
+            f"memory_type, contract, {', '.join(allowed)} (no input_type: the function runs "
             "where its first array is).")
 
     memory_types(_host(), _host(), contract, **options)  # options checked at decoration
