@@ -42,6 +42,7 @@ __all__ = [
     "ArgumentTypeError",
     "FieldError",
     "PipelineFileError",
+    "PipelineSpecError",
     "StoreFullError",
     "CommandError",
     "SideOutputError",
@@ -229,6 +230,10 @@ class FieldError(_ReadableKeyError):
 
 class PipelineFileError(MemtypeError, ImportError):
     """A pipeline file that cannot be imported as a Python module."""
+
+
+class PipelineSpecError(MemtypeError, ValueError):
+    """A pipeline file written as data (YAML) that does not say a valid pipeline."""
 
 
 class StoreFullError(MemtypeError, OSError):
