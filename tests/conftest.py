@@ -34,6 +34,7 @@ if os.environ.get("CI"):
 from memtype.frameworks import Framework  # noqa: E402
 from tests.frameworks import has_gpu, type_params, unusable_reason  # noqa: E402
 from tests.helpers import registered  # noqa: E402
+from tests.s3_server import s3, s3_session_server  # noqa: E402,F401  (a real S3 server, moto)
 
 TOY = Framework(
     name="toy", module="tests.toyarrays", array_types=("tests.toyarrays:ToyArray",),

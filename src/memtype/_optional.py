@@ -27,6 +27,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "ml_dtypes": ("ml_dtypes", "torch"),
     "pynvml": ("nvidia-ml-py", "gpu"),
     "array_api_compat": ("array-api-compat", "array-api"),
+    "obstore": ("obstore", "s3"),
 }
 
 
