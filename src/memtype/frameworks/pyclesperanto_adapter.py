@@ -40,6 +40,9 @@ def _probe() -> tuple[tuple[str, ...], str]:
     pyclesperanto imports without a usable OpenCL platform but then lacks its device
     functions (0.25: no ``list_available_devices``); that is "installed, no device".
     """
+    chosen = _opencl.runtime()
+    if not chosen.usable:  # it may list devices, but no kernel builds on them
+        return (), f"no usable OpenCL runtime: {chosen.reason}"
     lister = getattr(cle, "list_available_devices", None)
     if lister is None:
         return (), "pyclesperanto found no OpenCL backend (no OpenCL runtime)"
@@ -54,7 +57,8 @@ def _no_device_reason() -> str:
     names, why = _probe()
     if names:
         return ""
-    return f"no OpenCL device ({why}). Fix: {_opencl.fix()}."
+    return f"{why}. Fix: {_opencl.fix()}." if why.startswith("no usable") else (
+        f"no OpenCL device ({why}). Fix: {_opencl.fix()}.")
 
 
 def _holds(dtype: np.dtype[Any]) -> bool:
@@ -149,7 +153,9 @@ class PyclesperantoAdapter(Adapter):
         chosen = _opencl.runtime()
         where = f" ({chosen.library})" if chosen.library else ""
         state = f"{len(_device_names())} device(s)" if _device_names() else "no device"
-        return f"OpenCL runtime: {chosen.source}{where} — {chosen.detail}; {state}"
+        lines = [f"OpenCL runtime: {chosen.source}{where} — {chosen.detail}; {state}"]
+        lines += [f"  probed: {line}" for line in chosen.tried]
+        return "\n".join(lines)
 
     def device_of(self, x: Any) -> Device:
         return Device("opencl", _index_of(x.device.name))
