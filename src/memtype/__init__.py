@@ -11,6 +11,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from memtype import errors
+from memtype._lazy import lazy_loader
 from memtype.conversion import capture_conversions, convert, convert_memory, shares_memory
 from memtype.detect import detect_memory_type
 from memtype.errors import (
@@ -20,7 +21,7 @@ from memtype.errors import (
     UnknownMemoryTypeError,
     UnsupportedArrayError,
 )
-from memtype.frameworks import builtin_frameworks
+from memtype.frameworks import builtin_frameworks, is_registered
 from memtype.stack import stack_slices, unstack_slices
 from memtype.types import DtypeConversion, MemoryType
 
@@ -74,22 +75,19 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None and name in errors.__all__:
-        return _moved_error(name)
-    if target is None:
-        from memtype.frameworks import is_registered
+_load = lazy_loader(globals(), _LAZY)
 
-        if name.startswith("_") or not is_registered(name):
-            raise AttributeError(f"module 'memtype' has no attribute {name!r}")
-        # the decorator of a framework registered at run time (``register_framework``);
-        # not cached here, so that unregistering the framework removes it again
-        return getattr(importlib.import_module("memtype.decorators"), name)
-    module = importlib.import_module(target)
-    value = module if target == f"memtype.{name}" else getattr(module, name)
-    globals()[name] = value
-    return value
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return _load(name)
+    if name in errors.__all__:
+        return _moved_error(name)
+    if name.startswith("_") or not is_registered(name):
+        raise AttributeError(f"module 'memtype' has no attribute {name!r}")
+    # the decorator of a framework registered at run time (``register_framework``); not
+    # cached here, so that unregistering the framework removes it again
+    return getattr(importlib.import_module("memtype.decorators"), name)
 
 
 def _moved_error(name: str) -> Any:

@@ -5,8 +5,9 @@ Every name is imported on first use: ``import memtype.gpu`` starts no GPU runtim
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memtype._lazy import lazy_loader
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers
     from memtype.gpu.cache import GPUTensorCache as GPUTensorCache
@@ -96,13 +97,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memtype.gpu' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_loader(globals(), {name: f"{__name__}.{module}"
+                                      for name, module in _EXPORTS.items()})
 
 
 def __dir__() -> list[str]:

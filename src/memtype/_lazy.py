@@ -1,0 +1,31 @@
+"""A package's names imported at first use: the one lazy loader behind each package's
+module-level ``__getattr__``."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["lazy_loader"]
+
+
+def lazy_loader(namespace: dict[str, Any], exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``namespace`` (a package's ``globals()``).
+
+    ``exports`` maps a name to the module that defines it (a name that is the last part of
+    its module's path is that module). The value is imported at first use and then cached
+    in ``namespace``; any other name is an ``AttributeError``.
+    """
+    package = namespace["__name__"]
+
+    def load(name: str) -> Any:
+        target = exports.get(name)
+        if target is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = importlib.import_module(target)
+        value = module if target.rpartition(".")[2] == name else getattr(module, name)
+        namespace[name] = value
+        return value
+
+    return load
