@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from memtype.pipeline.planning import Plan
     from memtype.pipeline.readers import PlateMetadata
 
-__all__ = ["StepStats", "GroupResult", "RunReport", "Fallback"]
+__all__ = ["StepStats", "GroupResult", "RunReport", "Fallback", "without_group"]
 
 GroupStatus = Literal["done", "failed", "skipped", "not_run"]
 _MIB = 1024 * 1024
@@ -103,6 +104,39 @@ class Fallback:
             return f"{head}; no fallback: {self.reason}"
         chosen = ", ".join(f"{k}={v}" for k, v in self.choices.items())
         return f"{head}; re-ran the group with {chosen or 'the declared implementations'}"
+
+
+def without_group(text: str, key: Key) -> str:
+    """``text`` with the group's identity put in general terms: each field named with its
+    value (``well A01``, ``site=2``, ``channel: 1``) becomes the field and ``<field>``
+    (``well <well>``), and a well's name alone, in any of its spellings (``A01``, ``A1``,
+    ``A/1``: a plate path), becomes ``<well>``. Failures alike but for the group they name
+    then read alike (``GroupResult.cause``).
+
+    Examples
+    --------
+    >>> without_group("The labels of well B03 hold 2 channels (B/3/1)", (("well", "B03"),))
+    'The labels of well <well> hold 2 channels (<well>/1)'
+    """
+    for name, value in key:
+        named = rf"\b({re.escape(name)}\s*[=:]?\s*){re.escape(str(value))}(?![0-9A-Za-z])"
+        text = re.sub(named, rf"\g<1><{name}>", text)
+        if name == "well":
+            for form in _well_spellings(str(value)):
+                text = re.sub(rf"(?<![0-9A-Za-z]){re.escape(form)}(?![0-9])", "<well>", text)
+    return text
+
+
+def _well_spellings(well: str) -> list[str]:
+    """A well's name as messages and paths spell it, longest first: ``A/01``, ``A01``,
+    ``A/1``, ``A1`` (only ``well`` itself when it is not a row and a column)."""
+    m = re.fullmatch(r"([A-Za-z]+)0*(\d+)", well)
+    if m is None:
+        return [well]
+    row, column = m[1], int(m[2])
+    forms = {well, f"{row}{column:02d}", f"{row}/{column:02d}", f"{row}{column}",
+             f"{row}/{column}"}
+    return sorted(forms, key=len, reverse=True)
 
 
 @dataclass

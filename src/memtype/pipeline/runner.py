@@ -27,7 +27,7 @@ from memtype.pipeline.modules import ModuleSpec, ensure_modules, shipped_modules
 from memtype.pipeline.outputs import OutputSpec
 from memtype.pipeline.patterns import FilenamePattern, Key, key_label, stack_keys
 from memtype.pipeline.progress import measure
-from memtype.pipeline.report import Fallback, GroupResult, StepStats
+from memtype.pipeline.report import Fallback, GroupResult, StepStats, without_group
 from memtype.pipeline.steps import FunctionStep, GroupTask, writes
 from memtype.pipeline.tables import side_output_rows
 
@@ -339,7 +339,8 @@ def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
                            "".join(traceback.format_exception(error)),
                            list(state.stats.values()), time.perf_counter() - start, worker,
                            fallbacks, None, list(retried.values()),
-                           f"{state.phase}: {_what(error)}", disk_full(error))
+                           without_group(f"{state.phase}: {_what(error)}", task.key),
+                           disk_full(error))
 
 
 FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT})

@@ -1,0 +1,58 @@
+"""Runs a scientist can trust (issue 31): early stop sees one error as one, resume never mixes
+plates, a planner that does not run a user's step for nothing, failures kept in a log, a plate
+overview that tells failed from never imaged, output files that say what their data is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import memtype as mt
+from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline.synthetic import SyntheticPlate
+from tests.pipeline_support import write_plate
+
+TWO_CHANNELS = SyntheticPlate(wells=6, sites=1, channels=2, z_planes=2, size=32, cells=(1, 2))
+"""Six wells of one field of two channels."""
+
+
+@pytest.fixture(scope="module")
+def two_channels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_plate(tmp_path_factory.mktemp("two-channels"), TWO_CHANNELS)
+
+
+# -- steps (module level: threads and dask workers import them) -------------------------
+@mt.numpy
+def np_label(stack: np.ndarray) -> np.ndarray:
+    return (stack.max(axis=0, keepdims=True) > stack.mean()).astype(np.uint16)
+
+
+# -- 13: early stop sees the same error as the same --------------------------------------
+@pytest.mark.requires("tifffile", "zarr")
+def test_failures_alike_but_for_the_well_name_stop_the_run(two_channels: Path,
+                                                           tmp_path: Path) -> None:
+    # the labels of every well hold 2 channels: memtype's message names the well
+    step = FunctionStep(np_label, labels="nuclei", variable_components=("z",))
+    report = Pipeline([step]).run(two_channels, tmp_path / "out")
+    assert len(report.failed) == 3 and len(report.not_run) == 3, report.summary()
+    assert report.stopped is not None and "hold 2 channels" in report.stopped
+    assert report.summary().count("FAILED") == 1  # one distinct error, printed once
+    assert "well A01" in report.failed[0].error  # the group's own message keeps its well
+
+
+@pytest.mark.parametrize(("text", "key", "expected"), [
+    ("of well A01 hold", (("well", "A01"),), "of well <well> hold"),
+    ("field B/3/1 failed", (("well", "B03"),), "field <well>/1 failed"),
+    ("file A1_s2.tif", (("well", "A01"),), "file <well>_s2.tif"),
+    ("in site=2, channel: 1", (("well", "A01"), ("site", 2), ("channel", 1)),
+     "in site=<site>, channel: <channel>"),
+    ("no good: 1234 at A010", (("well", "A01"),), "no good: 1234 at A010"),
+    ("site 20 of 2", (("site", 2),), "site 20 of 2"),
+])
+def test_a_cause_leaves_out_the_group_it_names(text: str, key: tuple[tuple[str, object], ...],
+                                               expected: str) -> None:
+    from memtype.pipeline.report import without_group
+
+    assert without_group(text, key) == expected  # type: ignore[arg-type]
