@@ -39,6 +39,7 @@ from memtype.frameworks._host import aligned_copy
 from memtype.frameworks._settings import Setting
 
 __all__ = [
+    "unusable_reason",
     "Adapter",
     "data_nbytes",
     "CPU",
@@ -100,6 +101,10 @@ class Framework:
     prepare : str
         ``"module:function"`` memtype calls (no arguments) right before it first imports
         the framework, e.g. to choose its runtime; ``""`` for none.
+    runtime_check : str
+        ``"module:function"`` returning why the framework cannot hold arrays here although
+        it is installed (``""`` when it can), found without importing the framework (e.g. no
+        OpenCL runtime compiles); ``""`` for no such check.
     quiet_import : tuple of str
         Regular expressions of warnings the framework's import emits about a state memtype
         reports itself (with a better hint); silenced during the import memtype makes.
@@ -123,6 +128,7 @@ class Framework:
     import_before: tuple[str, ...] = field(default=())
     crashes_after: tuple[str, ...] = field(default=())
     prepare: str = ""
+    runtime_check: str = ""
     quiet_import: tuple[str, ...] = field(default=())
     settings: tuple[Setting, ...] = field(default=())
     array_api: bool = False
@@ -186,9 +192,11 @@ _BUILTIN: tuple[Framework, ...] = (
               adapter="memtype.frameworks.pyclesperanto_adapter:PyclesperantoAdapter",
               device_kinds=("opencl",), extra="cle",
               install_hint="pip install 'memtype[cle]'  "
-                           "(with pocl, a CPU OpenCL runtime, on Linux x86-64)",
+                           "(with pocl, a CPU OpenCL runtime, on Linux x86-64; "
+                           "'memtype[cle-intel]' adds Intel's, for CPUs pocl cannot build for)",
               # With the pocl OpenCL runtime, importing pyclesperanto after tensorflow segfaults.
               crashes_after=("tensorflow",), prepare="memtype.frameworks._opencl:prepare",
+              runtime_check="memtype.frameworks._opencl:unusable_reason",
               # its hint (install a backend) is wrong when the backend lacks an OpenCL runtime;
               # memtype says what is missing (no_device_reason, memtype info)
               quiet_import=("No pyclesperanto backend installed",)),
@@ -446,6 +454,16 @@ def is_installed(framework: Framework) -> bool:
     """Whether the framework's top-level module can be found (a blocked one cannot);
     nothing is imported here."""
     return _installed(framework.module)
+
+
+def unusable_reason(framework: Framework) -> str:
+    """Why an installed framework cannot hold arrays here, found without importing it
+    (its row's ``runtime_check``); ``""`` when nothing is known against it."""
+    if not framework.runtime_check:
+        return ""
+    module_name, _, attr = framework.runtime_check.partition(":")
+    check = getattr(importlib.import_module(module_name), attr)
+    return str(check())
 
 
 def loaded_frameworks() -> list[Framework]:

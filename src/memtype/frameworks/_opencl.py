@@ -18,7 +18,8 @@ the package versions, the CPU and the runtime's environment variables), so the p
 once per machine, not once per process.
 
 Rules: nothing happens at ``import memtype``; a value the user set is never replaced;
-``MEMTYPE_OPENCL_FALLBACK=0`` turns the pip runtimes off; ``MEMTYPE_NO_OPENCL=1`` (what
+``MEMTYPE_OPENCL_FALLBACK=0`` turns the pip runtimes off; ``MEMTYPE_OPENCL_RUNTIMES``
+(``"intel,pocl"``) orders them or leaves one out; ``MEMTYPE_NO_OPENCL=1`` (what
 ``--no-opencl`` sets) turns OpenCL off; the probes run in child processes (a broken driver
 cannot take this interpreter down, and this process's loader is not started before the
 decision).
@@ -39,8 +40,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memtype.errors import ConfigurationError
+
 __all__ = ["OpenCLRuntime", "Candidate", "Verdict", "prepare", "runtime", "fix", "candidates",
-           "FALLBACK_VARIABLE", "OFF_VARIABLE", "CACHE_VARIABLE"]
+           "pip_order", "unusable_reason", "FALLBACK_VARIABLE", "OFF_VARIABLE", "CACHE_VARIABLE",
+           "RUNTIMES_VARIABLE"]
 
 FALLBACK_VARIABLE = "MEMTYPE_OPENCL_FALLBACK"
 OFF_VARIABLE = "MEMTYPE_NO_OPENCL"
@@ -57,8 +61,11 @@ _CACHE_ENTRIES = 64
 # Variables that change what a runtime compiles or which devices it offers.
 _RUNTIME_ENV_PREFIXES = ("POCL_", "CL_CONFIG_", "OCL_ICD_", "CPU_", "TBB_")
 _SHARED_LIBRARY = re.compile(r"[^/]*\.so(\.[0-9]+)*")
-_PIP_RUNTIMES = (("pocl-binary-distribution", "libpocl", "pocl"),
-                 ("intel-opencl-rt", "libintelocl.so", "Intel CPU runtime"))
+# name -> (package, library file name's start, words); tried in MEMTYPE_OPENCL_RUNTIMES order
+_PIP_RUNTIMES = {"pocl": ("pocl-binary-distribution", "libpocl", "pocl"),
+                 "intel": ("intel-opencl-rt", "libintelocl.so", "Intel CPU runtime")}
+RUNTIMES_VARIABLE = "MEMTYPE_OPENCL_RUNTIMES"
+_DEFAULT_ORDER = "intel,pocl"  # Intel where installed: 1.37x pocl (benchmarks/opencl_runtimes.py)
 
 
 @dataclass(frozen=True)
@@ -193,13 +200,31 @@ def candidates() -> list[Candidate]:
         found.append(Candidate("system", f"installed platform ({names})", None))
     if os.environ.get(FALLBACK_VARIABLE, "1") == "0":
         return found
-    for package, prefix, name in _PIP_RUNTIMES:
-        library = _pip_pocl() if prefix == "libpocl" else _package_library(package, prefix)
+    for key in pip_order():
+        package, prefix, name = _PIP_RUNTIMES[key]
+        library = _pip_pocl() if key == "pocl" else _package_library(package, prefix)
         if library is not None:
             version = _version(package)
             label = f"{name} (pip: {package} {version})" if version else f"{name} (pip)"
             found.append(Candidate("pip", label, str(library), package))
     return found
+
+
+def pip_order() -> list[str]:
+    """The pip runtimes to try, in order: ``MEMTYPE_OPENCL_RUNTIMES`` (``"intel,pocl"``).
+
+    Raises
+    ------
+    ConfigurationError
+        The variable names a runtime memtype does not know.
+    """
+    names = [n.strip() for n in os.environ.get(RUNTIMES_VARIABLE, _DEFAULT_ORDER).split(",")]
+    unknown = [n for n in names if n not in _PIP_RUNTIMES]
+    if unknown:
+        raise ConfigurationError(
+            f"{RUNTIMES_VARIABLE} lists pip OpenCL runtimes by name, comma-separated, from "
+            f"{', '.join(_PIP_RUNTIMES)}; received {os.environ.get(RUNTIMES_VARIABLE)!r}.")
+    return [n for n in names if n]
 
 
 def _cpu_identity() -> str:
@@ -403,6 +428,14 @@ def candidates_from_pip() -> bool:
     """Whether a pip OpenCL runtime is installed (whatever the fallback setting says)."""
     return _pip_pocl() is not None or _package_library("intel-opencl-rt",
                                                        "libintelocl.so") is not None
+
+
+def unusable_reason() -> str:
+    """Why pyclesperanto cannot run kernels here, with the way out ("" when it can)."""
+    chosen = runtime()
+    if chosen.usable:
+        return ""
+    return f"no usable OpenCL runtime: {chosen.reason}. Fix: {fix()}"
 
 
 def runtime() -> OpenCLRuntime:

@@ -1,34 +1,44 @@
 """Which frameworks a pipeline needs: checked before anything runs.
 
 A step with one implementation (a function, a chain, a dict routed by a field) needs the
-framework of every memory type its functions take or return; a missing one fails every
-group in the same way, so :func:`check_frameworks` raises before the first group runs. A
-step with several implementations (:class:`~memtype.pipeline.variants.Variants`) loses the
-implementations whose frameworks are missing (the plan says why) and fails only when none
-is left.
+framework of every memory type its functions take or return, installed and with a device
+to hold arrays (a GPU-only framework without its GPU, pyclesperanto where no OpenCL runtime
+compiles); a missing or unusable one fails every group in the same way, so
+:func:`check_frameworks` raises once, before the first group runs. A step with several
+implementations (:class:`~memtype.pipeline.variants.Variants`) loses the implementations
+whose frameworks are missing or unusable (the plan says why) and fails only when none is
+left.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memtype.errors import FrameworkNotInstalledError
+from memtype.errors import DeviceError, FrameworkNotInstalledError
 from memtype.frameworks import get_framework, is_loaded, load_adapter
 from memtype.pipeline.steps import FunctionStep, StepCall
 
 __all__ = ["check_frameworks", "missing_reason", "first_runnable"]
 
 
-def missing_reason(memory_type: str) -> FrameworkNotInstalledError | None:
-    """The error of importing ``memory_type``'s framework, or None when it imports."""
+Unusable = FrameworkNotInstalledError | DeviceError
+
+
+def missing_reason(memory_type: str) -> Unusable | None:
+    """Why ``memory_type`` cannot hold arrays here (its import fails, or it has only device
+    arrays and no device), or None when it can."""
     try:
-        load_adapter(memory_type)
+        adapter = load_adapter(memory_type)
     except FrameworkNotInstalledError as exc:
         return exc
+    framework = get_framework(memory_type)
+    if framework.gpu_only and adapter.gpu_count() == 0:
+        why = adapter.no_device_reason() or f"no {framework.gpu_kind} device is visible"
+        return DeviceError(f"{framework.name} has no device here: {why}")
     return None
 
 
-def _call_missing(call: StepCall) -> tuple[str, FrameworkNotInstalledError] | None:
+def _call_missing(call: StepCall) -> tuple[str, Unusable] | None:
     """The first framework (name, error) a call takes or returns that cannot be imported."""
     for memory_type in dict.fromkeys((call.input_type, call.output_type)):
         error = missing_reason(memory_type)
@@ -57,11 +67,18 @@ def first_runnable(step: FunctionStep) -> FunctionStep:
     return step
 
 
-def _refuse(step: FunctionStep, found: Sequence[tuple[str, FrameworkNotInstalledError]],
-            what: str) -> FrameworkNotInstalledError:
-    """The error naming the step, its missing frameworks and their install hints."""
+def _refuse(step: FunctionStep, found: Sequence[tuple[str, Unusable]],
+            what: str) -> Unusable:
+    """The error naming the step, its missing (or device-less) frameworks and the fix."""
     missing = dict(found)
     root = _root(found[0][1])
+    if isinstance(found[0][1], DeviceError):
+        return DeviceError(
+            f"Pipeline step {step.name!r} {what} {', '.join(missing)}, which cannot run "
+            f"here: {str(root).rstrip('.')}; expected a framework with a device for each step. "
+            "Give the step "
+            "an implementation in another framework (mt.variants, or a catalog name), then "
+            "those steps use it.")
     hints = "; ".join(get_framework(name).install_hint for name in missing)
     return FrameworkNotInstalledError(
         f"Pipeline step {step.name!r} {what} {', '.join(missing)}, which cannot be imported "
@@ -78,6 +95,9 @@ def check_frameworks(steps: Sequence[FunctionStep]) -> None:
     FrameworkNotInstalledError
         A step whose only implementation (or every implementation) needs a framework that
         cannot be imported; chained to the import error.
+    DeviceError
+        The same for a framework that imports but has no device to hold arrays (pyclesperanto
+        where no OpenCL runtime compiles, CuPy without a GPU), naming why.
     """
     for step in steps:
         calls = step.all_calls()

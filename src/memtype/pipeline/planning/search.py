@@ -20,7 +20,7 @@ import numpy as np
 
 from memtype import capture_conversions
 from memtype.errors import InvalidArgumentError, MemtypeError
-from memtype.frameworks import get_framework, is_installed, is_loaded
+from memtype.frameworks import get_framework, is_installed, is_loaded, unusable_reason
 from memtype.pipeline.planning.measurement import Probe, Prober, infer_boundaries
 from memtype.pipeline.planning.model import (
     HOST_STACK,
@@ -91,11 +91,12 @@ def _options(step: FunctionStep, writes: bool) -> list[_Option]:
 
 
 def _not_installed(memory_type: str) -> str:
-    """Why a framework cannot be imported when its module cannot be found ('' when it can
-    be), found without importing it."""
+    """Why a framework cannot run when its module cannot be found, or its runtime is known
+    to be unusable ('' when it can run), found without importing it."""
     framework = get_framework(memory_type)
     if is_installed(framework):
-        return ""
+        unusable = unusable_reason(framework)
+        return f"DeviceError: {unusable}" if unusable else ""
     return (f"FrameworkNotInstalledError: {framework.name} is not installed (no module "
             f"{framework.module!r}); install with: {framework.install_hint}")
 
