@@ -410,7 +410,7 @@ def test_imagexpress_stage_positions_are_read_when_first_used(tmp_path: Path) ->
     real = imagexpress.tiff_properties
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(imagexpress, "tiff_properties",
-                      lambda path: seen.append(os.path.basename(path)) or real(path))
+                      lambda path: seen.append(os.path.basename(path.name)) or real(path))
         meta = reader.metadata
         assert len(seen) == 3 and "read when first used" in repr(meta.field_positions)
         assert meta.field_positions[("B03", 2)].x_um == 12000.5 + 1300

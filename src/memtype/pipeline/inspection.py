@@ -70,6 +70,7 @@ class PlateSummary:
                  + ("" if meta.z_step_um is None else f", z step {meta.z_step_um:g} µm")),
                 *self._positions(),
                 ("missing", self._missing()),
+                *(("note", note) for note in meta.notes),
                 ("total size", "unknown" if self.nbytes is None else _bytes(self.nbytes))]
         return out
 

@@ -12,15 +12,21 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import stat
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, BinaryIO, ClassVar, NamedTuple
 
 import numpy as np
 
-from memtype.errors import NoImagesError, StoreNotFoundError, StorePathError
+from memtype.errors import (
+    NoImagesError,
+    StoreIsADirectoryError,
+    StoreNotFoundError,
+    StorePathError,
+)
 from memtype.pipeline.patterns import (
     FieldValue,
     FilenamePattern,
@@ -32,7 +38,8 @@ from memtype.pipeline.patterns import (
 )
 
 __all__ = ["Reader", "PlateMetadata", "FieldPosition", "FileReader", "READER_FIELDS", "walk_inside",
-           "walk_folders", "well_name", "record", "natural_sort", "input_directory"]
+           "walk_folders", "well_name", "record", "natural_sort", "input_directory",
+           "open_inside", "file_inside", "dir_inside"]
 
 READER_FIELDS = ("well", "site", "channel", "z", "t")
 """The fields every vendor reader yields; site, channel, z and t count from 1."""
@@ -74,6 +81,11 @@ class PlateMetadata:
         says (Opera Phenix: ``PositionX/Y/Z`` of its first plane; ImageXpress: the stage
         position of its first image, read from that TIFF's header when first used); empty
         otherwise.
+    notes : tuple of str
+        What the metadata and the files on disk disagree on (an ImageXpress ``.HTD`` whose
+        plate size or well selection leaves out wells whose images are there): the images
+        are read, and each note is also given as a warning when the metadata is read, so
+        that ``memtype inspect`` and the start of a run say it.
     """
 
     layout: str
@@ -85,6 +97,7 @@ class PlateMetadata:
     z_step_um: float | None = None
     missing: tuple[str, ...] = ()
     field_positions: Mapping[tuple[str, int], FieldPosition] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     @property
     def plate_size(self) -> int | None:
@@ -180,6 +193,8 @@ class Reader(ABC):
         """The plate's metadata (read once, without pixel data)."""
         if self._meta is None:
             self._meta = self._metadata()
+            for note in self._meta.notes:
+                warnings.warn(note, UserWarning, stacklevel=2)
         return self._meta
 
     @abstractmethod
@@ -241,10 +256,28 @@ class FileReader(Reader):
 
         tifffile = require("tifffile", "Reading TIFF headers")
         if path.lower().endswith((".tif", ".tiff")):
-            with tifffile.TiffFile(self.resolve(path)) as tif:
+            from memtype.storage._readers import decoding
+
+            with self.open_file(path) as fh, decoding("TIFF file", repr(fh.name)), \
+                    tifffile.TiffFile(fh) as tif:
                 page = tif.pages.first
                 return tuple(page.shape), np.dtype(page.dtype)
         return super().header(path)
+
+    def open_file(self, path: str) -> BinaryIO:
+        """A file under the root (a listed image, a metadata file) open for reading, resolved
+        beneath the root (see :func:`open_inside`).
+
+        Raises
+        ------
+        StorePathError
+            The path leads outside the root (a ``ValueError``).
+        StoreNotFoundError
+            The file is not there (a ``FileNotFoundError``).
+        StoreIsADirectoryError
+            It is a folder (an ``IsADirectoryError``).
+        """
+        return open_inside(self.root, path)
 
     def resolve(self, path: str) -> str:
         """The real file of a listed path.
@@ -268,6 +301,62 @@ class FileReader(Reader):
     def nbytes(self) -> int | None:
         files = {r.path.partition("#")[0] for r in self.records(self._exclude)}
         return sum(os.stat(self.resolve(f)).st_size for f in files)
+
+
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def open_inside(root: str, path: str) -> BinaryIO:
+    """The regular file ``path`` (relative to ``root``) open for reading, resolved beneath
+    ``root`` as the DiskStore resolves its keys (:class:`memtype.storage._beneath.Resolver`:
+    ``openat2(RESOLVE_BENEATH)`` or a no-follow walk): a symbolic link is followed only while
+    it stays inside ``root``, and a directory swapped for a link cannot redirect the open.
+    Every file a reader opens (metadata, headers, pixels) is opened so. The handle's ``name``
+    is the file's path (tifffile reads it).
+
+    Raises
+    ------
+    StorePathError
+        ``path`` (``..``, a link) leads outside ``root`` (a ``ValueError``).
+    StoreNotFoundError
+        Nothing is there, or a dangling link (a ``FileNotFoundError``).
+    StoreIsADirectoryError
+        It is a folder or another non-regular file (an ``IsADirectoryError``).
+    """
+    from memtype.storage._beneath import NOFOLLOW, Resolver
+
+    resolver = Resolver(root, follow_outside=False)
+    fd = resolver.open(path, _READ_FLAGS)
+    if fd is None:  # the walk decides, with its precise errors
+        with resolver.locate(path, follow_last=True) as loc:
+            try:
+                fd = None if not loc.name else os.open(loc.name, _READ_FLAGS | NOFOLLOW,
+                                                       dir_fd=loc.dir_fd)
+            except FileNotFoundError:
+                raise StoreNotFoundError(f"No file {path!r} in {root!r} (missing, or a link "
+                                         "to nothing).") from None
+    if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+        if fd is not None:
+            os.close(fd)
+        raise StoreIsADirectoryError(f"{path!r} in {root!r} is a folder (or not a regular "
+                                     "file); expected a file.")
+    os.set_blocking(fd, True)
+    fh = os.fdopen(fd, "rb")
+    fh.raw.name = os.path.join(root, path)  # type: ignore[attr-defined]  # tifffile reads it
+    return fh
+
+
+def file_inside(root: str, path: str) -> bool:
+    """Whether ``path`` (relative to ``root``) is a regular file inside ``root``, links
+    resolved (a link leading outside, a dangling link or a folder is not)."""
+    real = os.path.realpath(os.path.join(root, path))
+    return _inside(real, os.path.realpath(root)) and os.path.isfile(real)
+
+
+def dir_inside(root: str, path: str) -> bool:
+    """Whether ``path`` (relative to ``root``) is a folder inside ``root``, links resolved."""
+    real = os.path.realpath(os.path.join(root, path))
+    return _inside(real, os.path.realpath(root)) and os.path.isdir(real)
 
 
 def natural_sort(records: list[ImageRecord]) -> None:

@@ -40,6 +40,7 @@ import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from memtype.errors import StoreFormatError
 from memtype.pipeline.patterns import FieldValue, ImageRecord, Key, key_label
@@ -47,11 +48,14 @@ from memtype.pipeline.readers.base import (
     FieldPosition,
     FileReader,
     PlateMetadata,
+    dir_inside,
     field_pair,
+    file_inside,
     record,
     walk_folders,
     well_name,
 )
+from memtype.pipeline.readers.checks import bounded, whole
 
 __all__ = ["ImageXpressReader", "parse_htd", "HtdInfo", "tiff_properties", "StagePositions"]
 
@@ -86,31 +90,46 @@ class HtdInfo:
     wavelengths: int = 1
 
 
-def _values(path: str) -> dict[str, list[str]]:
+def _values(raw: bytes, where: str) -> dict[str, list[str]]:
     """The ``"Key", value, ...`` lines of an HTD file: UTF-8, else the Windows code page
-    MetaXpress writes (``WaveName1, "Hoechst µ"`` as the byte ``B5``)."""
-    with open(path, "rb") as fh:
-        raw = fh.read()
+    MetaXpress writes (``WaveName1, "Hoechst µ"`` as the byte ``B5``).
+
+    Raises
+    ------
+    StoreFormatError
+        A line that is not CSV (a NUL byte, a field over 128 KiB; a ``ValueError``).
+    """
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         text = raw.decode("cp1252", errors="replace")
     rows = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
-    return {row[0].strip(): [v.strip() for v in row[1:]] for row in rows if row}
-
-
-def _int(values: dict[str, list[str]], key: str, default: int) -> int:
-    """An integer value of an HTD key."""
-    raw = values.get(key, [str(default)])
     try:
-        return int(raw[0])
-    except (ValueError, IndexError):
-        raise StoreFormatError(f"HTD key {key!r} is {raw!r}; expected a whole number.") from None
+        return {row[0].strip(): [v.strip() for v in row[1:]] for row in rows if row}
+    except csv.Error as exc:
+        raise StoreFormatError(f"{where}: line {rows.line_num} is not a '\"Key\", value, ...' "
+                               f"line ({exc}); expected MetaXpress's .HTD text.") from None
+
+
+def _int(values: dict[str, list[str]], key: str, default: int, where: str) -> int:
+    """A count of an HTD key: a whole number from 0 (``default`` where absent)."""
+    raw = values.get(key)
+    if raw is None:
+        return default
+    return whole(raw[0] if raw else "", where, f"HTD key {key!r}")
 
 
 def _true(value: str) -> bool:
     """An HTD boolean."""
     return value.upper() == "TRUE"
+
+
+def _numbered(values: dict[str, list[str]], prefix: str, last: int) -> list[int]:
+    """The numbers ``n`` (1 to ``last``) of the keys ``<prefix><n>`` present, in order: read
+    from the file's own keys, never by counting to a number the file claims."""
+    found = (key[len(prefix):] for key in values if key.startswith(prefix))
+    return sorted(n for n in (int(d) for d in found if d.isdigit() and len(d) < 7)
+                  if 1 <= n <= last)
 
 
 def parse_htd(path: str) -> HtdInfo:
@@ -119,23 +138,32 @@ def parse_htd(path: str) -> HtdInfo:
     Raises
     ------
     StoreFormatError
-        A key whose value is not of its kind (a ``ValueError``).
+        A key whose value is not of its kind, a negative count, or a line that is not CSV
+        (a ``ValueError``), naming the file, the key and the value.
     """
-    v = _values(path)
-    rows, columns = _int(v, "YWells", 0) or None, _int(v, "XWells", 0) or None
-    wells = tuple(well_name(r, c + 1) for r in range(1, (rows or 0) + 1)
-                  for c, on in enumerate(v.get(f"WellsSelection{r}", [])) if _true(on))
+    with open(path, "rb") as fh:
+        return _parse_htd(fh.read(), repr(path))
+
+
+def _parse_htd(raw: bytes, where: str) -> HtdInfo:
+    """:func:`parse_htd` of a file's bytes (``where`` names the file in errors)."""
+    v = _values(raw, where)
+    rows, columns = _int(v, "YWells", 0, where) or None, _int(v, "XWells", 0, where) or None
+    wells = tuple(well_name(r, c + 1) for r in _numbered(v, "WellsSelection", rows or 0)
+                  for c, on in enumerate(v[f"WellsSelection{r}"][:columns]) if _true(on))
     sites = 1
     if _true(v.get("Sites", ["FALSE"])[0]):
-        grid = [on for r in range(1, _int(v, "YSites", 1) + 1)
-                for on in v.get(f"SiteSelection{r}", [])]
-        sites = sum(_true(on) for on in grid) or _int(v, "XSites", 1) * _int(v, "YSites", 1)
-    names = {n: v[f"WaveName{n}"][0] for n in range(1, _int(v, "NWavelengths", 0) + 1)
-             if v.get(f"WaveName{n}")}
-    zsteps = _int(v, "ZSteps", 1) if _true(v.get("ZSeries", ["FALSE"])[0]) else 1
-    wavelengths = max(_int(v, "NWavelengths", 1), max(names, default=1))
-    return HtdInfo(rows, columns, wells, sites, names, _int(v, "TimePoints", 1), zsteps,
-                   wavelengths)
+        ysites = _int(v, "YSites", 1, where)
+        grid = [on for r in _numbered(v, "SiteSelection", ysites)
+                for on in v[f"SiteSelection{r}"]]
+        sites = sum(_true(on) for on in grid) or _int(v, "XSites", 1, where) * ysites
+    count = _int(v, "NWavelengths", 0, where)
+    names = {n: v[f"WaveName{n}"][0] for n in _numbered(v, "WaveName", count)
+             if v[f"WaveName{n}"]}
+    zsteps = _int(v, "ZSteps", 1, where) if _true(v.get("ZSeries", ["FALSE"])[0]) else 1
+    wavelengths = max(_int(v, "NWavelengths", 1, where), max(names, default=1))
+    return HtdInfo(rows, columns, wells, max(sites, 1), names,
+                   max(_int(v, "TimePoints", 1, where), 1), max(zsteps, 1), max(wavelengths, 1))
 
 
 def _place(folder: str) -> tuple[int, int]:
@@ -152,27 +180,36 @@ def _values_of(m: re.Match[str]) -> tuple[str, int, int]:
     return m["well"], int(m["site"] or 1), int(m["channel"] or 1)
 
 
-def _has_images(folder: str, names: list[str] | None = None) -> bool:
-    """Whether a time point's folder (or its first ``ZStep_`` folder) holds a MetaXpress name
-    (``names``: the folder's sorted names, if already listed)."""
-    names = sorted(os.listdir(folder)) if names is None else names
+def _has_images(root: str, folder: str, names: list[str] | None = None) -> bool:
+    """Whether a time point's folder (relative to ``root``, or its first ``ZStep_`` folder)
+    holds a MetaXpress name (``names``: the folder's sorted names, if already listed)."""
+    names = sorted(os.listdir(os.path.join(root, folder))) if names is None else names
     if any(_NAME.fullmatch(n) for n in names):
         return True
-    step = _first_folder(_ZSTEP, folder, names)
+    step = _first_folder(_ZSTEP, root, folder, names)
     return step is not None and any(_NAME.fullmatch(n)
-                                    for n in os.listdir(os.path.join(folder, step)))
+                                    for n in os.listdir(os.path.join(root, folder, step)))
 
 
-def _first_folder(pattern: re.Pattern[str], folder: str, names: list[str]) -> str | None:
-    """The first folder among a folder's sorted names that ``pattern`` matches
-    (``TimePoint_<t>``, ``ZStep_<z>``), if any."""
+def _join(folder: str, name: str) -> str:
+    """``folder/name`` (``name`` alone at the root)."""
+    return f"{folder}/{name}" if folder else name
+
+
+def _first_folder(pattern: re.Pattern[str], root: str, folder: str,
+                  names: list[str]) -> str | None:
+    """The first folder inside ``root`` among the sorted names of ``folder`` (relative to
+    ``root``) that ``pattern`` matches (``TimePoint_<t>``, ``ZStep_<z>``), if any."""
     return next((n for n in names if pattern.fullmatch(n)
-                 and os.path.isdir(os.path.join(folder, n))), None)
+                 and dir_inside(root, _join(folder, n))), None)
 
 
-def _htd_in(names: Iterable[str]) -> str | None:
-    """The first ``.HTD`` file name among ``names``, if any."""
-    return next((n for n in names if n.lower().endswith(".htd")), None)
+def _htd_in(root: str, folder: str, names: Iterable[str]) -> str | None:
+    """The path (relative to ``root``) of the first ``.HTD`` among the names of ``folder``
+    that is a file inside ``root``: a folder, a dangling link or a link leading outside the
+    input is not the plate's metadata (the walk skips such a link too, and says so)."""
+    return next((_join(folder, n) for n in names if n.lower().endswith(".htd")
+                 and file_inside(root, _join(folder, n))), None)
 
 
 def _find_htd(root: str, names: list[str]) -> str | None:
@@ -180,22 +217,23 @@ def _find_htd(root: str, names: list[str]) -> str | None:
     ``TimePoint_<t>`` folder or that folder's first two ``ZStep_<z>`` folders, where MetaXpress's
     plate export puts it (fmi-faim/faim-ipa, resources/ImageXpress_exported/9987_Plate_3420/
     TimePoint_1/9987.HTD and 9987_Plate_3434/TimePoint_1/ZStep_1/9987.HTD)."""
-    found = _htd_in(names)
+    found = _htd_in(root, "", names)
     if found is not None:
         return found
-    point = _first_folder(_TIMEPOINT, root, names)
+    point = _first_folder(_TIMEPOINT, root, "", names)
     if point is None:
         return None
     inside = sorted(os.listdir(os.path.join(root, point)))
-    found = _htd_in(inside)
+    found = _htd_in(root, point, inside)
     if found is not None:
-        return f"{point}/{found}"
+        return found
     steps = sorted((int(m[1]), n) for n in inside if (m := _ZSTEP.fullmatch(n))
-                   and os.path.isdir(os.path.join(root, point, n)))
+                   and dir_inside(root, f"{point}/{n}"))
     for _, step in steps[:2]:  # ZStep_1, after an export's ZStep_0 of projections
-        found = _htd_in(sorted(os.listdir(os.path.join(root, point, step))))
+        folder = f"{point}/{step}"
+        found = _htd_in(root, folder, sorted(os.listdir(os.path.join(root, folder))))
         if found is not None:
-            return f"{point}/{step}/{found}"
+            return found
     return None
 
 
@@ -221,20 +259,22 @@ class ImageXpressReader(FileReader):
         htd = _find_htd(root, names)
         if htd is not None:
             return htd
-        point = _first_folder(_TIMEPOINT, root, names)
+        point = _first_folder(_TIMEPOINT, root, "", names)
         if point is not None:
             # TimePoint folders of other names: read by pattern
-            return f"{point}/" if _has_images(os.path.join(root, point)) else None
-        if _has_images(root, names):
+            return f"{point}/" if _has_images(root, point) else None
+        if _has_images(root, "", names):
             return "MetaXpress names"
         return None
 
-    def _htd(self) -> HtdInfo | None:
-        """The plate's HTD file, if it has one."""
+    def _htd(self) -> tuple[str, HtdInfo] | None:
+        """The plate's HTD file (relative to the root) and what it says, if it has one (read
+        beneath the root: a link swapped since the detection cannot lead outside)."""
         found = self.detect(self.root)
         if found is None or not found.lower().endswith(".htd"):
             return None
-        return parse_htd(os.path.join(self.root, found))
+        with self.open_file(found) as fh:
+            return found, _parse_htd(fh.read(), repr(os.path.join(self.root, found)))
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
         found: list[ImageRecord] = []
@@ -264,15 +304,17 @@ class ImageXpressReader(FileReader):
                 "TimePoint_<t>[/ZStep_<z>] folders.")
 
     def _metadata(self) -> PlateMetadata:
-        htd = self._htd()
+        found = self._htd()
         source = self.detect(self.root) or ""
         records = self.records(self._exclude)
         tiff = _tiff_metadata(self, records)
         positions = StagePositions(self, records)
-        if htd is None:
+        if found is None:
             return PlateMetadata(self.layout, source, channel_names=tiff.channel_names,
                                  pixel_size_um=tiff.pixel_size_um, z_step_um=tiff.z_step_um,
                                  field_positions=positions)
+        path, htd = found
+        _check_announced(htd, len(records), repr(os.path.join(self.root, path)))
         present = {r.key for r in records}
         stacked = {k[2][1] for k in present if k[3][1] != 1}  # channels with a plane beyond 1
         missing = tuple(key_label(k) for k in _expected(htd) if k not in present
@@ -280,7 +322,64 @@ class ImageXpressReader(FileReader):
         names = {**tiff.channel_names, **htd.channel_names}  # the HTD's names first
         return PlateMetadata(self.layout, source, htd.rows, htd.columns,
                              dict(sorted(names.items())), tiff.pixel_size_um, tiff.z_step_um,
-                             missing=missing, field_positions=positions)
+                             missing=missing, field_positions=positions,
+                             notes=_disagreements(htd, {str(k[0][1]) for k in present}, path))
+
+
+_ANNOUNCED_FLOOR = 1_000_000
+_ANNOUNCED_PER_IMAGE = 100
+"""A ``.HTD`` may announce at most max(10^6, 100 x the images on disk) images: a plate whose
+acquisition stopped at 1 % is still read (its absent images listed as missing); counts of
+10^12 are refused before anything is built from them."""
+
+
+def _check_announced(htd: HtdInfo, images: int, where: str) -> None:
+    """Refuse an HTD announcing more images than the plate on disk can hold.
+
+    Raises
+    ------
+    StoreFormatError
+        The announced count exceeds the bound (a ``ValueError``), naming every factor.
+    """
+    count = len(htd.wells) * htd.sites * htd.wavelengths * htd.zsteps * htd.timepoints
+    what = (f"{len(htd.wells)} selected well(s) x {htd.sites} site(s) (XSites, YSites, "
+            f"SiteSelection) x NWavelengths {htd.wavelengths} x ZSteps {htd.zsteps} x "
+            f"TimePoints {htd.timepoints}")
+    bounded(count, max(_ANNOUNCED_FLOOR, _ANNOUNCED_PER_IMAGE * images), where, what)
+
+
+def _disagreements(htd: HtdInfo, wells: set[str], path: str) -> tuple[str, ...]:
+    """What the ``.HTD`` and the wells on disk disagree on: wells beyond its plate size
+    (``XWells``/``YWells``), wells it does not select (``WellsSelection<row>``)."""
+    notes = []
+    if htd.rows is not None and htd.columns is not None:
+        beyond = sorted(w for w in wells if _outside_plate(w, htd.rows, htd.columns))
+        if beyond:
+            notes.append(f"{path} gives a plate of {htd.rows} x {htd.columns} wells (YWells, "
+                         f"XWells), but images of {len(beyond)} well(s) beyond it are on disk "
+                         f"({_few(beyond)}); they are read.")
+    unselected = sorted(wells - set(htd.wells))
+    if unselected:
+        notes.append(f"{path} does not select {len(unselected)} well(s) whose images are on "
+                     f"disk ({_few(unselected)}; WellsSelection<row>); they are read.")
+    return tuple(notes)
+
+
+def _outside_plate(well: str, rows: int, columns: int) -> bool:
+    """Whether a well name (``B03``, ``AA01``) lies beyond a plate of ``rows`` x ``columns``."""
+    m = re.fullmatch(r"([A-Z]+)(\d+)", well)
+    if m is None:
+        return False
+    row = 0
+    for letter in m[1]:
+        row = 26 * row + ord(letter) - ord("A") + 1
+    return row > rows or int(m[2]) > columns
+
+
+def _few(names: list[str]) -> str:
+    """The first few names, and how many more."""
+    more = f", and {len(names) - 4} more" if len(names) > 4 else ""
+    return ", ".join(names[:4]) + more
 
 
 class StagePositions(Mapping[tuple[str, int], FieldPosition]):
@@ -415,7 +514,8 @@ def _header_properties(reader: ImageXpressReader, path: str) -> dict[str, str]:
     TIFF) gives none, with a warning naming it: the plate is still listed and inspected, and
     the image's own read raises when its group runs."""
     try:
-        return tiff_properties(reader.resolve(path))
+        with reader.open_file(path) as fh:
+            return tiff_properties(fh)
     except StoreFormatError as exc:
         warnings.warn(f"{exc} Its channel's name and the pixel size are not read from it; the "
                       "image itself fails when its group is read.", UserWarning, stacklevel=2)
@@ -446,32 +546,40 @@ def _calibration(props: dict[str, str]) -> tuple[float, float] | None:
     return y * scale, x * scale
 
 
-def tiff_properties(path: str) -> dict[str, str]:
+def tiff_properties(path: str | BinaryIO) -> dict[str, str]:
     """The ``<prop id= value=>`` (and ``<custom-prop>``) values of a MetaXpress / MetaMorph
     TIFF's ImageDescription (``<MetaData>`` XML), read from the first page's tags alone; empty
     when the description is not MetaMorph's.
 
+    Parameters
+    ----------
+    path : str or binary file
+        The TIFF, or the TIFF open for reading (a reader opens it beneath its root).
+
     Raises
     ------
     StoreFormatError
-        The file is not a readable TIFF, or its ``<MetaData>`` is not well-formed XML (a
-        ``ValueError``).
+        The file is not a readable TIFF (truncated, an IFD offset past its end...), or its
+        ``<MetaData>`` is not well-formed XML (a ``ValueError``).
     """
     from memtype import require
+    from memtype.storage._readers import DECODE_ERRORS
 
     tifffile = require("tifffile", "Reading ImageXpress TIFF metadata")
+    name = path if isinstance(path, str) else getattr(path, "name", "?")
     try:
         with tifffile.TiffFile(path) as tif:
             description = tif.pages.first.description
-    except tifffile.TiffFileError as exc:
-        raise StoreFormatError(f"ImageXpress image {path!r} is not a readable TIFF ({exc}); "
-                               "its header gives the channel's name and pixel size.") from exc
+    except (tifffile.TiffFileError, *DECODE_ERRORS) as exc:
+        raise StoreFormatError(f"ImageXpress image {name!r} is not a readable TIFF "
+                               f"({type(exc).__name__}: {exc}); its header gives the "
+                               "channel's name and pixel size.") from exc
     if not description.lstrip().startswith("<MetaData>"):
         return {}
     try:
         root = ET.fromstring(description)
     except ET.ParseError as exc:
-        raise StoreFormatError(f"The MetaXpress description of {path!r} is not valid XML "
+        raise StoreFormatError(f"The MetaXpress description of {name!r} is not valid XML "
                                f"({exc}); expected <MetaData><prop id=.. value=../>...")\
             from exc
     props: dict[str, str] = {}

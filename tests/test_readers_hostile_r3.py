@@ -1,0 +1,198 @@
+"""Plates from strangers (issue 31, round 3), the readers other than OME-Zarr: every file a
+reader opens is opened beneath the input (a link out of it is never read), sizes its metadata
+claims are bounded by the plate on disk, numbers are checked where they are read, malformed
+metadata is a memtype error naming the file, the key and the value, and what the metadata and
+the files disagree on is said."""
+
+from __future__ import annotations
+
+import os
+import struct
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memtype.errors import (
+    StoreFormatError,
+    StoreIsADirectoryError,
+    StoreNotFoundError,
+    StorePathError,
+)
+from memtype.pipeline.inspection import inspect_plate
+from memtype.pipeline.readers import ImageXpressReader
+from memtype.pipeline.readers.base import open_inside
+from tests.readers_support import htd_text
+
+pytestmark = pytest.mark.requires("tifffile")
+
+
+def _tiff(path: Path, value: int = 1) -> None:
+    """An 8 x 10 uint16 TIFF."""
+    import tifffile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tifffile.imwrite(path, np.full((8, 10), value, np.uint16))
+
+
+# -- opening beneath the input -------------------------------------------------------------------
+def test_open_inside_reads_a_file_and_a_link_that_stays_inside(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_bytes(b"inside")
+    (tmp_path / "b.txt").symlink_to("a.txt")
+    with open_inside(str(tmp_path), "b.txt") as fh:
+        assert fh.read() == b"inside"
+        assert fh.name == os.path.join(str(tmp_path), "b.txt")
+
+
+@pytest.mark.parametrize(("make", "error"), [
+    (lambda root: (root / "x").symlink_to(root.parent / "secret.txt"), StorePathError),
+    (lambda root: (root / "x").symlink_to("../secret.txt"), StorePathError),
+    (lambda root: (root / "x").symlink_to(root / "nothing"), StoreNotFoundError),
+    (lambda root: (root / "x").mkdir(), StoreIsADirectoryError),
+], ids=["absolute-link-outside", "relative-link-outside", "dangling-link", "folder"])
+def test_open_inside_refuses_what_is_not_a_file_inside(make: object, error: type[Exception],
+                                                       tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_bytes(b"secret")
+    root = tmp_path / "plate"
+    root.mkdir()
+    make(root)  # type: ignore[operator]
+    with pytest.raises(error, match="'x'"):
+        open_inside(str(root), "x")
+
+
+def test_open_inside_refuses_dot_dot(tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_bytes(b"secret")
+    (tmp_path / "plate").mkdir()
+    with pytest.raises(StorePathError):
+        open_inside(str(tmp_path / "plate"), "../secret.txt")
+
+
+# -- ImageXpress: the .HTD ------------------------------------------------------------------------
+def _imagexpress(root: Path, htd: str | None = None, wells: tuple[str, ...] = ("A01",)) -> Path:
+    """An ImageXpress plate of one site and one channel per well, with ``htd`` as its
+    ``plate.HTD`` (none if None)."""
+    root.mkdir(parents=True, exist_ok=True)
+    if htd is not None:
+        (root / "plate.HTD").write_text(htd, newline="")
+    for i, well in enumerate(wells):
+        _tiff(root / "TimePoint_1" / f"plate_{well}_s1_w1.TIF", i + 1)
+    return root
+
+
+def _one_image_htd(**keys: object) -> str:
+    """The .HTD of a one-well, one-site, one-channel plate, with ``keys`` replaced."""
+    text = htd_text(wells=("A01",), sites=1, names=("DAPI",), zsteps=1)
+    for key, value in keys.items():
+        lines = text.split("\r\n")
+        lines = [f'"{key}", {value}' if line.startswith(f'"{key}",') else line for line in lines]
+        if not any(line.startswith(f'"{key}",') for line in lines):
+            lines.insert(1, f'"{key}", {value}')
+        text = "\r\n".join(lines)
+    return text
+
+
+def test_an_htd_linked_from_outside_the_input_is_never_parsed(tmp_path: Path) -> None:
+    """Before: the walk said it skipped the link, but the .HTD was parsed and its channel
+    names reached the output."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "plate.HTD").write_text(
+        htd_text(wells=("A01",), sites=1, names=("SECRET",), zsteps=1), newline="")
+    root = _imagexpress(tmp_path / "plate")
+    (root / "plate.HTD").symlink_to(outside / "plate.HTD")
+    reader = ImageXpressReader(root)
+    with pytest.warns(UserWarning, match="lead outside"):
+        reader.records()
+    meta = reader.metadata
+    assert "SECRET" not in meta.channel_names.values()
+    assert meta.detected_from != "plate.HTD"
+
+
+@pytest.mark.parametrize("key", ["TimePoints", "NWavelengths", "XSites"])
+def test_htd_counts_beyond_the_plate_on_disk_are_refused(key: str, tmp_path: Path) -> None:
+    """Before: counts of 10^12 looped for ever (memtype inspect hung on a one-image plate)."""
+    extra = {"ZSeries": "TRUE"} if key == "ZSteps" else {}
+    root = _imagexpress(tmp_path / "plate", _one_image_htd(**{key: 10**12}, **extra))
+    if key == "XSites":  # the site count from the grid's size, not a SiteSelection line
+        text = (root / "plate.HTD").read_bytes()
+        (root / "plate.HTD").write_bytes(text.replace(b'"SiteSelection1", TRUE\r\n', b""))
+    with pytest.raises(StoreFormatError, match=f"plate.HTD.*{key} .*1000000000000|"
+                                               f"plate.HTD.*1,000,000,000,000"):
+        inspect_plate(root)
+
+
+def test_htd_rows_and_columns_of_10_to_the_12_are_not_counted_to(tmp_path: Path) -> None:
+    """YWells/XWells of 10^12: the selection is read from the file's own lines."""
+    root = _imagexpress(tmp_path / "plate", _one_image_htd(YWells=10**12, XWells=10**12))
+    meta = ImageXpressReader(root).metadata
+    assert meta.rows == 10**12 and meta.missing == ()
+
+
+@pytest.mark.parametrize(("key", "value"), [("XWells", "-12"), ("YWells", "eight"),
+                                            ("TimePoints", "-1"), ("ZSteps", "1.5")])
+def test_htd_counts_that_are_not_whole_numbers_from_0_are_refused(key: str, value: str,
+                                                                  tmp_path: Path) -> None:
+    """Before: a negative plate size was kept."""
+    extra = {"ZSeries": "TRUE"} if key == "ZSteps" else {}
+    root = _imagexpress(tmp_path / "plate", _one_image_htd(**{key: value}, **extra))
+    with pytest.raises(StoreFormatError, match=f"plate.HTD.*{key}.*{value!r}"):
+        ImageXpressReader(root).metadata  # noqa: B018
+
+
+@pytest.mark.parametrize("make", [
+    lambda root: (root / "plate.HTD").mkdir(),
+    lambda root: (root / "plate.HTD").symlink_to(root / "gone.HTD"),
+], ids=["folder", "dangling-link"])
+def test_an_htd_that_is_not_a_file_is_not_the_plates_metadata(make: object,
+                                                             tmp_path: Path) -> None:
+    """Before: IsADirectoryError / FileNotFoundError from open(); now the plate is read by
+    its names, as the walk reads it (a folder or a dangling link holds no metadata)."""
+    root = _imagexpress(tmp_path / "plate")
+    make(root)  # type: ignore[operator]
+    summary = inspect_plate(root)
+    assert summary.metadata.layout == "imagexpress" and summary.images == 1
+
+
+def test_an_htd_line_over_the_csv_field_limit_names_the_file(tmp_path: Path) -> None:
+    """Before: a bare _csv.Error (field larger than field limit (131072))."""
+    root = _imagexpress(tmp_path / "plate", _one_image_htd(Description='"' + "x" * 200_000 + '"'))
+    with pytest.raises(StoreFormatError, match=r"plate.HTD.*line 2"):
+        ImageXpressReader(root).metadata  # noqa: B018
+
+
+def test_a_tiff_whose_ifd_offset_lies_past_its_end_is_a_format_error(tmp_path: Path) -> None:
+    """Before: a bare IndexError from tifffile (memtype inspect's header read)."""
+    root = _imagexpress(tmp_path / "plate")
+    image = root / "TimePoint_1" / "plate_A01_s1_w1.TIF"
+    data = bytearray(image.read_bytes())
+    data[4:8] = struct.pack("<I", 10**6)
+    image.write_bytes(bytes(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(StoreFormatError, match="plate_A01_s1_w1.TIF"):
+            inspect_plate(root)
+
+
+@pytest.mark.parametrize(("htd", "said"), [
+    (htd_text(rows=1, columns=1, wells=("A01",), sites=1, names=("DAPI",), zsteps=1),
+     "beyond it are on disk (B03)"),
+    (htd_text(rows=8, columns=12, wells=("A01",), sites=1, names=("DAPI",), zsteps=1),
+     "does not select 1 well(s) whose images are on disk (B03"),
+], ids=["plate-size", "well-selection"])
+def test_an_htd_disagreeing_with_the_wells_on_disk_is_said(htd: str, said: str,
+                                                          tmp_path: Path) -> None:
+    """Before: listed without a word. Now a note in the metadata, a warning when it is read
+    (the start of a run), and a row of memtype inspect."""
+    root = _imagexpress(tmp_path / "plate", htd, wells=("A01", "B03"))
+    with pytest.warns(UserWarning, match="plate.HTD") as caught:
+        summary = inspect_plate(root)
+    assert any(said in str(w.message) for w in caught)
+    assert any(label == "note" and said in value for label, value in summary.rows())
+    assert summary.values["well"] == ["A01", "B03"]
+
+
+def test_an_htd_agreeing_with_the_wells_on_disk_has_no_note(tmp_path: Path) -> None:
+    htd = htd_text(rows=8, columns=12, wells=("A01", "B03"), sites=1, names=("DAPI",), zsteps=1)
+    root = _imagexpress(tmp_path / "plate", htd, wells=("A01", "B03"))
+    assert ImageXpressReader(root).metadata.notes == ()
