@@ -16,6 +16,7 @@ from types import FrameType
 
 from memtype.errors import CommandError, MemtypeError
 from memtype.frameworks import iter_frameworks
+from memtype.frameworks._startup import QUIET_VARIABLE
 
 __all__ = ["main", "run_command", "CommandError", "INTERRUPTED"]
 
@@ -110,7 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "memtype"
     args: argparse.Namespace | None = None
     try:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the command's own process only
+        # frameworks' start-up chatter stays off the command's stderr, warnings do not
+        # (memtype.frameworks._startup); the command's own process and its workers only
+        os.environ.setdefault(QUIET_VARIABLE, "1")
         args = build_parser().parse_args(argv)
         command = f"memtype {args.command}"
         handler: Handler = args.func

@@ -37,6 +37,7 @@ from memtype.frameworks._device import (
 from memtype.frameworks._host import KIN as DTYPE_KIN
 from memtype.frameworks._host import aligned_copy
 from memtype.frameworks._settings import Setting
+from memtype.frameworks._startup import quiet_startup
 
 __all__ = [
     "unusable_reason",
@@ -108,6 +109,11 @@ class Framework:
     quiet_import : tuple of str
         Regular expressions of warnings the framework's import emits about a state memtype
         reports itself (with a better hint); silenced during the import memtype makes.
+    quiet_stderr : tuple of str
+        Regular expressions of the lines the framework's import writes straight to file
+        descriptor 2 that are start-up chatter, not warnings (TensorFlow's absl INFO lines);
+        dropped where ``MEMTYPE_QUIET_STARTUP=1`` (the ``memtype`` command), see
+        :mod:`memtype.frameworks._startup`.
     settings : tuple of Setting
         Its memory settings (``memtype.gpu.configure`` keywords and their environment
         variables); a loaded framework applies the non-start-up ones (adapter
@@ -130,6 +136,7 @@ class Framework:
     prepare: str = ""
     runtime_check: str = ""
     quiet_import: tuple[str, ...] = field(default=())
+    quiet_stderr: tuple[str, ...] = field(default=())
     settings: tuple[Setting, ...] = field(default=())
     array_api: bool = False
 
@@ -171,6 +178,12 @@ _BUILTIN: tuple[Framework, ...] = (
               install_hint="pip install 'memtype[tensorflow]'  "
                            "(tensorflow-cpu, or tensorflow[and-cuda] on GPU)",
               import_before=("torch", "pyclesperanto"),
+              # absl's INFO lines (I<mmdd> <time> <thread> <file>:<line>] ...), the line absl
+              # writes before its first one, and cpu_feature_guard's second line
+              quiet_stderr=(r"^I\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] ",
+                            r"^WARNING: All log messages before absl::InitializeLog\(\) is "
+                            r"called are written to STDERR$",
+                            r"^To enable the following instructions: .*rebuild TensorFlow"),
               settings=(Setting("tensorflow_memory_growth", "TF_FORCE_GPU_ALLOW_GROWTH", "flag",
                                 startup=False, default=True,
                                 doc="TensorFlow allocates GPU memory as needed instead of all "
@@ -367,7 +380,7 @@ def _import_framework_module(framework: Framework) -> ModuleType:
         return importlib.import_module(framework.module)  # waits for that import to finish
     _run_prepare(framework)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), quiet_startup(framework.quiet_stderr):
             for pattern in framework.quiet_import:
                 warnings.filterwarnings("ignore", message=pattern)
             return importlib.import_module(framework.module)
