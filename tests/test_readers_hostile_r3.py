@@ -21,9 +21,9 @@ from memtype.errors import (
     StorePathError,
 )
 from memtype.pipeline.inspection import inspect_plate
-from memtype.pipeline.readers import ImageXpressReader
+from memtype.pipeline.readers import ImageXpressReader, open_input
 from memtype.pipeline.readers.base import open_inside
-from tests.readers_support import htd_text
+from tests.readers_support import htd_text, write_phenix
 
 pytestmark = pytest.mark.requires("tifffile")
 
@@ -196,3 +196,87 @@ def test_an_htd_agreeing_with_the_wells_on_disk_has_no_note(tmp_path: Path) -> N
     htd = htd_text(rows=8, columns=12, wells=("A01", "B03"), sites=1, names=("DAPI",), zsteps=1)
     root = _imagexpress(tmp_path / "plate", htd, wells=("A01", "B03"))
     assert ImageXpressReader(root).metadata.notes == ()
+
+
+# -- Opera Phenix: the Harmony index -------------------------------------------------------------
+def _phenix(root: Path, edit: tuple[str, str] | None = None) -> Path:
+    """The shared Phenix plate, its index's text with ``edit`` (old, new) replaced."""
+    write_phenix(root)
+    if edit is not None:
+        index = root / "Images" / "Index.idx.xml"
+        text = index.read_text(encoding="utf-8")
+        assert edit[0] in text
+        index.write_text(text.replace(*edit), encoding="utf-8")
+    return root
+
+
+def test_a_harmony_index_linked_from_outside_the_input_is_never_parsed(tmp_path: Path) -> None:
+    """Before: the index was parsed through the link, its channel names reached the output."""
+    root = _phenix(tmp_path / "plate")
+    index = root / "Images" / "Index.idx.xml"
+    outside = tmp_path / "elsewhere.xml"
+    outside.write_text(index.read_text(encoding="utf-8").replace(">DAPI<", ">SECRET<"),
+                       encoding="utf-8")
+    index.unlink()
+    index.symlink_to(outside)
+    reader = open_input(root)
+    with pytest.warns(UserWarning, match="lead outside"):
+        assert len(reader.records()) == 16  # read by the file names
+    meta = reader.metadata
+    assert "SECRET" not in meta.channel_names.values()
+    assert "Index" not in meta.detected_from
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (("<PlateRows>8<", "<PlateRows>eight<"), "<PlateRows> is 'eight'"),
+    (("<PlateRows>8<", "<PlateRows>-8<"), "<PlateRows> is '-8'"),
+    (("<Row>1</Row><Col>1</Col><FieldID>1", "<Row>0</Row><Col>1</Col><FieldID>1"),
+     "<Row> is '0'"),
+    (("<Row>1</Row><Col>1</Col><FieldID>1", "<Row>-1</Row><Col>1</Col><FieldID>1"),
+     "<Row> is '-1'"),
+    (("<FieldID>1</FieldID>", "<FieldID>0</FieldID>"), "<FieldID> is '0'"),
+    (("<ChannelID>1</ChannelID>", "<ChannelID>0</ChannelID>"), "<ChannelID> is '0'"),
+    (('<Entry ChannelID="1">', '<Entry ChannelID="DAPI">'), "ChannelID is 'DAPI'"),
+    (("<TimepointID>0</TimepointID>", "<TimepointID>-1</TimepointID>"),
+     "<TimepointID> is '-1'"),
+    (("<TimepointID>0</TimepointID>", "<TimepointID>3</TimepointID>"),
+     "<TimepointID> is 3 but the file is named for time point sk1"),
+    (('<ImageResolutionX Unit="m">6.5e-07<', '<ImageResolutionX Unit="m">NaN<'),
+     "<ImageResolutionX> is 'NaN'"),
+    (('<ImageResolutionX Unit="m">6.5e-07<', '<ImageResolutionX Unit="m">inf<'),
+     "<ImageResolutionX> is 'inf'"),
+    (('<ImageResolutionX Unit="m">6.5e-07<', '<ImageResolutionX Unit="m">0<'),
+     "<ImageResolutionX> is '0'"),
+    (('<ImageResolutionX Unit="m">6.5e-07<', '<ImageResolutionX Unit="m">wide<'),
+     "<ImageResolutionX> is 'wide'"),
+    (('<ImageResolutionX Unit="m">', '<ImageResolutionX Unit="px">'), "Unit 'px'"),
+    (('<PositionX Unit="m">', '<PositionX Unit="m">x'), "<PositionX> is 'x"),
+], ids=["plate-rows-text", "plate-rows-negative", "row-0", "row-minus-1", "field-0",
+        "channel-0", "entry-channel-text", "timepoint-minus-1", "timepoint-against-name",
+        "resolution-nan", "resolution-inf", "resolution-0", "resolution-text",
+        "resolution-unit", "position-text"])
+def test_harmony_numbers_are_checked_where_they_are_read(edit: tuple[str, str], said: str,
+                                                         tmp_path: Path) -> None:
+    """Before: a bare ValueError, or well '1' for <Row>0, site 0, t 0, NaN pixel sizes."""
+    root = _phenix(tmp_path / "plate", edit)
+    with pytest.raises(StoreFormatError, match="Index.idx.xml") as caught:
+        inspect_plate(root)
+    assert said in str(caught.value)
+
+
+def test_a_harmony_index_counting_time_points_from_1_is_read_from_1(tmp_path: Path) -> None:
+    """Before: <TimepointID>1 of files named sk1 came out as t = 2 in every CSV and name."""
+    root = _phenix(tmp_path / "plate", ("<TimepointID>0</TimepointID>",
+                                        "<TimepointID>1</TimepointID>"))
+    assert {r.get("t") for r in open_input(root).records()} == {1}
+
+
+def test_a_harmony_index_counting_time_points_from_0_is_read_from_1(tmp_path: Path) -> None:
+    assert {r.get("t") for r in open_input(_phenix(tmp_path / "plate")).records()} == {1}
+
+
+def test_harmony_file_names_with_a_0_are_refused(tmp_path: Path) -> None:
+    """Without an index the names are read: r00 is no row (it was well '1')."""
+    _tiff(tmp_path / "plate" / "r00c01f01p01-ch1sk1fk1fl1.tiff")
+    with pytest.raises(StoreFormatError, match="'r' of its name is '00'"):
+        open_input(tmp_path / "plate").records()

@@ -3,7 +3,8 @@ beside ``r01c01f01p01-ch1sk1fk1fl1.tiff`` files.
 
 The index is namespaced XML (``http://www.perkinelmer.com/PEHH/HarmonyV5`` or ``V6``; the
 namespace is not checked) with one ``<Image>`` per plane under ``<Images>``: ``URL`` (the file,
-relative to the index), ``Row``, ``Col``, ``FieldID``, ``PlaneID``, ``TimepointID`` (from 0),
+relative to the index), ``Row``, ``Col``, ``FieldID``, ``PlaneID``, ``TimepointID`` (from 0;
+from 1 in some indexes: the base is read from the file names' ``sk<n>``, from 1),
 ``ChannelID``, ``ChannelName``, ``ImageResolutionX``/``Y`` (with a ``Unit``, metres in
 practice) and ``PositionX``/``Y``/``Z`` (the field's place, with a ``Unit``; ``AbsPositionZ``
 where an index has no ``PositionZ``, as older Operetta indexes do).
@@ -23,6 +24,7 @@ held as a tree.
 
 from __future__ import annotations
 
+import math
 import os
 import posixpath
 import re
@@ -36,9 +38,12 @@ from memtype.pipeline.readers.base import (
     FieldPosition,
     FileReader,
     PlateMetadata,
+    file_inside,
+    open_inside,
     record,
     well_name,
 )
+from memtype.pipeline.readers.checks import length, whole
 
 __all__ = ["PhenixReader"]
 
@@ -61,12 +66,34 @@ def _children(element: ET.Element) -> dict[str, ET.Element]:
     return out
 
 
-def _um(element: ET.Element | None) -> float | None:
-    """A length element's value in micrometres (by its ``Unit``; metres if none)."""
+def _um(element: ET.Element | None, where: str, positive: bool = True) -> float | None:
+    """A length element's value in micrometres (by its ``Unit``; metres if none): a finite
+    length greater than 0 (a pixel size), or any finite number without ``positive`` (a
+    position).
+
+    Raises
+    ------
+    StoreFormatError
+        Not a number, not finite (NaN, inf), not positive where it must be, or a ``Unit``
+        that is not a length (a ``ValueError``), naming the file, the element and the value.
+    """
     if element is None or not (element.text or "").strip():
         return None
-    scale = _TO_UM.get(element.get("Unit", "m").strip(), 1e6)
-    return float(element.text or "") * scale
+    key = f"<{_local(element.tag)}>"
+    unit = element.get("Unit", "m").strip()
+    if unit not in _TO_UM:
+        raise StoreFormatError(f"{where}: {key} has Unit {unit!r}; expected one of "
+                               f"{sorted(_TO_UM)}.")
+    text = (element.text or "").strip()
+    if positive:
+        return length(text, where, key, _TO_UM[unit])
+    try:
+        value = float(text) * _TO_UM[unit]
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise StoreFormatError(f"{where}: {key} is {text[:80]!r}; expected a finite number.")
+    return value
 
 
 def _text(parts: dict[str, ET.Element], tag: str) -> str:
@@ -75,11 +102,17 @@ def _text(parts: dict[str, ET.Element], tag: str) -> str:
     return "" if element is None else (element.text or "").strip()
 
 
+_IDS = ("Row", "Col", "FieldID", "ChannelID", "PlaneID")
+"""The ``<Image>`` numbers that count from 1 (``TimepointID``'s base is read, see
+:meth:`_Index.time`)."""
+
+
 @dataclass
 class _Index:
-    """What one pass over a Harmony index found: the images present, those absent, and the
-    plate's metadata."""
+    """What one pass over a Harmony index (``where``, for messages) found: the images present,
+    those absent, and the plate's metadata."""
 
+    where: str
     found: list[ImageRecord] = field(default_factory=list)
     absent: list[str] = field(default_factory=list)
     rows: int | None = None
@@ -89,25 +122,29 @@ class _Index:
     planes: dict[int, float] = field(default_factory=dict)
     positions: dict[tuple[str, int], tuple[tuple[int, int], FieldPosition]] = \
         field(default_factory=dict)
+    base: int | None = None
+    """What ``TimepointID`` the first time point has: 0 in Harmony's indexes (files ``sk1``),
+    1 in some; read from the first file name that carries ``sk<n>``, else 0."""
 
     def add_image(self, parts: dict[str, ET.Element], base: str, files: set[str]) -> None:
         """One ``<Image>`` plane: its record (present or absent), name, size and place."""
         url = _text(parts, "URL").replace("\\", "/")
         remote = "://" in url  # a Harmony server's URL (Bio-Formats' OperettaReader keeps it)
         path = posixpath.normpath(f"{base}/{url}") if base and url and not remote else url
-        rec = PhenixReader._record(path, parts)
+        rec = self.record(path, parts)
         if url and not remote and path in files:
             self.found.append(rec)
         else:
             self.absent.append(f"{rec.path or '(no file)'} ({_label(rec)})")
         self.add_channel(_text(parts, "ChannelID"), parts)
-        z = _um(parts.get("PositionZ"))
+        z = _um(parts.get("PositionZ"), self.where, positive=False)
         if z is None:  # Operetta's own (not Harmony's) index: Bio-Formats' OperettaReader
-            z = _um(parts.get("AbsPositionZ"))
+            z = _um(parts.get("AbsPositionZ"), self.where, positive=False)
         fields = rec.fields
         if z is not None:
             self.planes.setdefault(int(fields["z"]), z)
-        x, y = _um(parts.get("PositionX")), _um(parts.get("PositionY"))
+        x = _um(parts.get("PositionX"), self.where, positive=False)
+        y = _um(parts.get("PositionY"), self.where, positive=False)
         if x is not None and y is not None:
             place = (str(fields["well"]), int(fields["site"]))
             order = (int(fields["t"]), int(fields["z"]))
@@ -115,18 +152,62 @@ class _Index:
             if known is None or order < known[0]:  # the first plane of the first time point
                 self.positions[place] = (order, FieldPosition(x, y, z))
 
+    def record(self, path: str, parts: dict[str, ET.Element]) -> ImageRecord:
+        """The record of one ``<Image>``.
+
+        Raises
+        ------
+        StoreFormatError
+            A number that is not a whole number from 1 (from 0 for ``TimepointID``), naming
+            the index, the element and the value (a ``ValueError``).
+        """
+        where = f"{self.where}, <Image> of {path or '(no URL)'!r}"
+        row, col, site, channel, plane = (whole(_text(parts, tag), where, f"<{tag}>", minimum=1)
+                                          for tag in _IDS)
+        return record(path, well_name(row, col), site, channel, plane, self.time(path, parts))
+
+    def time(self, path: str, parts: dict[str, ET.Element]) -> int:
+        """The time point (from 1) of an ``<Image>``: its ``TimepointID`` from the index's
+        base, which the file names' ``sk<n>`` (from 1) show.
+
+        Raises
+        ------
+        StoreFormatError
+            A ``TimepointID`` below the base, or one that disagrees with its file's ``sk``
+            (a ``ValueError``).
+        """
+        where = f"{self.where}, <Image> of {path or '(no URL)'!r}"
+        value = whole(_text(parts, "TimepointID"), where, "<TimepointID>")
+        named = _NAME.fullmatch(path.rsplit("/", 1)[-1])
+        if named is not None:
+            sk = int(named[6])
+            if self.base is None and sk - value in (0, 1):
+                self.base = 1 - (sk - value)  # TimepointID 0 -> sk1: base 0
+            if value - (self.base or 0) + 1 != sk:
+                raise StoreFormatError(
+                    f"{where}: <TimepointID> is {value} but the file is named for time point "
+                    f"sk{sk} (the index's first time point is {self.base or 0}); the index and "
+                    "the file names disagree.")
+        if value < (self.base or 0):
+            raise StoreFormatError(f"{where}: <TimepointID> is {value}; expected "
+                                   f"{self.base or 0} or more (the index's first time point).")
+        return value - (self.base or 0) + 1
+
     def add_channel(self, channel: str, parts: dict[str, ET.Element]) -> None:
         """A channel's name and the pixel size, from an ``<Image>`` or a ``<Map><Entry>``."""
         if channel and _text(parts, "ChannelName"):
-            self.names.setdefault(int(channel), _text(parts, "ChannelName"))
-        y, x = _um(parts.get("ImageResolutionY")), _um(parts.get("ImageResolutionX"))
+            number = whole(channel, self.where, "ChannelID", minimum=1)
+            self.names.setdefault(number, _text(parts, "ChannelName"))
+        y = _um(parts.get("ImageResolutionY"), self.where)
+        x = _um(parts.get("ImageResolutionX"), self.where)
         if self.size is None and y is not None and x is not None:
             self.size = (y, x)
 
     def add_plate(self, parts: dict[str, ET.Element]) -> None:
         """``<Plate>``: the plate's rows and columns."""
-        self.rows = int(_text(parts, "PlateRows") or 0) or None
-        self.columns = int(_text(parts, "PlateColumns") or 0) or None
+        self.rows = whole(_text(parts, "PlateRows") or 0, self.where, "<PlateRows>") or None
+        self.columns = whole(_text(parts, "PlateColumns") or 0, self.where,
+                             "<PlateColumns>") or None
 
     def metadata(self, layout: str, source: str) -> PlateMetadata:
         """The plate's metadata."""
@@ -138,32 +219,51 @@ class _Index:
                              {k: v for k, (_, v) in sorted(self.positions.items())})
 
 
-def _scan_index(path: str, base: str, files: set[str]) -> _Index:
-    """One streamed pass over a Harmony index.
+def _scan_index(root: str, index: str, files: set[str]) -> _Index:
+    """One streamed pass over the Harmony index ``index`` (relative to ``root``, opened
+    beneath it: an index linked from outside is never read).
 
     Raises
     ------
     StoreFormatError
-        The index is not well-formed XML, or a position is not a whole number (a
+        The index is not well-formed XML, or a number in it is not of its kind (a
         ``ValueError``).
+    StorePathError
+        The index leads outside ``root`` (a ``ValueError``).
     """
-    out = _Index()
-    try:
-        for _, element in ET.iterparse(path):
-            tag = _local(element.tag)
-            if tag == "Image":
-                parts = _children(element)
-                if "Row" in parts:  # not an <Image id=".."/> reference under <Wells>
-                    out.add_image(parts, base, files)
-                element.clear()
-            elif tag == "Entry":
-                out.add_channel(element.get("ChannelID") or "", _children(element))
-            elif tag == "Plate":
-                out.add_plate(_children(element))
-    except ET.ParseError as exc:
-        raise StoreFormatError(f"Phenix index {path!r} is not valid XML ({exc}); expected "
-                               "Harmony's Index.idx.xml.") from exc
+    out = _Index(repr(os.path.join(root, index)))
+    base = posixpath.dirname(index)
+    with open_inside(root, index) as fh:
+        try:
+            for _, element in ET.iterparse(fh):
+                tag = _local(element.tag)
+                if tag == "Image":
+                    parts = _children(element)
+                    if "Row" in parts:  # not an <Image id=".."/> reference under <Wells>
+                        out.add_image(parts, base, files)
+                    element.clear()
+                elif tag == "Entry":
+                    out.add_channel(element.get("ChannelID") or "", _children(element))
+                elif tag == "Plate":
+                    out.add_plate(_children(element))
+        except ET.ParseError as exc:
+            raise StoreFormatError(f"Phenix index {out.where} is not valid XML ({exc}); "
+                                   "expected Harmony's Index.idx.xml.") from exc
     return out
+
+
+def _named_record(path: str, m: re.Match[str]) -> ImageRecord:
+    """The record of a file named ``r<row>c<col>f<field>p<plane>-ch<channel>sk<t>...``.
+
+    Raises
+    ------
+    StoreFormatError
+        A number of the name that is 0 (they count from 1; a ``ValueError``).
+    """
+    row, col, site, plane, channel, t = (
+        whole(m[i], f"File {path!r}", f"{key!r} of its name", minimum=1)
+        for i, key in enumerate(("r", "c", "f", "p", "ch", "sk"), start=1))
+    return record(path, well_name(row, col), site, channel, plane, t)
 
 
 class PhenixReader(FileReader):
@@ -202,43 +302,22 @@ class PhenixReader(FileReader):
         """The index file's path relative to ``root``, if there is one: at the root, in
         ``Images/``, else in another folder just below (the images' folder "will usually be
         'Images', but may have been renamed", Bio-Formats' OperettaReader says)."""
-        found = next((p for p in _INDEXES if os.path.isfile(os.path.join(root, p))), None)
+        found = next((p for p in _INDEXES if file_inside(root, p)), None)
         if found is not None:
             return found
         with os.scandir(root) as entries:
             folders = sorted(e.name for e in entries if e.name[0] != "." and e.is_dir())
         return next((f"{folder}/{name}" for folder in folders for name in _INDEX_NAMES
-                     if os.path.isfile(os.path.join(root, folder, name))), None)
+                     if file_inside(root, f"{folder}/{name}")), None)
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
         files = set(self._walk(exclude))
         index = self._index(self.root)
         if index is None:
-            return [record(path, well_name(int(m[1]), int(m[2])), int(m[3]), int(m[5]),
-                           int(m[4]), int(m[6]))
+            return [_named_record(path, m)
                     for path in files if (m := _NAME.fullmatch(path.rsplit("/", 1)[-1]))]
-        self._scanned = _scan_index(os.path.join(self.root, index),
-                                    posixpath.dirname(index), files)
+        self._scanned = _scan_index(self.root, index, files)
         return self._scanned.found
-
-    @staticmethod
-    def _record(path: str, parts: dict[str, ET.Element]) -> ImageRecord:
-        """The record of one ``<Image>``.
-
-        Raises
-        ------
-        StoreFormatError
-            A position that is not a whole number (a ``ValueError``).
-        """
-        try:
-            values = [int(_text(parts, tag)) for tag in
-                      ("Row", "Col", "FieldID", "ChannelID", "PlaneID", "TimepointID")]
-        except ValueError:
-            raise StoreFormatError(
-                f"Phenix <Image> for {path!r} has a Row, Col, FieldID, ChannelID, PlaneID or "
-                "TimepointID that is not a whole number.") from None
-        row, col, site, channel, plane, time = values
-        return record(path, well_name(row, col), site, channel, plane, time + 1)
 
     def _nothing_found(self) -> str:
         absent = self._scanned.absent if self._scanned is not None else []
@@ -256,8 +335,7 @@ class PhenixReader(FileReader):
             return PlateMetadata(self.layout, source)
         self.records(self._exclude)  # the index's one pass, unless listed already
         scanned = self._scanned or _scan_index(  # an index that appeared since the listing
-            os.path.join(self.root, index), posixpath.dirname(index),
-            set(self._walk(self._exclude)))
+            self.root, index, set(self._walk(self._exclude)))
         self._scanned = None
         return scanned.metadata(self.layout, source)
 
