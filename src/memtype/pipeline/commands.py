@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from memtype.errors import CommandError
+from memtype.errors import CommandError, PipelineSpecError
 from memtype.pipeline.executors import EXECUTORS
 from memtype.pipeline.plates import PLATE_SIZES
 from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES
@@ -59,9 +59,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.set_defaults(func=_cmd_demo)
 
     run = subparsers.add_parser(
-        "run", help="run the pipeline defined in a Python file",
-        description="Run the module-level `pipeline` of PIPELINE.py over a directory of images.")
-    run.add_argument("pipeline_file", metavar="PIPELINE.py")
+        "run", help="run the pipeline defined in a Python or YAML file",
+        description="Run the module-level `pipeline` of PIPELINE.py, or the pipeline "
+                    "PIPELINE.yaml says (docs/analysis.md), over a directory of images.")
+    run.add_argument("pipeline_file", metavar="PIPELINE.py|PIPELINE.yaml")
     run.add_argument("--input", required=True, help="directory of input images")
     run.add_argument("--output", required=True, help="output directory")
     _add_executor_options(run)
@@ -185,23 +186,31 @@ def _failures(report: RunReport) -> int:
 
 
 def load_pipeline_file(path: str) -> Pipeline:
-    """The module-level ``pipeline`` of a Python file.
+    """The module-level ``pipeline`` of a Python file, or the pipeline a YAML file says
+    (:mod:`memtype.pipeline.pipeline_file`).
 
-    The file is imported as a module of its own (``importlib``) and shipped with the run,
+    The Python file is imported as a module of its own (``importlib``) and shipped with the run,
     so dask workers import it too (see :mod:`memtype.pipeline.modules`).
 
     Raises
     ------
     CommandError
-        The file is missing or has no module-level ``pipeline``.
+        The file is missing or has no module-level ``pipeline``; a YAML file that does not
+        say a valid pipeline (the message starts with ``file:line:``).
     PipelineFileError
         It is not a ``.py`` file, or importing it failed.
     """
     from memtype.pipeline.modules import import_pipeline_file
     from memtype.pipeline.pipeline import Pipeline
+    from memtype.pipeline.pipeline_file import is_pipeline_spec, load_pipeline_spec
 
     if not os.path.isfile(path):
         raise CommandError(f"Pipeline file {path!r} does not exist.")
+    if is_pipeline_spec(path):  # a pipeline written as data (YAML)
+        try:
+            return load_pipeline_spec(path)
+        except PipelineSpecError as exc:
+            raise CommandError(str(exc)) from None
     module = import_pipeline_file(path)
     pipeline = getattr(module, "pipeline", None)
     if not isinstance(pipeline, Pipeline):

@@ -21,6 +21,14 @@ from typing import TYPE_CHECKING, Any
 from memtype import convert, detect_memory_type, stack_slices, unstack_slices
 from memtype.errors import ShapeError
 from memtype.frameworks import load_adapter
+from memtype.pipeline.analysis.fields import (
+    FieldValues,
+    channel_field,
+    field_key,
+    field_rows,
+    record_result,
+    resolve_input,
+)
 from memtype.pipeline.buffers import BufferPool
 from memtype.pipeline.executors import current_worker_index
 from memtype.pipeline.modules import ModuleSpec, ensure_modules, shipped_modules
@@ -228,6 +236,8 @@ class _GroupState:
     """The step whose device is in use (0 while loading; None while writing)."""
     buffers: list[Any] = field(default_factory=list)
     """The pool's buffers this group stacked into (given back when it ends)."""
+    fields: dict[Key, FieldValues] = field(default_factory=dict)
+    """Each field's named values (steps with ``inputs=``)."""
 
     def step_stats(self, name: str) -> StepStats:
         """The figures of one step of this group."""
@@ -266,6 +276,46 @@ def _run_step(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep]
     return out
 
 
+def _run_named(ctx: RunContext, state: _GroupState, step: FunctionStep, index: int,
+               stacks: list[Stack], gpu_id: int | None) -> None:
+    """Run a step with named inputs once per field; the stacks pass on unchanged. Its
+    object sets (``labels=``) and materialized results are written once, for all fields."""
+    state.index = index
+    channel = channel_field(ctx.pattern.fields)
+    names = dict(ctx.output.channel_names)
+    by_field: dict[Key, list[Stack]] = {}
+    for stack in stacks:
+        by_field.setdefault(field_key(stack.fixed, channel), []).append(stack)
+    produced: list[Stack] = []
+    state.phase = f"step {index + 1} {step.name!r} (inputs {_references(step)})"
+    with measure(state.step_stats(step.name)) as stats:
+        for key, members in by_field.items():
+            state.where = f"{state.phase} on {key_label(key)}"
+            values = state.fields.setdefault(key, FieldValues())
+            current = [(s.fixed, state.tier.peek(s.ref)) for s in members]
+            named = {i.parameter: resolve_input(i, step.name, current, values, channel, names)
+                     for i in step.inputs}
+            result, side = step.run_named(named, gpu_id)
+            record_result(step.name, step.labels, step.inputs, result, values)
+            if step.labels is not None or step.materialize:
+                produced.append(Stack(members[0].fixed, members[0].variable,
+                                      members[0].slices[:1], state.tier.put(result)))
+            for i, value in enumerate(side):
+                name = step.side_output_name(i, len(side))
+                rows = side_output_rows(key, value, ctx.pattern.fields, name)
+                state.tables.setdefault(name, []).extend(rows)
+            stats.stacks += 1
+    if produced:
+        _write(ctx, state, step, False, produced)
+    for stack in produced:
+        state.tier.take(stack.ref)
+
+
+def _references(step: FunctionStep) -> str:
+    """A named step's inputs, for messages: ``image=channel:1, markers=nuclei``."""
+    return ", ".join(f"{i.parameter}={i.reference}" for i in step.inputs)
+
+
 def _write(ctx: RunContext, state: _GroupState, step: FunctionStep, final: bool,
            stacks: list[Stack]) -> None:
     """Write a step's stacks to the output (as host arrays)."""
@@ -290,10 +340,18 @@ def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
     for index, step in enumerate(steps):
         if ctx.notify is not None:
             ctx.notify(key_label(state.task.key), step.name)
+        if step.inputs:
+            _run_named(ctx, state, step, index, stacks, gpu_id)
+            if index == last:
+                _write(ctx, state, step, True, stacks)
+            continue
         stacks = _run_step(ctx, state, steps, index, stacks, gpu_id)
         if writes(steps, index) and (index == last or not step.passes_input):
             _write(ctx, state, step, index == last, stacks)
     state.where = state.phase = "writing the side-output tables"
+    for key, values in state.fields.items():
+        for name, rows in field_rows(key, values).items():
+            state.tables.setdefault(name, []).extend(rows)
     ctx.output.write_tables(state.task.key, state.tables)
     ctx.output.mark_done(state.task.key, [s.name for s in steps])
 

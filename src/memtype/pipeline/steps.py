@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from memtype.errors import ArgumentTypeError, FieldError, InvalidArgumentError
 from memtype.frameworks import get_framework, is_registered, iter_frameworks
+from memtype.pipeline.analysis.references import Input, parse_inputs
 from memtype.pipeline.patterns import FieldValue, ImageRecord, Key
 from memtype.pipeline.variants import Variants, offered
 
@@ -56,8 +57,14 @@ class StepCall:
         return get_framework(func.output_memory_type).name
 
 
-def _one_call(spec: Any, where: str) -> StepCall:
-    """A :class:`StepCall` from a function or a ``(function, kwargs)`` pair."""
+def _one_call(spec: Any, where: str, variable_components: Sequence[str] = ("z",)) -> StepCall:
+    """A :class:`StepCall` from a function, a ``(function, kwargs)`` pair, or a catalog name
+    (alone or with its kwargs, as in a step of its own)."""
+    if _named(spec):
+        from memtype.pipeline.catalog.naming import resolve
+
+        (func, given), _, options = resolve(spec, {}, variable_components)
+        return StepCall(func, {**options, **given})
     if isinstance(spec, tuple):
         if len(spec) != 2 or not callable(spec[0]) or not isinstance(spec[1], Mapping):
             raise ArgumentTypeError(
@@ -78,13 +85,15 @@ def _one_call(spec: Any, where: str) -> StepCall:
     return StepCall(func, kwargs)
 
 
-def _chain(spec: Any, where: str) -> tuple[StepCall, ...]:
-    """A chain of calls from a function, a pair, or a list of those."""
+def _chain(spec: Any, where: str,
+           variable_components: Sequence[str] = ("z",)) -> tuple[StepCall, ...]:
+    """A chain of calls from a function, a pair, a name, or a list of those."""
     if isinstance(spec, list):
         if not spec:
             raise InvalidArgumentError(f"{where}: an empty list of functions.")
-        return tuple(_one_call(s, f"{where}[{i}]") for i, s in enumerate(spec))
-    return (_one_call(spec, where),)
+        return tuple(_one_call(s, f"{where}[{i}]", variable_components)
+                     for i, s in enumerate(spec))
+    return (_one_call(spec, where, variable_components),)
 
 
 def _missing_group_by(func: Mapping[Any, Any]) -> str:
@@ -138,6 +147,13 @@ class FunctionStep:
         The step's input, not its output, goes on to the next step: its output is written
         (as ``labels``, or materialized) and its side outputs are tables, but the next step
         works on what this one received (e.g. a segmentation beside the intensity images).
+    inputs : dict of str to str, optional
+        Named inputs (see :mod:`memtype.pipeline.analysis.references`): parameter ->
+        ``"channel:DAPI"``, ``"channel:1"`` or the name of an object set or an earlier
+        step. The step then runs once per field (a well's site) on those values, the first
+        as its image, the others as keyword arguments of its first function; its result
+        becomes a named value (an object set with ``labels=``; a dict of measurements goes
+        to the tables), and the channels pass on unchanged to the next step.
     outputs : sequence of str, optional
         Names of the side outputs (the extra elements of tuple results), written as CSV
         tables ``<name>.csv``. By default ``<step name>`` (one) or ``<step name>_<i>``.
@@ -170,6 +186,7 @@ class FunctionStep:
                  *, variable_components: Sequence[str] = ("z",), group_by: str | None = None,
                  materialize: bool = False, outputs: Sequence[str] | None = None,
                  labels: str | None = None, passes_input: bool = False,
+                 inputs: Mapping[str, str] | None = None,
                  **kwargs: Any) -> None:
         self.variable_components: tuple[str, ...] = tuple(variable_components)
         self.group_by = group_by
@@ -177,16 +194,31 @@ class FunctionStep:
         self.kwargs: dict[str, Any] = dict(kwargs)
         self.routes: dict[FieldValue, tuple[StepCall, ...]] | None = None
         self.chain: tuple[StepCall, ...] = ()
+        self.inputs: tuple[Input, ...] = parse_inputs(inputs, "FunctionStep")
+        self.plate_pass: str | None = None
+        """The kind of plate-wide pass (``correct_illumination``...), or None."""
+        self.spec: tuple[str, dict[str, Any]] | None = None
+        """The operation's name and the parameters given, for a step made from a name."""
         if _named(func):  # the catalog resolves it (catalog.naming builds no step: no cycle)
-            from memtype.pipeline.catalog.naming import resolve
-
-            func, named, self.kwargs = resolve(func, kwargs, self.variable_components)  # type: ignore[arg-type]
+            named_spec: Any = func
+            own = named_spec if isinstance(named_spec, str) else named_spec[0]
+            extra = {} if isinstance(named_spec, str) else dict(named_spec[1])
+            self.spec = (str(own), {**kwargs, **extra})
+            self.plate_pass = _plate_pass(str(own))
+            func, named, self.kwargs, self.inputs = _resolve_named(
+                func, kwargs, self.inputs, self.variable_components)  # type: ignore[arg-type]
             name = name or named
         if isinstance(func, Mapping):
+            if self.inputs:
+                raise InvalidArgumentError(
+                    "FunctionStep: a step with inputs= runs once per field on the values it "
+                    "names, so it cannot also route stacks by group_by; name the channel in "
+                    "inputs= instead (e.g. inputs={'image': 'channel:1'}).")
             self._set_routes(func)
         else:
-            self.chain = _chain(func, "FunctionStep")
-        self.name = name or self._default_name()
+            self.chain = _chain(func, "FunctionStep", self.variable_components)
+        self.name = _path_name(name or self._default_name(), "FunctionStep: name",
+                               materialize or self.inputs != () or self.plate_pass is not None)
         self.output_names: tuple[str, ...] | None = tuple(outputs) if outputs else None
         if labels is not None and (not isinstance(labels, str) or not labels[:1].isalnum()
                                    or not labels.replace("_", "").replace("-", "").isalnum()):
@@ -194,7 +226,39 @@ class FunctionStep:
                 f"FunctionStep: labels must be a name of letters, digits, '_' or '-' "
                 f"(e.g. 'nuclei'); received {labels!r}.")
         self.labels = labels
+        if self.inputs and passes_input:
+            raise InvalidArgumentError(
+                "FunctionStep: a step with inputs= always passes the channels on; "
+                "passes_input=True says nothing more (leave it out).")
         self.passes_input = bool(passes_input)
+
+    def run_named(self, values: Mapping[str, Any], gpu_id: GpuId | None
+                  ) -> tuple[Any, list[Any]]:
+        """Run the step on one field's named inputs (parameter -> value, the step's image
+        first: see ``inputs``); returns its result and side outputs. The other inputs go to
+        the first function as keyword arguments, in its memory type."""
+        first, *others = (values[i.parameter] for i in self.inputs)
+        calls = self.chain
+        extra: dict[str, Any] = {}
+        if others:
+            from memtype import convert
+
+            target = calls[0].input_type
+            extra = {i.parameter: convert(v, target) if hasattr(v, "shape") else v
+                     for i, v in zip(self.inputs[1:], others, strict=True)}
+        named = FunctionStep.__new__(FunctionStep)
+        named.__dict__.update(self.__dict__)
+        named.chain = (StepCall(calls[0].func, {**calls[0].kwargs, **extra}), *calls[1:])
+        named.routes = None
+        return named.run(first, (), gpu_id)
+
+    def routed(self, calls: Mapping[str, _Pair], field: str | None) -> FunctionStep:
+        """A step of this one's name running ``calls[value]`` on the stacks whose ``field``
+        has that value (one call for all when ``field`` is None): a plate-wide pass once
+        computed, one function per channel."""
+        func: Any = dict(calls) if field is not None else next(iter(calls.values()))
+        return FunctionStep(func, name=self.name, group_by=field,
+                            variable_components=self.variable_components)
 
     def _set_routes(self, func: Mapping[FieldValue, FuncSpec]) -> None:
         """Check and store a dict of per-value chains."""
@@ -205,7 +269,8 @@ class FunctionStep:
                              f"variable component {self.variable_components}.")
         if not func:
             raise InvalidArgumentError("FunctionStep: an empty dict of functions.")
-        self.routes = {k: _chain(v, f"FunctionStep[{k!r}]") for k, v in func.items()}
+        self.routes = {k: _chain(v, f"FunctionStep[{k!r}]", self.variable_components)
+                       for k, v in func.items()}
 
     def _default_name(self) -> str:
         """The first function's name."""
@@ -315,6 +380,52 @@ class FunctionStep:
             else:
                 data = result
         return data, side
+
+
+def _resolve_named(spec: NamedSpec, kwargs: Mapping[str, Any], inputs: tuple[Input, ...],
+                   variable_components: Sequence[str]
+                   ) -> tuple[Any, str, dict[str, Any], tuple[Input, ...]]:
+    """A named step's ``(function, kwargs)``, default name, own options and inputs: an
+    analysis operation's (objects, measurements), or the catalog's (an operation or entry
+    whose second image, if any, is a named input)."""
+    from memtype.pipeline.analysis.operations import ANALYSIS_OPERATIONS, resolve_analysis
+    from memtype.pipeline.catalog.calls import CALL_OPTIONS
+    from memtype.pipeline.catalog.naming import _split, resolve
+
+    name, own = _split(spec)
+    if _plate_pass(name) is not None:
+        from memtype.pipeline.analysis.passes import pass_function
+
+        if inputs:
+            raise InvalidArgumentError(f"FunctionStep: {name!r} is a plate-wide pass over "
+                                       "every channel; it takes no inputs=.")
+        func, params = pass_function(name, {**kwargs, **own})
+        return (func, params), name, {}, ()
+    if name in ANALYSIS_OPERATIONS:
+        options = {k: v for k, v in kwargs.items() if k in CALL_OPTIONS}
+        given = {**{k: v for k, v in kwargs.items() if k not in CALL_OPTIONS}, **own}
+        func, arguments, ordered = resolve_analysis(name, given, inputs)
+        return (func, arguments), name, options, ordered
+    placeholders = {i.parameter: None for i in inputs[1:]}  # the run gives the values
+    func, named, options = resolve(spec, {**kwargs, **placeholders}, variable_components)
+    return func, named, options, inputs
+
+
+def _plate_pass(name: str) -> str | None:
+    """``name`` if it names a plate-wide pass, else None."""
+    from memtype.pipeline.analysis.passes import PASSES
+
+    return name if name in PASSES else None
+
+
+def _path_name(name: str, what: str, is_path: bool) -> str:
+    """A step's name, checked where it becomes a folder of the output (a materialized
+    step's ``<name>.zarr``, a named value's table columns and preview files)."""
+    if not is_path:
+        return name
+    from memtype.pipeline.naming import check_path_name
+
+    return check_path_name(name, what)
 
 
 @dataclass(frozen=True)

@@ -285,6 +285,9 @@ def infer_boundaries(steps: Sequence[FunctionStep], shapes: list[Shape],
     notes: list[str] = []
     for index, step in enumerate(steps):
         current, kind = bounds[-1]
+        if step.inputs:  # named inputs: it runs per field and passes the stacks on
+            bounds.append((current, kind))
+            continue
         lazy = not writes(steps, index)
         try:
             out = [_trial(step, s, kind, lazy) for s in current]

@@ -1,0 +1,171 @@
+"""Summaries of a run's tables: per well (count, mean, median of every measurement), joined
+with a plate map (a CSV of well -> condition columns) and carrying a plate id, so the tables
+of several plates concatenate.
+
+Written after the groups finish, from the per-object tables (one per object set) and the
+per-image table ``image`` the run wrote (see :mod:`~memtype.pipeline.analysis.fields`):
+``well_summary.csv`` has one row per well: ``Plate``, ``well``, the plate map's columns,
+``<set>_Count`` and ``<set>_Mean_<column>``, ``<set>_Median_<column>`` of every numeric
+column of each object set, and ``image_Mean_<column>`` of the per-image table.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memtype.errors import InvalidArgumentError, StoreFormatError, StoreNotFoundError
+
+__all__ = ["Summary", "WELL_TABLE", "read_plate_map", "well_summary", "write_summaries"]
+
+WELL_TABLE = "well_summary"
+"""The per-well table's name (``well_summary.csv``)."""
+
+_KEYS = frozenset({"well", "site", "field", "s", "fov", "ObjectNumber", "Plate", "t", "time",
+                   "timepoint", "z", "channel", "c", "w"})
+
+
+@dataclass(frozen=True)
+class Summary:
+    """How a run's tables are summarised.
+
+    Parameters
+    ----------
+    plate_map : str, optional
+        A CSV file with a ``well`` column (``A01`` or ``A1``) and one column per condition
+        (compound, dose...), joined to every well's row.
+    plate_id : str, optional
+        The plate's identifier, the ``Plate`` column of every summary row (default: the
+        input folder's name).
+    """
+
+    plate_map: str | None = None
+    plate_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("plate_map", "plate_id"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(f"summary {name} must be a text; received "
+                                           f"{value!r}.")
+
+    def as_data(self) -> dict[str, str]:
+        """The options as plain data (for a pipeline file)."""
+        return {k: v for k, v in (("plate_map", self.plate_map),
+                                  ("plate_id", self.plate_id)) if v is not None}
+
+
+def _well_name(value: str) -> str:
+    """``A1`` and ``a01`` as ``A01``."""
+    from memtype.pipeline.patterns import split_well
+
+    row, column = split_well(value.strip().upper())
+    return f"{row}{int(column):02d}"
+
+
+def read_plate_map(path: str) -> dict[str, dict[str, str]]:
+    """Well -> its condition columns, from a CSV with a ``well`` column.
+
+    Raises
+    ------
+    StoreNotFoundError
+        The file does not exist.
+    StoreFormatError
+        No ``well`` column, a well named twice, or a well name that is not one.
+    """
+    if not os.path.isfile(path):
+        raise StoreNotFoundError(f"plate map {path!r} does not exist; expected a CSV file "
+                                 "with a 'well' column and one column per condition.")
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows or "well" not in rows[0]:
+        found = list(rows[0]) if rows else "no rows"
+        raise StoreFormatError(f"plate map {path!r}: expected a 'well' column (A01, B12...); "
+                               f"received columns {found}.")
+    out: dict[str, dict[str, str]] = {}
+    for line, row in enumerate(rows, start=2):
+        try:
+            well = _well_name(row["well"] or "")
+        except (ValueError, KeyError):
+            raise StoreFormatError(f"plate map {path!r} line {line}: well {row['well']!r} is "
+                                   "not a well name (expected e.g. A01).") from None
+        if well in out:
+            raise StoreFormatError(f"plate map {path!r} line {line}: well {well} is named "
+                                   "twice; expected one row per well.")
+        out[well] = {k: v for k, v in row.items() if k != "well"}
+    return out
+
+
+def _read_rows(path: str) -> list[dict[str, str]]:
+    """A CSV table's rows (values as text)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _numeric(rows: Sequence[Mapping[str, str]]) -> dict[str, np.ndarray[Any, Any]]:
+    """Every measurement column whose values are all numbers, as floats."""
+    out: dict[str, np.ndarray[Any, Any]] = {}
+    for column in (rows[0] if rows else {}):
+        if column in _KEYS or column.startswith(("Parent_", "Children_")):
+            continue
+        try:
+            out[column] = np.array([float(r[column]) for r in rows], dtype=np.float64)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def _by_well(rows: Sequence[Mapping[str, str]]) -> dict[str, list[Mapping[str, str]]]:
+    """Rows grouped by their well."""
+    out: dict[str, list[Mapping[str, str]]] = {}
+    for row in rows:
+        out.setdefault(_well_name(str(row["well"])), []).append(row)
+    return out
+
+
+def well_summary(tables: Mapping[str, Sequence[Mapping[str, str]]], wells: Sequence[str],
+                 plate_id: str, conditions: Mapping[str, Mapping[str, str]]
+                 ) -> list[dict[str, Any]]:
+    """One row per well: plate, well, conditions, then per object set its count and the
+    mean and median of each measurement; per-image columns as means (``image`` table)."""
+    rows = []
+    grouped = {name: _by_well(table) for name, table in tables.items()}
+    for well in sorted(_well_name(w) for w in wells):
+        row: dict[str, Any] = {"Plate": plate_id, "well": well, **conditions.get(well, {})}
+        for name, by_well in grouped.items():
+            part = by_well.get(well, [])
+            columns = _numeric(part)
+            if name == "image":
+                row.update({f"image_Mean_{c}": float(a.mean()) for c, a in columns.items()})
+                continue
+            row[f"{name}_Count"] = len(part)
+            for column, values in columns.items():
+                row[f"{name}_Mean_{column}"] = float(values.mean())
+                row[f"{name}_Median_{column}"] = float(np.median(values))
+        rows.append(row)
+    return rows
+
+
+def write_summaries(root: str, summary: Summary | None, tables: Sequence[str],
+                    wells: Sequence[str], default_plate: str) -> dict[str, str]:
+    """Write ``well_summary.csv`` from the run's tables in ``root``; returns ``{name: path}``.
+
+    ``tables``: the object sets' and the per-image table's names (those written).
+    """
+    from memtype.pipeline.tables import rows_to_table
+
+    summary = summary or Summary()
+    conditions = read_plate_map(summary.plate_map) if summary.plate_map else {}
+    read = {name: _read_rows(os.path.join(root, f"{name}.csv")) for name in tables
+            if os.path.isfile(os.path.join(root, f"{name}.csv"))}
+    plate = summary.plate_id or default_plate
+    rows = well_summary(read, wells, plate, conditions)
+    path = os.path.join(root, f"{WELL_TABLE}.csv")
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows_to_table(rows))
+    return {WELL_TABLE: path}

@@ -1,0 +1,232 @@
+"""Named inputs, object sets and their tables, pipeline files written as data, plate-wide
+passes and per-well summaries (issue 32), and names that become paths and label channels
+checked when declared or planned (issue 31, items 8 and 14)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+import memtype as mt
+from memtype.errors import InvalidArgumentError, PipelineSpecError
+from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline.pipeline_file import dump_pipeline_spec, read_pipeline_spec
+from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
+from tests.pipeline_support import stacks
+
+PLATE = SyntheticPlate(wells=2, sites=2, channels=2, z_planes=2, size=48, cells=(2, 4))
+
+
+@pytest.fixture(scope="module")
+def plate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("plate")
+    write_synthetic_plate(path, PLATE)
+    return path
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@mt.numpy(contract="any", dtype_conversion=mt.DtypeConversion.NATIVE_OUTPUT)
+def bright_objects(image: Any) -> Any:
+    """Objects: the pixels above the plane's mean, labelled."""
+    labels, _ = ndimage.label(image[0] > image[0].mean())
+    return labels[None].astype(np.int32)
+
+
+@mt.numpy(contract="any")
+def mean_inside(labels: Any, image: Any = None) -> dict[str, Any]:
+    """Per object, the mean of ``image``; per image, the total of ``image``."""
+    index = np.arange(1, int(labels.max()) + 1)
+    return {"Mean": np.asarray(ndimage.mean(image[0], labels[0], index)),
+            "Total": float(image.sum())}
+
+
+def _expected(well: str, site: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Objects on channel 1's projection and channel 2's mean inside each, in NumPy."""
+    data = stacks(PLATE)
+    one, two = data[(well, site, 1)].max(axis=0), data[(well, site, 2)].max(axis=0)
+    labels, count = ndimage.label(one > one.mean())
+    return labels, np.asarray(ndimage.mean(two, labels, np.arange(1, count + 1)))
+
+
+def test_named_inputs_measure_one_channel_inside_objects_of_another(plate_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    steps = ["max_projection",
+             FunctionStep(bright_objects, inputs={"image": "channel:1"}, labels="nuclei"),
+             FunctionStep(mean_inside, inputs={"labels": "nuclei", "image": "channel:2"})]
+    report = Pipeline(steps).run(plate_dir, tmp_path / "out")
+    report.raise_for_failures()
+    rows = _rows(tmp_path / "out" / "nuclei.csv")
+    labels, means = _expected("A01", 2)
+    got = [r for r in rows if r["well"] == "A01" and r["site"] == "2"]
+    assert [int(r["ObjectNumber"]) for r in got] == list(range(1, labels.max() + 1))
+    np.testing.assert_allclose([float(r["Mean"]) for r in got], means)
+    image = {(r["well"], r["site"]): r for r in _rows(tmp_path / "out" / "image.csv")}
+    assert int(image[("A01", "2")]["Count_nuclei"]) == labels.max()
+
+
+def test_the_object_set_is_written_as_labels_of_the_plate(plate_dir: Path,
+                                                          tmp_path: Path) -> None:
+    from memtype.storage import ZarrStore
+
+    steps = ["max_projection",
+             FunctionStep(bright_objects, inputs={"image": "channel:1"}, labels="nuclei")]
+    Pipeline(steps).run(plate_dir, tmp_path / "out").raise_for_failures()
+    plate = ZarrStore(str(tmp_path / "out" / "plate.zarr"), read_only=True)
+    labels = np.asarray(plate.load_labels("A/1/1", "nuclei")).squeeze()
+    np.testing.assert_array_equal(labels, _expected("A01", 1)[0])
+
+
+def test_a_reference_to_nothing_made_earlier_is_refused_when_the_pipeline_is_built() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"'cells' names nothing made before"):
+        Pipeline([FunctionStep(mean_inside, inputs={"labels": "cells", "image": "channel:2"})])
+
+
+def test_a_channel_the_field_lacks_fails_the_group_naming_what_it_has(plate_dir: Path,
+                                                                     tmp_path: Path) -> None:
+    steps = [FunctionStep(bright_objects, inputs={"image": "channel:DAPI"}, labels="n")]
+    report = Pipeline(["max_projection", *steps]).run(plate_dir, tmp_path / "out",
+                                                      max_failures=0)
+    assert report.failed and "has no channel 'DAPI'; it has 1, 2" in report.failed[0].error
+
+
+@pytest.mark.parametrize("name", ["../../x", "/tmp/x", "a/b", ".hidden"])
+def test_a_step_name_that_would_leave_the_output_is_refused(name: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="becomes a file or folder name"):
+        FunctionStep(bright_objects, name=name, materialize=True)
+
+
+def test_a_labels_chain_on_a_two_channel_plate_is_refused_at_plan_time(plate_dir: Path) -> None:
+    pipeline = Pipeline(["max_projection", "gaussian", "threshold_otsu",
+                         FunctionStep("label", labels="nuclei"), "label_statistics"])
+    with pytest.raises(InvalidArgumentError, match=r"each group holds 2 channels \(1, 2\)"):
+        pipeline.plan(plate_dir)
+
+
+def test_the_fix_the_message_names_runs(plate_dir: Path, tmp_path: Path) -> None:
+    steps = ["max_projection",
+             FunctionStep(["gaussian", "threshold_otsu", "label"], inputs={"image": "channel:1"},
+                          labels="nuclei"),
+             FunctionStep("label_statistics",
+                          inputs={"labels": "nuclei", "intensity": "channel:2"})]
+    report = Pipeline(steps).run(plate_dir, tmp_path / "out")
+    report.raise_for_failures()
+    rows = _rows(tmp_path / "out" / "label_statistics.csv")
+    assert rows and {"mean_intensity", "well", "site"} <= set(rows[0])
+
+
+def test_catalog_names_are_allowed_in_a_routing_dict() -> None:
+    step = FunctionStep({1: ["threshold_otsu", "label"], 2: "gaussian"}, group_by="channel")
+    assert [c.func.__name__ for c in step.calls_for((("channel", 1),))] == ["otsu_mask", "label"]
+
+
+SPEC = """\
+name: counted
+steps:
+  - max_projection
+  - gaussian: {sigma: 2}
+  - identify_primary: {inputs: {image: "channel:1"}, labels: nuclei}
+  - measure_intensity:
+      inputs: {labels: nuclei, image: ["channel:1", "channel:2"]}
+"""
+
+
+def test_a_pipeline_file_lists_operations_with_named_inputs() -> None:
+    pipeline = read_pipeline_spec(SPEC, "a.yaml")
+    assert [s.name for s in pipeline.steps] == ["max_projection", "gaussian", "identify_primary",
+                                                "measure_intensity", "measure_intensity_2"]
+    assert pipeline.steps[4].chain[0].kwargs["image_name"] == "2"
+
+
+def test_a_pipeline_file_written_out_reads_back_the_same() -> None:
+    pipeline = read_pipeline_spec(SPEC, "a.yaml")
+    again = read_pipeline_spec(dump_pipeline_spec(pipeline), "b.yaml")
+    assert [(s.name, s.spec, s.inputs, s.labels) for s in again.steps] == \
+        [(s.name, s.spec, s.inputs, s.labels) for s in pipeline.steps]
+
+
+def test_a_python_function_cannot_be_written_as_a_pipeline_file() -> None:
+    with pytest.raises(PipelineSpecError, match="runs a Python function"):
+        dump_pipeline_spec(Pipeline([bright_objects]))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("steps:\n  - max_projection\n  - gausian: {sigma: 2}\n", r"a\.yaml:3: .*Closest: gaussian"),
+    ("steps:\n  - max_projection\nstpes: 1\n", r"a\.yaml:3: unknown key 'stpes'"),
+    ("steps:\n  - gaussian: {sigma: 2\n", r"a\.yaml:3: not valid YAML"),
+    ("name: x\n", r"a\.yaml:1: no 'steps:'"),
+    ("steps:\n  - max_projection\n  - identify_primary: {inputs: {image: nuclei}}\n",
+     r"a\.yaml:3: .*'nuclei' names nothing made before"),
+    ("steps:\n  - gaussian: {sigma: 2, inputs: {image: 'channel:1'}, sigmaa: 1}\n",
+     r"a\.yaml:2: .*sigmaa"),
+])
+def test_a_pipeline_file_error_names_the_file_and_line(text: str, message: str) -> None:
+    with pytest.raises(PipelineSpecError, match=message):
+        read_pipeline_spec(text, "a.yaml")
+
+
+def test_normalize_plate_uses_every_field_of_the_plate(plate_dir: Path, tmp_path: Path) -> None:
+    report = Pipeline(["normalize_plate", "max_projection"]).run(plate_dir, tmp_path / "out")
+    report.raise_for_failures()
+    data = stacks(PLATE)
+    ones = np.concatenate([v.ravel() for k, v in data.items() if k[2] == 1]).astype(np.float64)
+    saved = np.load(tmp_path / "out" / "passes" / "normalize_plate" / "1.npy")
+    np.testing.assert_allclose(saved, [ones.mean(), ones.std()], rtol=1e-9)
+
+
+def test_resume_reads_the_plate_pass_back(plate_dir: Path, tmp_path: Path) -> None:
+    pipeline = Pipeline(["normalize_plate", "max_projection"])
+    out = tmp_path / "out"
+    pipeline.run(plate_dir, out).raise_for_failures()
+    saved = out / "passes" / "normalize_plate" / "2.npy"
+    np.save(saved, np.array([0.0, 1.0]))  # what a resumed run must use, not recompute
+    (out / ".memtype" / "done" / "A02.json").unlink()
+    pipeline.run(plate_dir, out, resume=True).raise_for_failures()
+    np.testing.assert_array_equal(np.load(saved), [0.0, 1.0])
+
+
+def test_a_plate_pass_after_another_step_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match="put it before every other step"):
+        Pipeline(["max_projection", "normalize_plate"])
+
+
+def test_the_well_summary_joins_the_plate_map(plate_dir: Path, tmp_path: Path) -> None:
+    from memtype.pipeline.analysis.summaries import Summary
+
+    plate_map = tmp_path / "map.csv"
+    plate_map.write_text("well,compound\nA1,DMSO\nA02,taxol\n")
+    steps = ["max_projection",
+             FunctionStep(bright_objects, inputs={"image": "channel:1"}, labels="nuclei"),
+             FunctionStep(mean_inside, inputs={"labels": "nuclei", "image": "channel:2"})]
+    summary = Summary(plate_map=str(plate_map), plate_id="P7")
+    Pipeline(steps, summary=summary).run(plate_dir, tmp_path / "out").raise_for_failures()
+    wells = {r["well"]: r for r in _rows(tmp_path / "out" / "well_summary.csv")}
+    objects = [r for r in _rows(tmp_path / "out" / "nuclei.csv") if r["well"] == "A02"]
+    means = [float(r["Mean"]) for r in objects]
+    assert wells["A02"]["Plate"] == "P7" and wells["A02"]["compound"] == "taxol"
+    assert int(wells["A02"]["nuclei_Count"]) == len(objects)
+    assert float(wells["A02"]["nuclei_Median_Mean"]) == pytest.approx(np.median(means))
+    assert float(wells["A02"]["nuclei_Mean_Mean"]) == pytest.approx(np.mean(means))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("compound\nDMSO\n", "expected a 'well' column"),
+    ("well,compound\nA01,x\nA1,y\n", "line 3: well A01 is named twice"),
+    ("well,compound\nXYZ,x\n", "line 2: well 'XYZ' is not a well name"),
+])
+def test_a_malformed_plate_map_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    from memtype.errors import StoreFormatError
+    from memtype.pipeline.analysis.summaries import read_plate_map
+
+    path = tmp_path / "map.csv"
+    path.write_text(text)
+    with pytest.raises(StoreFormatError, match=message):
+        read_plate_map(str(path))
