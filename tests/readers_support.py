@@ -220,7 +220,22 @@ def write_omezarr(root: Path, version: str = "0.4") -> Path:
                         omero={"channels": [{"label": n, "color": "FFFFFF", "window": {
                             "start": 0, "end": 4095, "min": 0, "max": 65535}}
                                             for n in CHANNEL_NAMES]})
+    _micrometres(root)
     return root
+
+
+def _micrometres(root: Path) -> None:
+    """Give the space axes of every image the unit ``micrometer`` (ome-zarr-py writes none;
+    without a unit a scale is no size)."""
+    import json
+
+    for meta in [*root.glob("*/*/*/.zattrs"), *root.glob("*/*/*/zarr.json")]:
+        data = json.loads(meta.read_text())
+        attrs = data if meta.name == ".zattrs" else data["attributes"]["ome"]
+        for axis in attrs["multiscales"][0]["axes"]:
+            if axis["type"] == "space":
+                axis["unit"] = "micrometer"
+        meta.write_text(json.dumps(data))
 
 
 def write_ometiff(root: Path) -> Path:

@@ -1,6 +1,7 @@
-"""Layers you can see (issue 22 section 5): storage and pipeline use only what the core
-exports publicly, storage never imports pipeline, and the demo and the synthetic plate stay
-out of the library's import graph. Every import is counted: at module level, inside
+"""Layers you can see (issue 22 section 5): storage, omezarr and pipeline use only what the
+core exports publicly, storage never imports omezarr or pipeline, omezarr never pipeline,
+and the demo and the synthetic plate stay out of the library's import graph. Every import is
+counted: at module level, inside
 functions and under ``TYPE_CHECKING`` alike (read with ``ast``)."""
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 import memtype
 
 ROOT = Path(memtype.__file__).parent
-UPPER = ("memtype.storage", "memtype.pipeline")
+UPPER = ("memtype.storage", "memtype.omezarr", "memtype.pipeline")
+"""The layers above the core, in order: each may use itself and those before it."""
 APPLICATION = ("memtype.pipeline.demo", "memtype.pipeline.synthetic")
 
 
@@ -72,7 +74,8 @@ def _imports(module: str, tree: ast.Module) -> Iterator[tuple[int, str, str | No
 def _allowed(module: str, target: str, name: str | None) -> bool:
     if not target.startswith("memtype") or target.split(".")[0] != "memtype":
         return True
-    own = UPPER[:1] if module.startswith(UPPER[0]) else UPPER  # storage may not use pipeline
+    layer = next(i for i, upper in enumerate(UPPER) if module.startswith(upper))
+    own = UPPER[:layer + 1]  # storage may not use omezarr or pipeline; omezarr not pipeline
     if target.startswith(own) or (name is None and target in PUBLIC):
         return True
     if target in PUBLIC:
@@ -111,14 +114,28 @@ def test_uses_only_the_public_api_of_the_core(module: str) -> None:
      ["memtype.storage.x:2 imports memtype.conversion.routes"]),
     ("from memtype.pipeline import Pipeline\n",
      ["memtype.storage.x:1 imports memtype.pipeline.Pipeline"]),
+    ("from memtype.omezarr.store import ZarrStore\n",
+     ["memtype.storage.x:1 imports memtype.omezarr.store.ZarrStore"]),
     ("import memtype\nfrom memtype import convert, gpu\nfrom memtype.gpu import cleanup\n"
      "from memtype.errors import StoreKeyError\nfrom memtype.storage.base import Store\n"
      "from . import base\n", []),
 ], ids=["private-module", "inside-a-function", "type-checking", "private-name",
-        "import-statement", "import-module-call", "storage-into-pipeline", "public"])
+        "import-statement", "import-module-call", "storage-into-pipeline",
+        "storage-into-omezarr", "public"])
 def test_the_check_sees(source: str, expected: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(MODULES, "memtype.storage.x", ROOT / "storage" / "x.py")
     assert violations("memtype.storage.x", source) == expected
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("from memtype.pipeline.patterns import split_well\n",
+     ["memtype.omezarr.x:1 imports memtype.pipeline.patterns.split_well"]),
+    ("from memtype.storage._beneath import Resolver\nfrom memtype.omezarr import read\n", []),
+], ids=["omezarr-into-pipeline", "omezarr-onto-storage"])
+def test_the_check_sees_omezarr(source: str, expected: list[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(MODULES, "memtype.omezarr.x", ROOT / "omezarr" / "x.py")
+    assert violations("memtype.omezarr.x", source) == expected
 
 
 # The library's import graph, application aside: these are what a user of memtype imports.

@@ -156,7 +156,7 @@ def full_disk_at(monkeypatch: pytest.MonkeyPatch) -> Any:
     """``full_disk_at(n)``: the n-th OME-Zarr image write (counting from 1) and every later
     one raise ``OSError(ENOSPC)`` from the file write, as a full device does (``error=``
     another exception to raise instead)."""
-    from memtype.storage import _ome
+    from memtype.omezarr import write as _ome
 
     real = _ome.write_image
     calls: dict[str, Any] = {"n": 0, "fail_from": 0, "error": None}

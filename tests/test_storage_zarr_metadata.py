@@ -91,7 +91,7 @@ def test_invalid_channel_colours(plate: ZarrStore, colors: Any) -> None:
 
 
 def test_the_window_sample_is_a_bounded_view() -> None:
-    from memtype.storage._pyramid import _channel
+    from memtype.omezarr.pyramid import _channel
 
     image = np.zeros((2, 3, 2000, 1500), np.uint16)
     sample = _channel(image, "czyx", 1)

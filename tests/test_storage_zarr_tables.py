@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import memtype as mt
+from memtype.omezarr.metadata import SPACE_UNITS
 from memtype.pipeline import FunctionStep, Pipeline
 from memtype.pipeline.synthetic import SyntheticPlate
-from memtype.storage._ome import SPACE_UNITS
 from tests.pipeline_support import write_plate
 
 pytestmark = pytest.mark.requires("zarr", "anndata")
@@ -117,7 +117,7 @@ def test_an_empty_table_reads_back(tmp_path: Path, version: int) -> None:
     import anndata
     import zarr
 
-    from memtype.storage._tables import table_names, write_table
+    from memtype.omezarr.tables import table_names, write_table
 
     image = str(tmp_path / "image.zarr")
     zarr.open_group(image, mode="w", zarr_format=version)
@@ -212,7 +212,7 @@ def test_roi_tables_are_in_micrometres_whatever_the_unit(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("unit", SPACE_UNITS)
 def test_every_ome_space_unit_has_a_size_in_micrometres(unit: str) -> None:
-    from memtype.pipeline.outputs import _MICROMETRES
+    from memtype.omezarr.metadata import MICROMETRES as _MICROMETRES
 
     assert isinstance(_MICROMETRES[unit], float) and _MICROMETRES[unit] > 0
 
@@ -221,7 +221,7 @@ def test_every_ome_space_unit_has_a_size_in_micrometres(unit: str) -> None:
     ("angstrom", 1e-4), ("nanometer", 1e-3), ("micrometer", 1.0), ("millimeter", 1e3),
     ("centimeter", 1e4), ("meter", 1e6), ("kilometer", 1e9), ("inch", 25_400.0)])
 def test_a_unit_is_converted_to_micrometres(unit: str, micrometres: float) -> None:
-    from memtype.pipeline.outputs import _MICROMETRES
+    from memtype.omezarr.metadata import MICROMETRES as _MICROMETRES
 
     assert _MICROMETRES[unit] == pytest.approx(micrometres, rel=1e-12)
 
@@ -237,7 +237,7 @@ LABEL_CASES = {
 
 @pytest.mark.parametrize("case", list(LABEL_CASES))
 def test_label_boxes_are_each_ids_bounding_box(case: str) -> None:
-    from memtype.storage._tables import label_boxes
+    from memtype.omezarr.tables import label_boxes
 
     labels = LABEL_CASES[case]
     ids, start, stop = label_boxes(labels)
@@ -255,7 +255,7 @@ def test_a_label_image_without_objects_has_an_empty_masking_table(tmp_path: Path
     import anndata
     import zarr
 
-    from memtype.pipeline.outputs import _write_object_rois
+    from memtype.omezarr.assemble import write_object_rois as _write_object_rois
 
     image = str(tmp_path / "image.zarr")
     zarr.open_group(image, mode="w", zarr_format=version)

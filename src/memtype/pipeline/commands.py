@@ -234,7 +234,7 @@ def _with_output_options(pipeline: Pipeline, args: argparse.Namespace) -> Pipeli
     import copy
 
     from memtype.pipeline.pipeline import _pixel_size
-    from memtype.storage._ome import SPACE_UNITS
+    from memtype.omezarr.metadata import SPACE_UNITS
 
     chosen = copy.copy(pipeline)
     chosen.ome_version = args.ome_version or pipeline.ome_version

@@ -149,7 +149,7 @@ class Pipeline:
                 f"ome_version must be '0.5' or '0.4'; received {ome_version!r}.")
         self.ome_version = ome_version
         self.pixel_size = _pixel_size(pixel_size)
-        from memtype.storage._ome import SPACE_UNITS
+        from memtype.omezarr.metadata import SPACE_UNITS
 
         if pixel_unit not in SPACE_UNITS:
             raise InvalidArgumentError(

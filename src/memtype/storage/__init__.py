@@ -16,7 +16,9 @@ Backends are registered by name in the read-only table :data:`BACKENDS` (``name 
 ``memtype.storage`` imports neither zarr, tifffile, pillow nor any array framework.
 
 The rules every store follows (overwrite, missing paths, parents, paths escaping the root)
-are in :mod:`memtype.storage.base`.
+are in :mod:`memtype.storage.base`. :class:`ZarrStore` is implemented with the OME-Zarr format
+it writes, in :mod:`memtype.omezarr` (a layer below storage, which it builds on); storage
+names it here and in :data:`BACKENDS` without importing it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
     from memtype.storage.file_manager import FileManager
     from memtype.storage.memory import MemoryStore
     from memtype.storage.tiered import TieredStats, TieredStore
-    from memtype.storage.zarr_store import ZarrStore
 
 __all__ = [
     "BACKENDS",
@@ -53,7 +54,7 @@ __all__ = [
 _LAZY: dict[str, str] = {
     "MemoryStore": "memtype.storage.memory",
     "DiskStore": "memtype.storage.disk",
-    "ZarrStore": "memtype.storage.zarr_store",
+    "ZarrStore": "memtype.omezarr.store",  # the format's own package, a layer below
     "TieredStore": "memtype.storage.tiered",
     "TieredStats": "memtype.storage.tiered",
     "FileManager": "memtype.storage.file_manager",

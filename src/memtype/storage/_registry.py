@@ -13,7 +13,7 @@ __all__ = ["BACKENDS", "get_store_class"]
 BACKENDS: MappingProxyType[str, str] = MappingProxyType({
     "memory": "memtype.storage.memory:MemoryStore",
     "disk": "memtype.storage.disk:DiskStore",
-    "zarr": "memtype.storage.zarr_store:ZarrStore",
+    "zarr": "memtype.omezarr.store:ZarrStore",
     "tiered": "memtype.storage.tiered:TieredStore",
 })
 """Registered store name -> ``"module:Class"`` (read-only)."""

@@ -1,6 +1,6 @@
-"""OME-Zarr plate metadata for the ZarrStore: documents, names, locked updates.
+"""The OME-Zarr metadata documents: what a plate, a well and an image say, in 0.4 and 0.5.
 
-Layout (``root`` is the plate)::
+Layout of a plate (``root`` is the plate)::
 
     root/zarr.json                  group; attributes.ome = {version, plate: {rows, columns, wells}}
     root/A/zarr.json                row group (plain)
@@ -10,25 +10,20 @@ Layout (``root`` is the plate)::
     root/.memtype-locks/            lock files (ignored by zarr and OME readers)
 
 That is OME-Zarr 0.5 (zarr v3); in 0.4 (zarr v2) each ``zarr.json`` is a ``.zgroup`` and a
-``.zattrs`` (see :mod:`memtype.storage._ngff`, which reads and writes the attributes for both).
-Every metadata document is replaced atomically (temporary file + rename), so readers never
-see a torn one. Updates that read, modify and write a document hold a file lock: the well's
-own lock for its image list, the plate lock only when a well gains its first image or
-loses its last one. The plate lists exactly the wells that hold at least one image, so an
-OME reader never meets an empty or missing well.
+``.zattrs`` (see :mod:`memtype.omezarr.layout`, which reads and writes the attributes for both).
+This module builds the documents memtype writes (pure functions, no file touched); the plate
+keeps them in step under locks (:mod:`memtype.omezarr.plate`), and plates written by others
+are read, every value checked, by :mod:`memtype.omezarr.read`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memtype.errors import StoreExistsError, StoreFormatError
-from memtype.storage._atomic import temp_name
+from memtype.errors import StoreFormatError
+from memtype.omezarr.pyramid import datasets
 from memtype.storage._formats import as_numpy
-from memtype.storage._plate_paths import PlatePaths, group_at, remove_at, rename_at
-from memtype.storage._pyramid import datasets
 from memtype.storage.base import natural_key, natural_sorted
 
 AXIS_TYPES = {"t": "time", "c": "channel", "z": "space", "y": "space", "x": "space"}
@@ -39,6 +34,14 @@ SPACE_UNITS = ("angstrom", "attometer", "centimeter", "decimeter", "exameter", "
                "picometer", "terameter", "yard", "yoctometer", "yottameter", "zeptometer",
                "zettameter")
 """The units of a space axis the OME-NGFF specification allows (UDUNITS-2 names)."""
+_PREFIXES = {"atto": 1e-18, "femto": 1e-15, "pico": 1e-12, "nano": 1e-9, "micro": 1e-6,
+             "milli": 1e-3, "centi": 1e-2, "deci": 1e-1, "": 1.0, "hecto": 1e2, "kilo": 1e3,
+             "mega": 1e6, "giga": 1e9, "tera": 1e12, "peta": 1e15, "exa": 1e18,
+             "yocto": 1e-24, "zepto": 1e-21, "zetta": 1e21, "yotta": 1e24}
+MICROMETRES = {**{f"{p}meter": f / 1e-6 for p, f in _PREFIXES.items()},
+               "angstrom": 1e-4, "inch": 25_400.0, "foot": 304_800.0, "yard": 914_400.0,
+               "mile": 1_609_344_000.0, "parsec": 3.0856775814913673e22}
+"""Micrometres in one of each OME-NGFF space unit (every name of :data:`SPACE_UNITS`)."""
 
 
 def chunk_shape(chunks: str | Sequence[int], shape: tuple[int, ...], key: str) -> tuple[int, ...]:
@@ -149,55 +152,7 @@ def well_lock_name(well: str) -> str:
     return "well." + well.replace("/", ".")
 
 
-def well_images(paths: PlatePaths, well: str) -> list[str]:
-    """The image paths a well's metadata lists."""
-    ome = paths.layout.read_ome(paths, well)
-    return [i["path"] for i in ome.get("well", {}).get("images", [])]
-
-
-def edit_well_images(paths: PlatePaths, well: str, add: str | None, remove: str | None,
-                     fsync: bool) -> tuple[bool, bool]:
-    """Add and/or remove an image path in a well's list (the caller holds the well lock).
-
-    Returns
-    -------
-    (was_empty, now_empty) : tuple of bool
-        Whether the well listed no image before and after the update.
-    """
-    images = well_images(paths, well)
-    before = list(images)
-    if add is not None and add not in images:
-        images.append(add)
-    if remove is not None and remove in images:
-        images.remove(remove)
-    if images != before:
-        set_well_images(paths, well, images, fsync)
-    return not before, not images
-
-
-def set_well_images(paths: PlatePaths, well: str, images: Iterable[str], fsync: bool) -> None:
-    """Replace a well's image list (the caller holds the well lock)."""
-    paths.layout.write_ome(paths, well, well_doc(natural_sorted(images)), fsync=fsync)
-
-
-def update_plate_wells(paths: PlatePaths, add: Iterable[str], remove: Iterable[str],
-                       fsync: bool) -> None:
-    """Add and remove wells (``"A/1"``) in the plate metadata under the plate lock."""
-    add, remove = set(add), set(remove)
-    if not add and not remove:
-        return
-    with paths.lock("plate"):
-        ome = paths.layout.read_ome(paths, "")
-        plate = ome["plate"]
-        wells = {w["path"] for w in plate.get("wells", [])}
-        new = (wells | add) - remove
-        if new == wells:
-            return
-        ome["plate"] = _plate_with_wells(plate, new, paths.layout.version)
-        paths.layout.write_ome(paths, "", ome, fsync=fsync, indent=None)
-
-
-def _plate_with_wells(plate: dict[str, Any], wells: set[str], version: str) -> dict[str, Any]:
+def plate_with_wells(plate: dict[str, Any], wells: set[str], version: str) -> dict[str, Any]:
     """``plate`` listing exactly ``wells`` in plate order; rows and columns extended as
     needed (rows in plate order: ``Z`` before ``AA``), ``version`` set. Linear in the wells:
     it runs whenever a well gets its first image."""
@@ -218,69 +173,3 @@ def _plate_with_wells(plate: dict[str, Any], wells: set[str], version: str) -> d
                      key=lambda e: (e["rowIndex"], e["columnIndex"]))  # plate order
     return {**plate, "version": version, "rows": [{"name": r} for r in rows],
             "columns": [{"name": c} for c in columns], "wells": entries}
-
-
-def write_image(paths: PlatePaths, key: str, levels: Sequence[Any], axes: str,
-                doc: dict[str, Any], chunks: tuple[int, ...], codec: str,
-                level: int | None) -> None:
-    """Write a complete field group at the new ``key`` (its arrays, level 0 first, then its
-    metadata), every file through the plate's :class:`~memtype.storage._beneath_zarr.
-    BeneathStore`."""
-    import zarr
-
-    layout = paths.layout
-    options = layout.array_options(axes, codec, level)
-    paths.makedirs(key)
-    store = paths.zarr_store(key)
-    for k, a in enumerate(levels):
-        arr = zarr.create_array(
-            store=store, name=str(k), shape=a.shape, dtype=a.dtype,
-            chunks=tuple(min(c, max(s, 1)) for c, s in zip(chunks, a.shape)),
-            fill_value=0, config={"write_empty_chunks": True}, **options)
-        arr[...] = a
-    layout.write_ome(paths, key, doc, fsync=False)  # zarr made the group: its metadata replaced
-
-
-def commit_field(paths: PlatePaths, tmp: str, key: str, overwrite: bool, fsync: bool) -> None:
-    """Rename a finished field directory (``tmp``, a key in the same well) into place; list
-    it in its well (and the plate). Renames are relative to the well's open descriptor."""
-    well, field = key.rsplit("/", 1)
-    trash = None
-    with paths.directory(well) as fd:
-        with paths.lock(well_lock_name(well)):
-            kind = group_at(fd, field, paths.layout.marker)
-            if kind:
-                if not overwrite:
-                    raise StoreExistsError(
-                        f"{key!r} already exists; pass overwrite=True to replace it.")
-                trash = temp_name("", field + ".old")
-                rename_at(fd, field, trash)
-            elif kind is False:  # a field directory without metadata (an aborted write), a link
-                _remove_in(fd, field)
-            rename_at(fd, tmp.rsplit("/", 1)[1], field)
-            was_empty, _ = edit_well_images(paths, well, field, None, fsync)
-            if was_empty:
-                update_plate_wells(paths, [well], [], fsync)
-        if trash is not None:
-            _remove_in(fd, trash)
-
-
-def _remove_in(fd: int | str, name: str) -> None:
-    """Remove entry ``name`` of an open directory (a path without dir_fd)."""
-    if isinstance(fd, str):
-        remove_at(None, os.path.join(fd, name))
-        return
-    remove_at(fd, name)
-
-
-def resync_wells(paths: PlatePaths, wells: list[str], fsync: bool) -> None:
-    """Rewrite these wells' image lists from disk, and their entries in the plate."""
-    for well in dict.fromkeys(wells):
-        if not paths.exists(well):
-            update_plate_wells(paths, [], [well], fsync)
-            continue
-        with paths.lock(well_lock_name(well)):
-            fields = paths.children(well)
-            set_well_images(paths, well, fields, fsync)
-            add, drop = ([well], []) if fields else ([], [well])
-            update_plate_wells(paths, add, drop, fsync)

@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import StoreExistsError, StoreFormatError, StoreNotFoundError
-from memtype.storage import _ome, _pyramid
+from memtype.omezarr import metadata as _ome
+from memtype.omezarr import pyramid as _pyramid
+from memtype.omezarr import write as _write
+from memtype.omezarr.paths import PlatePaths, group_at, remove_at, rename_at
 from memtype.storage._atomic import temp_name
-from memtype.storage._plate_paths import PlatePaths, group_at, remove_at, rename_at
 
 __all__ = ["check_label_name", "save", "names", "MAX_COLORS"]
 
@@ -78,7 +80,7 @@ def save(paths: PlatePaths, key: str, name: str, data: Any, *, overwrite: bool,
     paths.layout.create_group(paths, group, {"labels": []}, fsync=fsync)
     tmp = f"{group}/{temp_name('', name)}"
     try:
-        _ome.write_image(paths, tmp, levels, label_axes, doc, shape, codec, level)
+        _write.write_image(paths, tmp, levels, label_axes, doc, shape, codec, level)
         with paths.lock(_ome.well_lock_name(well)):
             _commit(paths, group, tmp, name, overwrite, fsync)
     finally:

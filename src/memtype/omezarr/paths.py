@@ -1,7 +1,7 @@
 """Keys of an OME-Zarr plate: ``row/column/field`` checked, and every file opened below the plate.
 
 The ZarrStore's counterpart of the DiskStore's :mod:`memtype.storage._beneath`, and the only
-way the ZarrStore (and zarr itself, through :mod:`memtype.storage._beneath_zarr`) reaches the
+way the ZarrStore (and zarr itself, through :mod:`memtype.omezarr.beneath`) reaches the
 file system. A key has at most three alphanumeric parts (plate ``""``, row ``"B"``, well
 ``"B/3"``, field ``"B/3/0"``); a group exists where its ``zarr.json`` does. Metadata, chunks,
 lock files, pyramid levels, copies and removals are all opened relative to directory
@@ -24,7 +24,7 @@ import re
 import stat
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from memtype.errors import (
     StoreExistsError,
@@ -34,14 +34,11 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
+from memtype.omezarr.layout import Layout
 from memtype.storage import _fdops
 from memtype.storage._atomic import atomic_write, file_lock
 from memtype.storage._beneath import DIR_FLAGS, NOFOLLOW, UNKNOWN, Resolver, lstat_at
 from memtype.storage._readers import decoding
-
-if TYPE_CHECKING:
-    from memtype.storage._beneath_zarr import BeneathStore
-    from memtype.storage._ngff import Layout
 
 __all__ = ["PlatePaths", "LEVELS", "LOCK_DIR"]
 
@@ -273,12 +270,6 @@ class PlatePaths:
                                           dir_fd=None if isinstance(fd, str) else fd,
                                           where=posixpath.join(self.full(LOCK_DIR), name)))
             yield
-
-    def zarr_store(self, key: str, *, read_only: bool = False) -> BeneathStore:
-        """A zarr store of the group at ``key`` that opens every file below the plate."""
-        from memtype.storage._beneath_zarr import BeneathStore
-
-        return BeneathStore(self, key, read_only=read_only)
 
 
 def check_name(name: str, what: str, key: str) -> None:

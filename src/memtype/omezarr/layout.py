@@ -1,4 +1,4 @@
-"""The two OME-Zarr versions a plate is written in: 0.5 (zarr v3, the default) and 0.4 (zarr v2).
+"""Where each OME-Zarr version keeps a group's metadata: 0.5 (zarr v3, the default), 0.4 (zarr v2).
 
 A :class:`Layout` knows where a group's metadata lives and how the ``ome`` attributes are
 wrapped; everything else (which documents, which locks) is the same for both:
@@ -20,18 +20,33 @@ today; 0.5 what the current specification and napari's reader prefer.
 from __future__ import annotations
 
 import posixpath
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from memtype.errors import StoreExistsError, StoreFormatError
-from memtype.storage._plate_paths import PlatePaths
 from memtype.storage._readers import CorruptFile
 
-__all__ = ["Layout", "LAYOUTS", "OME_VERSIONS", "layout_for", "detect"]
+__all__ = ["Layout", "BY_VERSION", "OME_VERSIONS", "CODECS", "Files", "layout_for", "detect",
+           "check_codec"]
 
 OME_VERSIONS = ("0.5", "0.4")
 _VERSIONED = ("plate", "well", "image-label")
 """Attributes that carry their own ``version`` in 0.4 (multiscales too, per multiscale)."""
+
+
+class Files(Protocol):
+    """The file operations a layout reads and writes a group's documents with (a plate's
+    :class:`~memtype.omezarr.paths.PlatePaths`)."""
+
+    def is_file(self, key: str) -> bool: ...  # noqa: D102
+
+    def read_json(self, key: str) -> dict[str, Any]: ...  # noqa: D102
+
+    def write_json(self, key: str, doc: dict[str, Any], *, overwrite: bool, fsync: bool,
+                   indent: int | None = 2) -> bool: ...  # noqa: D102
+
+    def lock(self, name: str, *, shared: bool = False) -> AbstractContextManager[None]: ...  # noqa: D102
 
 
 def _join(key: str, name: str) -> str:
@@ -49,7 +64,7 @@ class Layout:
     """The file whose presence makes a directory a group (written last)."""
 
     # -- reading -----------------------------------------------------------------------------
-    def read_ome(self, paths: PlatePaths, key: str) -> dict[str, Any]:
+    def read_ome(self, paths: Files, key: str) -> dict[str, Any]:
         """The OME attributes of the group at ``key`` ({} when it has none)."""
         if self.zarr_format == 3:
             doc = paths.read_json(_join(key, "zarr.json"))
@@ -64,7 +79,7 @@ class Layout:
                 "(tampered); expected objects.")
         return ome
 
-    def array_header(self, paths: PlatePaths, key: str) -> tuple[tuple[int, ...], str]:
+    def array_header(self, paths: Files, key: str) -> tuple[tuple[int, ...], str]:
         """(shape, NumPy dtype name or string) of the array at ``key``, checked."""
         if self.zarr_format == 3:
             doc = paths.read_json(_join(key, "zarr.json"))
@@ -92,7 +107,7 @@ class Layout:
                                   for m in out["multiscales"]]
         return out
 
-    def write_ome(self, paths: PlatePaths, key: str, ome: dict[str, Any], *, fsync: bool,
+    def write_ome(self, paths: Files, key: str, ome: dict[str, Any], *, fsync: bool,
                   indent: int | None = 2) -> None:
         """Replace the OME attributes of the existing group at ``key`` (atomically)."""
         if self.zarr_format == 3:
@@ -102,7 +117,7 @@ class Layout:
             paths.write_json(_join(key, ".zattrs"), self.versioned(ome), overwrite=True,
                              fsync=fsync, indent=indent)
 
-    def create_group(self, paths: PlatePaths, key: str, ome: dict[str, Any] | None, *,
+    def create_group(self, paths: Files, key: str, ome: dict[str, Any] | None, *,
                      fsync: bool) -> bool:
         """Create the group at ``key`` with ``ome`` attributes unless it exists (False then).
 
@@ -142,21 +157,21 @@ class Layout:
                 "chunk_key_encoding": {"name": "v2", "separator": "/"}, "zarr_format": 2}
 
 
-LAYOUTS = {"0.5": Layout("0.5", 3, "zarr.json"), "0.4": Layout("0.4", 2, ".zgroup")}
+BY_VERSION = {"0.5": Layout("0.5", 3, "zarr.json"), "0.4": Layout("0.4", 2, ".zgroup")}
 
 
 def layout_for(version: object) -> Layout:
     """The layout of an OME-Zarr version (``"0.5"`` or ``"0.4"``)."""
-    if not isinstance(version, str) or version not in LAYOUTS:
+    if not isinstance(version, str) or version not in BY_VERSION:
         raise StoreFormatError(
             f"Invalid ome_version {version!r}: expected one of {', '.join(OME_VERSIONS)} "
             "(0.5: zarr v3, the default; 0.4: zarr v2, for Fiji, MoBIE and OMERO).")
-    return LAYOUTS[version]
+    return BY_VERSION[version]
 
 
-def detect(paths: PlatePaths) -> Layout | None:
+def detect(paths: Files) -> Layout | None:
     """The layout of the plate at ``paths`` (None when there is no plate yet)."""
-    for layout in LAYOUTS.values():
+    for layout in BY_VERSION.values():
         if paths.is_file(layout.marker):
             return layout
     return None

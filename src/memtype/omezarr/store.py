@@ -57,9 +57,15 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
-from memtype.storage import _labels, _ngff, _ome, _plate_groups, _pyramid
+from memtype.omezarr import labels as _labels
+from memtype.omezarr import layout as _ngff
+from memtype.omezarr import metadata as _ome
+from memtype.omezarr import plate as _plate_groups
+from memtype.omezarr import pyramid as _pyramid
+from memtype.omezarr import write as _write
+from memtype.omezarr.beneath import BeneathStore
+from memtype.omezarr.paths import PlatePaths, check_name
 from memtype.storage._atomic import temp_name
-from memtype.storage._plate_paths import PlatePaths, check_name
 from memtype.storage._readers import decoding
 from memtype.storage.base import PathLike, Store, StoreStat, natural_key
 
@@ -236,10 +242,10 @@ class ZarrStore(Store):
             raise StoreExistsError(f"{key!r} already exists; pass overwrite=True to replace it.")
         tmp = f"{parts[0]}/{parts[1]}/{temp_name('', parts[2])}"
         try:
-            _ome.write_image(self._paths, tmp, pyramid, ax, doc, shape, codec or self.codec,
+            _write.write_image(self._paths, tmp, pyramid, ax, doc, shape, codec or self.codec,
                              self.level if level is None else level)
             with self._paths.metadata(key):
-                _ome.commit_field(self._paths, tmp, key, overwrite, self.fsync)
+                _plate_groups.commit_field(self._paths, tmp, key, overwrite, self.fsync)
         finally:
             self._paths.remove(tmp)  # left only when the write failed
 
@@ -268,7 +274,7 @@ class ZarrStore(Store):
                 raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
             with self._paths.metadata(key):
                 level = self._resolution(key, resolution)
-                arr = zarr.open_array(store=self._paths.zarr_store(key, read_only=True),
+                arr = zarr.open_array(store=BeneathStore(self._paths, key, read_only=True),
                                       path=level, mode="r",
                                       zarr_format=self._paths.layout.zarr_format)
             return self._read(arr, index, key)
@@ -325,7 +331,7 @@ class ZarrStore(Store):
                                          f"{self.root!r}; it has {self.list_labels(key)}.")
             with self._paths.metadata(group):
                 level = self._resolution(group, resolution)
-                arr = zarr.open_array(store=self._paths.zarr_store(group, read_only=True),
+                arr = zarr.open_array(store=BeneathStore(self._paths, group, read_only=True),
                                       path=level, mode="r",
                                       zarr_format=self._paths.layout.zarr_format)
             return self._read(arr, index, group)
@@ -333,7 +339,7 @@ class ZarrStore(Store):
     def plate_metadata(self) -> dict[str, Any]:
         """The plate's OME ``plate`` metadata: ``rows``, ``columns``, ``wells``, ``name``."""
         with self._paths.metadata(""):
-            return dict(self._paths.layout.read_ome(self._paths, "")["plate"])
+            return _plate_groups.plate_attributes(self._paths)
 
     def image_metadata(self, path: PathLike) -> dict[str, Any]:
         """The OME metadata of field ``path``: ``multiscales`` and ``omero``."""
@@ -359,14 +365,7 @@ class ZarrStore(Store):
 
     def _resolution(self, key: str, resolution: object) -> str:
         """The path of pyramid level ``resolution`` of field ``key``; an error if absent."""
-        doc = self._paths.layout.read_ome(self._paths, key)
-        paths = [d["path"] for d in doc["multiscales"][0]["datasets"]]
-        if isinstance(resolution, bool) or not isinstance(resolution, int) \
-                or not 0 <= resolution < len(paths):
-            raise StoreFormatError(
-                f"Invalid resolution {resolution!r} for {key!r}: it has levels 0 to "
-                f"{len(paths) - 1}.")
-        return str(paths[resolution])
+        return _plate_groups.level_path(self._paths, key, resolution)
 
     # -- queries -----------------------------------------------------------------------
     def exists(self, path: PathLike) -> bool:
@@ -416,7 +415,7 @@ class ZarrStore(Store):
         import numpy as np
 
         with self._paths.metadata(key):
-            shape, name = self._paths.layout.array_header(self._paths, f"{key}/0")
+            shape, name = _plate_groups.level_header(self._paths, key)
             dtype = np.dtype(name)
         return StoreStat(key, False, int(np.prod(shape)) * dtype.itemsize, mtime, shape,
                          str(dtype))

@@ -2,7 +2,7 @@
 
 zarr-python opens chunk and metadata files itself; with its ``LocalStore`` it would open them
 by path, following any symbolic link and racing any directory swap. :class:`BeneathStore`
-hands zarr the same files through :class:`~memtype.storage._plate_paths.PlatePaths`, which
+hands zarr the same files through :class:`~memtype.omezarr.paths.PlatePaths`, which
 opens each one relative to descriptors resolved below the plate's root (``openat2
 (RESOLVE_BENEATH)`` or a no-follow walk): zarr can never open a path outside the plate, a
 chunk linked outside raises ``StorePathError``, and a write never goes through a link.
@@ -32,7 +32,7 @@ from memtype.errors import ArgumentTypeError, StoreExistsError, StoreNotFoundErr
 from memtype.storage import _fdops
 
 if TYPE_CHECKING:
-    from memtype.storage._plate_paths import PlatePaths
+    from memtype.omezarr.paths import PlatePaths
 
 __all__ = ["BeneathStore"]
 
