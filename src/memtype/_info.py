@@ -17,7 +17,8 @@ def _row(fw: Framework) -> tuple[str, str, str, str]:
     adapter = load_adapter(fw.name)
     devices = adapter.devices()
     if not devices:
-        devices = [f"none (needs a {'/'.join(fw.device_kinds)} device)"]
+        why = "; why: below" if adapter.no_device_reason() else ""
+        devices = [f"none (no {'/'.join(fw.device_kinds)} device{why})"]
     return fw.name, adapter.version(), adapter.dlpack_version() or "-", "; ".join(devices)
 
 

@@ -416,11 +416,14 @@ def fix() -> str:
     if os.environ.get(FALLBACK_VARIABLE, "1") == "0" and candidates_from_pip():
         return f"unset {FALLBACK_VARIABLE} to use the pip-installed OpenCL runtimes"
     if chosen.tried:  # something is installed but does not compile
+        without = "; or run without OpenCL (--no-opencl): the steps that have another " \
+                  "implementation use it"
         if _package_library("intel-opencl-rt", "libintelocl.so") is None:
-            return (f"{_INTEL_HINT}; or run without OpenCL (--no-opencl): the steps that "
-                    "have another implementation use it")
-        return ("install your CPU or GPU vendor's OpenCL driver; or run without OpenCL "
-                "(--no-opencl): the steps that have another implementation use it")
+            return _INTEL_HINT + without
+        if "intel" not in pip_order():
+            return (f"add intel to {RUNTIMES_VARIABLE} (Intel's CPU runtime is installed)"
+                    + without)
+        return "install your CPU or GPU vendor's OpenCL driver" + without
     return _INSTALL
 
 
