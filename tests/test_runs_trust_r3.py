@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
+from memtype.errors import StoreExistsError
 from memtype.pipeline import FunctionStep, Pipeline
 from memtype.pipeline.synthetic import SyntheticPlate
 from tests.pipeline_support import write_plate
@@ -21,6 +22,15 @@ TWO_CHANNELS = SyntheticPlate(wells=6, sites=1, channels=2, z_planes=2, size=32,
 @pytest.fixture(scope="module")
 def two_channels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_plate(tmp_path_factory.mktemp("two-channels"), TWO_CHANNELS)
+
+
+@pytest.fixture(scope="module")
+def other_plate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_plate(tmp_path_factory.mktemp("other"), OTHER)
+
+
+OTHER = SyntheticPlate(wells=8, sites=1, channels=2, z_planes=2, size=32, cells=(1, 2))
+"""Eight wells: A01..A06 as in TWO_CHANNELS and two more, another plate."""
 
 
 # -- steps (module level: threads and dask workers import them) -------------------------
@@ -56,3 +66,40 @@ def test_a_cause_leaves_out_the_group_it_names(text: str, key: tuple[tuple[str, 
     from memtype.pipeline.report import without_group
 
     assert without_group(text, key) == expected  # type: ignore[arg-type]
+
+
+# -- 12: resume with another plate is refused ---------------------------------------------
+@mt.numpy
+def np_project(stack: np.ndarray) -> np.ndarray:
+    return stack.max(axis=0, keepdims=True)
+
+
+@pytest.mark.requires("tifffile", "zarr")
+def test_resume_with_another_plate_is_refused_naming_both(two_channels: Path, other_plate: Path,
+                                                         tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert Pipeline([np_project]).run(two_channels, out).ok
+    with pytest.raises(StoreExistsError) as raised:
+        Pipeline([np_project]).run(other_plate, out, resume=True)
+    message = str(raised.value)
+    assert str(two_channels) in message and str(other_plate) in message
+    assert "mix" in message and "--overwrite" in message
+
+
+@pytest.mark.requires("tifffile", "zarr")
+def test_resume_with_the_same_plate_by_another_spelling_goes_on(two_channels: Path,
+                                                               tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert Pipeline([np_project]).run(two_channels, out).ok
+    again = Pipeline([np_project]).run(Path(f"{two_channels}/./"), out, resume=True)
+    assert again.ok and len(again.skipped) == 6
+
+
+@pytest.mark.requires("tifffile", "zarr")
+def test_resume_after_the_plate_changed_is_refused(tmp_path: Path) -> None:
+    plate = write_plate(tmp_path / "plate", TWO_CHANNELS)
+    out = tmp_path / "out"
+    assert Pipeline([np_project]).run(plate, out).ok
+    next(plate.rglob("*.tif")).unlink()  # the same folder, another listing
+    with pytest.raises(StoreExistsError, match="listing"):
+        Pipeline([np_project]).run(plate, out, resume=True)

@@ -5,12 +5,16 @@ results what they are: memtype's version; the pattern, grouping, output format, 
 levels and plate grid; every step (its name, position, options, variable components,
 routing, materialization, side outputs) and every function a step can run (module and
 qualified name, memory types, options); and the SHA-256 of the source of every module that
-defines a step function (for a pipeline file, that file's content).
+defines a step function (for a pipeline file, that file's content); and the input's
+identity: its resolved path, its layout, and the number and SHA-256 of its images' paths
+(its listing).
 
 ``resume=True`` compares the record with the pipeline about to run. Where groups are done
 and anything differs, the run is refused with a :class:`~memtype.errors.StoreExistsError`
 naming each difference and how to start over; with no group done there is nothing to mix,
-and the record is replaced.
+and the record is replaced. An input other than the one that produced the finished groups
+(another folder, layout or listing) is refused by its own message, naming both: resuming
+would mix two plates' wells in one output.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,9 +34,10 @@ from memtype.errors import StoreExistsError
 from memtype.pipeline.modules import shipped_modules
 
 if TYPE_CHECKING:
-    from memtype.pipeline.steps import FunctionStep, StepCall
+    from memtype.pipeline.readers import Reader
+    from memtype.pipeline.steps import FunctionStep, GroupTask, StepCall
 
-__all__ = ["run_record", "check_resume", "differences", "RECORD"]
+__all__ = ["run_record", "input_identity", "check_resume", "differences", "RECORD"]
 
 RECORD = ".memtype/run.json"
 """The record's path inside the output directory."""
@@ -109,19 +114,37 @@ def _step(step: FunctionStep) -> dict[str, Any]:
             "side outputs": list(step.output_names) if step.output_names else None,
             **({"labels": step.labels} if step.labels is not None else {}),
             **({"passes input": True} if step.passes_input else {}),
+            **({"inputs": {i.parameter: i.reference for i in step.inputs}}
+               if getattr(step, "inputs", ()) else {}),
             "functions": calls}
 
 
-def run_record(steps: Sequence[FunctionStep], settings: Mapping[str, Any]) -> dict[str, Any]:
+def run_record(steps: Sequence[FunctionStep], settings: Mapping[str, Any],
+               source: Reader | None = None, tasks: Iterable[GroupTask] = ()) -> dict[str, Any]:
     """What produces a run's results: memtype's version, the run's ``settings`` (pattern,
-    grouping, output format...), every step and function, and their modules' sources."""
+    grouping, output format...), every step and function, and their modules' sources; with
+    ``source``, the identity of the input whose images ``tasks`` hold
+    (:func:`input_identity`)."""
     from memtype import __version__
 
     modules = sorted({str(c.func.__module__) for s in steps for c in s.all_calls()})
     digests = [d for d in map(_source_digest, modules) if d is not None]
-    return {"memtype": __version__, "settings": _value(dict(settings)),
-            "steps": {f"{i + 1} {s.name!r}": _step(s) for i, s in enumerate(steps)},
-            "sources (sha256)": dict(sorted(digests))}
+    record = {"memtype": __version__, "settings": _value(dict(settings)),
+              "steps": {f"{i + 1} {s.name!r}": _step(s) for i, s in enumerate(steps)},
+              "sources (sha256)": dict(sorted(digests))}
+    if source is not None:
+        record["input"] = input_identity(source, [r.path for t in tasks for r in t.records])
+    return record
+
+
+def input_identity(source: Reader, paths: Iterable[str]) -> dict[str, Any]:
+    """The input as a run's record keeps it: its resolved path, layout, and how many images
+    it lists with the SHA-256 of their sorted paths (relative to the input)."""
+    listed = sorted(paths)
+    digest = hashlib.sha256("\n".join(listed).encode()).hexdigest()
+    where = os.path.realpath(source.root) if source.root else repr(source)
+    return {"path": where, "layout": source.layout, "images": len(listed),
+            "listing (sha256)": digest}
 
 
 def differences(old: Any, new: Any, path: str = "") -> list[str]:
@@ -154,6 +177,7 @@ def check_resume(root: str, record: Mapping[str, Any], any_done: bool) -> None:
     path = os.path.join(root, RECORD)
     if any_done:
         old = _read(path)
+        _check_same_input(root, old, record)
         changed = (differences(old, dict(record)) if old is not None
                    else [f"no record of the pipeline that wrote them ({RECORD} is missing)"])
         if changed:
@@ -167,11 +191,36 @@ def check_resume(root: str, record: Mapping[str, Any], any_done: bool) -> None:
     _write(path, record)
 
 
+def _check_same_input(root: str, old: Mapping[str, Any] | None,
+                      record: Mapping[str, Any]) -> None:
+    """Refuse to resume with an input other than the one that produced the done groups."""
+    before, now = (old or {}).get("input"), record.get("input")
+    if not isinstance(before, dict) or now is None or before == now:
+        return
+    digest = "listing (sha256)"
+    changed = "; ".join(differences({k: v for k, v in before.items() if k != digest},
+                                    {k: v for k, v in now.items() if k != digest}, "input")
+                        + (["input > listing: other image files"]
+                           if before.get(digest) != now.get(digest) else []))
+    same_place = before.get("path") == now.get("path")
+    raise StoreExistsError(
+        f"Cannot resume {root!r} with input {_describe(now)}: its finished groups were read "
+        f"from {_describe(before)}{' (the folder changed since)' if same_place else ''}, and "
+        f"resuming would mix two plates' wells in one output. Changed: {changed}. Resume "
+        "with the input that wrote it, or start over with overwrite=True (--overwrite) or a "
+        "new output directory.")
+
+
+def _describe(identity: Mapping[str, Any]) -> str:
+    """An input identity in a few words: ``'/data/plateA' (imagexpress, 96 images)``."""
+    return (f"{identity.get('path')!r} ({identity.get('layout')}, "
+            f"{identity.get('images')} images)")
+
+
 def _read(path: str) -> dict[str, Any] | None:
     """The record at ``path``, or None if there is none (or it is not a record)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            loaded = json.load(fh)
+        loaded = json.loads(_read_text(path))
     except FileNotFoundError:
         return None
     except ValueError:  # a damaged record says nothing about what produced the groups
@@ -182,6 +231,30 @@ def _read(path: str) -> dict[str, Any] | None:
 def _write(path: str, record: Mapping[str, Any]) -> None:
     """Write the record (atomically: a crash leaves the old one or the new one)."""
     from memtype.storage import DiskStore
+    from memtype.storage.remote import ObjectLocation, is_url
 
     directory, name = os.path.split(path)
+    if is_url(directory):  # one PUT: an object is replaced whole
+        ObjectLocation.parse(directory).put(name, json.dumps(dict(record), indent=2).encode())
+        return
     DiskStore(directory).save(dict(record), name, overwrite=True)
+
+
+def _read_text(path: str) -> str:
+    """The text of the file (or object, for an ``s3://`` path) at ``path``.
+
+    Raises
+    ------
+    FileNotFoundError
+        There is none.
+    """
+    from memtype.storage.remote import ObjectLocation, is_url
+
+    if is_url(path):
+        directory, name = path.rsplit("/", 1)
+        raw = ObjectLocation.parse(directory).get(name)
+        if raw is None:
+            raise FileNotFoundError(path)
+        return raw.decode("utf-8", errors="replace")
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
