@@ -37,6 +37,7 @@ from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES, FailureWatch
 
 if TYPE_CHECKING:
     from memtype.gpu import GpuId
+    from memtype.pipeline.analysis.summaries import Summary
     from memtype.pipeline.readers import PlateMetadata, Reader
 
 __all__ = ["Pipeline"]
@@ -110,6 +111,9 @@ class Pipeline:
         scale of each OME-Zarr field (viewers show physical distances).
     pixel_unit : str
         The unit of ``pixel_size`` (default ``"micrometer"``, an OME-NGFF unit name).
+    summary : Summary, optional
+        A plate map and plate id for the per-well summary (``well_summary.csv``), written
+        when steps make object sets or measurements (see ``docs/analysis.md``).
 
     Examples
     --------
@@ -123,7 +127,7 @@ class Pipeline:
                  output_format: str = "zarr", name: str = "pipeline",
                  pyramid_levels: int = 1, ome_version: str = "0.5",
                  pixel_size: Sequence[float] | None = None,
-                 pixel_unit: str = "micrometer") -> None:
+                 pixel_unit: str = "micrometer", summary: Summary | None = None) -> None:
         if not steps:
             raise InvalidArgumentError("A pipeline needs at least one step.")
         if output_format not in ("zarr", "tiff"):
@@ -145,13 +149,15 @@ class Pipeline:
                 f"ome_version must be '0.5' or '0.4'; received {ome_version!r}.")
         self.ome_version = ome_version
         self.pixel_size = _pixel_size(pixel_size)
-        from memtype.storage._ome import SPACE_UNITS
+        from memtype.omezarr.metadata import SPACE_UNITS
 
         if pixel_unit not in SPACE_UNITS:
             raise InvalidArgumentError(
                 f"pixel_unit must be an OME-NGFF space unit such as 'micrometer' or "
                 f"'nanometer' (one of {', '.join(SPACE_UNITS)}); received {pixel_unit!r}.")
         self.pixel_unit = pixel_unit
+        self.summary = summary
+        _check_graph(self.steps)
 
     def __repr__(self) -> str:
         names = ", ".join(s.name for s in self.steps)
@@ -302,6 +308,7 @@ class Pipeline:
         metadata = store.metadata  # read here: the workers receive it with the reader
         out = self._output_spec(os.fspath(output), compiled, tasks, plate, metadata)
         check_frameworks(self.steps)  # before the output is touched or any group runs
+        _check_label_channels(self.steps, tasks[:1], compiled, self.output_format)
         out.prepare(resume=resume, overwrite=overwrite,
                     overwrite_foreign=overwrite_foreign)
         check_resume(out.root,
@@ -311,14 +318,16 @@ class Pipeline:
         done = {t.key for t in todo}
         skipped = [GroupResult(t.key, "skipped") for t in tasks if t.key not in done]
         uses_gpu = self.uses_gpu()
-        plan, note, replanner = self._run_plan(store, compiled, todo, uses_gpu, budgets)
-        steps = plan.apply(self.steps) if plan is not None else self.steps
-        bar = progress if isinstance(progress, Progress) else make_progress(progress)
-        ctx = RunContext(tuple(steps), compiled, store, out, uses_gpu,
-                         intermediate_budget, bar.step, replanner)
         gpus = _gpu_count() if uses_gpu else 0
         ex = make_executor(executor, workers, client, scheduler, gpus)
         try:
+            declared = self._prepared_steps(ex, store, tasks, out.root, resume and bool(skipped))
+            plan, note, replanner = self._run_plan(store, compiled, todo, uses_gpu, budgets,
+                                                   declared)
+            steps = plan.apply(declared) if plan is not None else declared
+            bar = progress if isinstance(progress, Progress) else make_progress(progress)
+            ctx = RunContext(tuple(steps), compiled, store, out, uses_gpu,
+                             intermediate_budget, bar.step, replanner)
             results, stopped = self._execute(ex, ctx, todo, bar, watch)
         finally:
             if ex is not executor:  # a given Executor stays open for the caller
@@ -329,6 +338,7 @@ class Pipeline:
                         for t in todo if t.key not in seen]
         names = ["[load]", *(s.name for s in self.steps), "[write]"]
         outputs = out.finish([t.key for t in tasks])
+        outputs.update(self._summaries(out.root, tasks, store))
         report = RunReport.collect(names, [*skipped, *results], time.perf_counter() - start,
                                    ex.describe(), outputs, stopped)
         report.plan, report.plan_note, report.input = plan, note, metadata
@@ -383,25 +393,52 @@ class Pipeline:
         check_frameworks(self.steps)
         if isinstance(source, (str, os.PathLike)) or is_store(source) or _is_reader(source):
             store = self.reader(source, pattern, layout)
-            shapes, dtype = group_shapes(store, self._tasks(store, None)[0],
-                                         self.steps[0])
+            first = self._tasks(store, None)[0]
+            _check_label_channels(self.steps, [first], store.pattern, self.output_format)
+            shapes, dtype = group_shapes(store, first, self.steps[0])
         else:
             shapes, dtype = image_shapes(source)
         return make_plan(self.steps, shapes, dtype, index, budgets=budgets)
 
     def _run_plan(self, store: Any, pattern: FilenamePattern, todo: Sequence[GroupTask],
-                  uses_gpu: bool, budgets: Mapping[str, int] | None
+                  uses_gpu: bool, budgets: Mapping[str, int] | None,
+                  steps: Sequence[FunctionStep] | None = None
                   ) -> tuple[Plan | None, str | None, Replanner | None]:
         """The plan of a run from its first group (and its fallbacks), or why there is none."""
         if not todo:
             return None, "no group to run", None
+        steps = self.steps if steps is None else steps
         gpu_id = 0 if uses_gpu else None
         try:
-            shapes, dtype = group_shapes(store, todo[0], self.steps[0])
-            plan = make_plan(self.steps, shapes, dtype, gpu_id, budgets=budgets)
+            shapes, dtype = group_shapes(store, todo[0], steps[0])
+            plan = make_plan(steps, shapes, dtype, gpu_id, budgets=budgets)
         except (MemtypeError, OSError) as exc:  # the run goes on with declared implementations
             return None, f"no plan ({type(exc).__name__}: {exc}); first implementations run", None
-        return plan, None, Replanner(self.steps, plan, shapes, dtype, gpu_id, budgets)
+        return plan, None, Replanner(steps, plan, shapes, dtype, gpu_id, budgets)
+
+    def _prepared_steps(self, ex: Executor, store: Any, tasks: Sequence[GroupTask],
+                        root: str, resume: bool) -> list[FunctionStep]:
+        """The steps with each plate-wide pass computed from every group (or read back from
+        an earlier run of this output) and turned into the step applying it."""
+        from memtype.pipeline.analysis.fields import channel_field
+        from memtype.pipeline.analysis.passes import run_passes
+
+        if not any(s.plate_pass for s in self.steps):
+            return list(self.steps)
+        return run_passes(self.steps, ex, store, tasks,
+                          channel_field(store.pattern.fields), root, resume)
+
+    def _summaries(self, root: str, tasks: Sequence[GroupTask], store: Any) -> dict[str, str]:
+        """The per-well summary of the object and image tables, when steps made any."""
+        from memtype.pipeline.analysis.fields import IMAGE_TABLE
+        from memtype.pipeline.analysis.summaries import write_summaries
+
+        if not any(s.inputs for s in self.steps):
+            return {}
+        tables = [*(s.labels for s in self.steps if s.inputs and s.labels), IMAGE_TABLE]
+        wells = sorted({str(r.get("well")) for t in tasks for r in t.records})
+        plate = os.path.basename(os.path.normpath(str(getattr(store, "root", "") or "plate")))
+        return write_summaries(root, self.summary, tables, wells, plate or "plate")
 
     def _settings(self, pattern: FilenamePattern, out: OutputSpec) -> dict[str, Any]:
         """The run settings that shape its results (for the resume record)."""
@@ -422,8 +459,9 @@ class Pipeline:
         ValueError
             A plate output whose pattern or ``task_by`` cannot make complete plate fields.
         """
+        output_cls = _output_class(output)
         if self.output_format != "zarr":
-            return OutputSpec(output, "tiff", pattern.template)
+            return output_cls(output, "tiff", pattern.template)
         roles = zarr_roles(pattern.fields)
         split = [f for f in self.task_by if roles.get(f) in ("t", "c", "z")]
         if split:
@@ -437,7 +475,7 @@ class Pipeline:
         if size is None and metadata is not None and metadata.pixel_size_um is not None:
             size, unit = (metadata.z_step_um or 1.0, *metadata.pixel_size_um), "micrometer"
         names = tuple((str(k), v) for k, v in metadata.channel_names.items()) if metadata else ()
-        return OutputSpec(output, "zarr", pattern.template, rows, columns, self.pyramid_levels,
+        return output_cls(output, "zarr", pattern.template, rows, columns, self.pyramid_levels,
                           ome_version=self.ome_version, pixel_size=size, pixel_unit=unit,
                           channel_names=names,
                           label_steps=tuple((s.name, s.labels, s.materialize)
@@ -506,3 +544,69 @@ def _gpu_count() -> int:
     from memtype.gpu import get_gpu_manager
 
     return get_gpu_manager().count
+
+
+def _check_graph(steps: Sequence[FunctionStep]) -> None:
+    """Every named input refers to a channel or to what an earlier step made; plate-wide
+    passes come first.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A reference to nothing made before the step (the message lists what was).
+    """
+    from memtype.pipeline.analysis.passes import pass_steps
+
+    pass_steps(steps)
+    made: list[str] = []
+    for step in steps:
+        for item in step.inputs:
+            if item.channel is None and item.reference not in made:
+                raise InvalidArgumentError(
+                    f"step {step.name!r}: inputs[{item.parameter!r}] = {item.reference!r} "
+                    f"names nothing made before it; expected 'channel:<name or value>' or "
+                    f"one of {made or 'no named values yet (name a channel)'}.")
+        if step.inputs:
+            made.append(step.name)
+            if step.labels is not None:
+                made.append(step.labels)
+
+
+def _check_label_channels(steps: Sequence[FunctionStep], tasks: Sequence[GroupTask],
+                          pattern: FilenamePattern, output_format: str) -> None:
+    """A chain step writing labels runs on every channel's stack: on a group of several
+    channels it would write a label image of several channels, which no plate holds.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Such a step and a group of more than one channel (found before any group runs).
+    """
+    from memtype.pipeline.analysis.fields import channel_field
+
+    channel = channel_field(pattern.fields)
+    if output_format != "zarr" or channel is None or not tasks:
+        return
+    values = sorted({str(dict(r.key).get(channel)) for r in tasks[0].records})
+    for step in steps:
+        if step.labels is None or step.inputs or channel in step.variable_components \
+                or len(values) < 2:
+            continue
+        raise InvalidArgumentError(
+            f"step {step.name!r} writes the labels {step.labels!r} from every channel's "
+            f"stack, but each group holds {len(values)} channels ({', '.join(values)}); a "
+            "label image has one. Name the channel it segments: FunctionStep(..., "
+            f"inputs={{'image': 'channel:{values[0]}'}}, labels={step.labels!r}) (and "
+            f"measure with inputs={{'labels': {step.labels!r}, 'intensity': "
+            f"'channel:{values[-1]}'}}).")
+
+
+def _output_class(output: str) -> type[OutputSpec]:
+    """The output of a run writing to ``output``: a folder, or an ``s3://`` prefix."""
+    from memtype.storage.remote import is_url
+
+    if is_url(output):
+        from memtype.pipeline.remote_output import ObjectOutputSpec
+
+        return ObjectOutputSpec
+    return OutputSpec
