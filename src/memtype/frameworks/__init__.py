@@ -41,6 +41,7 @@ from memtype.frameworks._startup import quiet_startup
 
 __all__ = [
     "unusable_reason",
+    "NO_OPENCL_VARIABLE",
     "Adapter",
     "data_nbytes",
     "CPU",
@@ -70,6 +71,9 @@ __all__ = [
     "on_table_change",
     "ready_module",
 ]
+
+NO_OPENCL_VARIABLE = "MEMTYPE_NO_OPENCL"
+"""Set to 1, OpenCL is turned off: pyclesperanto has no device (``--no-opencl``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

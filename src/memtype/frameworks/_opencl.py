@@ -41,13 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memtype.errors import ConfigurationError
+from memtype.frameworks import NO_OPENCL_VARIABLE
 
 __all__ = ["OpenCLRuntime", "Candidate", "Verdict", "prepare", "runtime", "fix", "candidates",
            "pip_order", "unusable_reason", "FALLBACK_VARIABLE", "OFF_VARIABLE", "CACHE_VARIABLE",
            "RUNTIMES_VARIABLE"]
 
 FALLBACK_VARIABLE = "MEMTYPE_OPENCL_FALLBACK"
-OFF_VARIABLE = "MEMTYPE_NO_OPENCL"
+OFF_VARIABLE = NO_OPENCL_VARIABLE
 CACHE_VARIABLE = "MEMTYPE_CACHE_DIR"
 _INSTALL = ("pip install 'memtype[cle]' (pocl, a CPU OpenCL runtime memtype uses "
             "automatically), or install your GPU vendor's OpenCL driver")
