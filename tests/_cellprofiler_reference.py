@@ -84,3 +84,38 @@ def cellprofiler_intensity(labels, img):
         "MaxIntensity_X": mesh_x[max_position].astype(float),
         "MaxIntensity_Y": mesh_y[max_position].astype(float),
     }
+
+
+def cellprofiler_focus_scores(pixel_data, scale):
+    """MeasureImageQuality's FocusScore and LocalFocusScore (4.2.8,
+    ``calculate_focus_scores``) for a 2D image without a mask."""
+    shape = pixel_data.shape
+    mean_image_value = np.mean(pixel_data)
+    focus_score = 0
+    if mean_image_value > 0:
+        focus_score = np.sum((pixel_data - mean_image_value) ** 2) / (
+            np.prod(pixel_data.shape) * mean_image_value)
+    i, j = np.mgrid[0:shape[0], 0:shape[1]].astype(float)
+    m, n = (np.array(shape) + scale - 1) // scale
+    i = (i * float(m) / float(shape[0])).astype(int)
+    j = (j * float(n) / float(shape[1])).astype(int)
+    grid = i * n + j + 1
+    grid_range = np.arange(0, m * n + 1, dtype=np.int32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        local_means = _fix(ndi.mean(pixel_data, grid, grid_range))
+    local_squared_normalized_image = (pixel_data - local_means[grid]) ** 2
+    grid_mask = (local_means != 0) & ~np.isnan(local_means)
+    nz_grid_range = grid_range[grid_mask]
+    if len(nz_grid_range) and nz_grid_range[0] == 0:
+        nz_grid_range = nz_grid_range[1:]
+        local_means = local_means[1:]
+        grid_mask = grid_mask[1:]
+    local_focus_score = 0
+    if len(nz_grid_range):
+        sums = _fix(ndi.sum(local_squared_normalized_image, grid, nz_grid_range))
+        pixel_counts = _fix(ndi.sum(np.ones(shape), grid, nz_grid_range))
+        local_norm_var = sums / (pixel_counts * local_means[grid_mask])
+        local_norm_median = np.median(local_norm_var)
+        if np.isfinite(local_norm_median) and local_norm_median > 0:
+            local_focus_score = np.var(local_norm_var) / local_norm_median
+    return focus_score, local_focus_score
