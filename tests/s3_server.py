@@ -39,6 +39,8 @@ class S3Server:
     server: Any
     requests: list[tuple[str, str]] = field(default_factory=list)
     """(method, path with query) of every request answered, in order."""
+    agents: list[str] = field(default_factory=list)
+    """The ``User-Agent`` of each request, in the same order."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def environment(self) -> dict[str, str]:
@@ -54,10 +56,19 @@ class S3Server:
         client.create_bucket(Bucket=name)
         return name
 
-    def record(self, method: str, path: str) -> None:
+    def record(self, method: str, path: str, agent: str = "") -> None:
         """Count one request (called by the server's request handler)."""
         with self._lock:
             self.requests.append((method, path))
+            self.agents.append(agent)
+
+    def puts(self, mark: int, fragment: str) -> list[tuple[str, str]]:
+        """(User-Agent, path) of the PUT requests after ``mark`` whose path holds
+        ``fragment``."""
+        with self._lock:
+            done = list(zip(self.requests[mark:], self.agents[mark:], strict=True))
+        return [(agent, path) for (method, path), agent in done
+                if method == "PUT" and fragment in path]
 
     def mark(self) -> int:
         """How many requests have been answered so far (see :meth:`since`)."""
@@ -101,7 +112,8 @@ def _counting_server(counter: list[S3Server]) -> Any:
     class Counting(MotoRequestHandler):  # type: ignore[misc]
         def log_request(self, code: Any = "-", size: Any = "-") -> None:
             if counter:
-                counter[0].record(self.command, self.path)
+                counter[0].record(self.command, self.path,
+                                  str(self.headers.get("User-Agent", "")))
 
     class Server(ThreadedMotoServer):  # type: ignore[misc]
         def _server_entry(self) -> None:

@@ -58,9 +58,9 @@ def test_objects_round_trip(s3: S3Server) -> None:
     assert where.get("a.json") is None
     where.put("a.json", b"{}")
     assert where.get("a.json") == b"{}"
-    assert where.list() == ["a.json"]
+    assert where.keys() == ["a.json"]
     where.delete("a.json")
-    assert where.list() == []
+    assert where.keys() == []
 
 
 def test_create_writes_only_a_new_object(s3: S3Server) -> None:
@@ -85,7 +85,7 @@ def test_delete_all_below_a_prefix(s3: S3Server) -> None:
     for key in ("x/1", "x/2", "y/1"):
         where.put(key, b".")
     where.delete_all("x")
-    assert where.list() == ["y/1"]
+    assert where.keys() == ["y/1"]
 
 
 def test_a_web_server_is_read_only(s3: S3Server) -> None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memtype.errors import StoreExistsError
+from memtype.errors import StoreExistsError, StoreNotFoundError
 from memtype.pipeline.modules import shipped_modules
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ def _read_text(path: str) -> str:
     Raises
     ------
     FileNotFoundError
-        There is none.
+        There is none (a StoreNotFoundError for an object).
     """
     from memtype.storage.remote import ObjectLocation, is_url
 
@@ -254,7 +254,7 @@ def _read_text(path: str) -> str:
         directory, name = path.rsplit("/", 1)
         raw = ObjectLocation.parse(directory).get(name)
         if raw is None:
-            raise FileNotFoundError(path)
+            raise StoreNotFoundError(f"No run record at {path!r}.")
         return raw.decode("utf-8", errors="replace")
     with open(path, encoding="utf-8") as fh:
         return fh.read()

@@ -26,8 +26,10 @@ def output_inside_input(store: Any, output: str) -> str | None:
     ValueError
         The output is the input directory or contains it (``overwrite`` would delete it).
     """
+    from memtype.storage.remote import is_url
+
     root = getattr(store, "root", None)
-    if store.device != "disk" or not isinstance(root, str):
+    if store.device != "disk" or not isinstance(root, str) or is_url(output):
         return None
     out = os.path.abspath(output)
     if _inside(root, out):

@@ -190,7 +190,7 @@ class ObjectLocation:
     # -- clients ---------------------------------------------------------------------------
     def client(self) -> Any:
         """This process's obstore store for the location (opened once per process)."""
-        return _client(self.url, os.getpid())
+        return _client(self.url, os.getpid(), os.environ.get("AWS_ENDPOINT_URL", ""))
 
     def zarr_store(self, *, read_only: bool = True) -> Any:
         """zarr-python's :class:`zarr.storage.ObjectStore` rooted at this location.
@@ -270,7 +270,7 @@ class ObjectLocation:
         with translated(self, f"delete {key!r} from"):
             obstore.delete(self.client(), key)
 
-    def list(self, prefix: str = "") -> list[str]:
+    def keys(self, prefix: str = "") -> list[str]:
         """The keys below ``prefix`` (a folder such as ``.memtype/done``), in key order;
         one request per 1000 keys (used for memtype's own records, never to find images)."""
         import obstore
@@ -281,27 +281,42 @@ class ObjectLocation:
             return sorted(meta["path"] for batch in obstore.list(self.client(), where)
                           for meta in batch)
 
+    def list_some(self, prefix: str = "", count: int = 1) -> list[str]:
+        """Up to ``count`` keys below ``prefix`` (one request): whether a prefix is empty."""
+        import obstore
+
+        self._check_writable("list")
+        where = prefix.strip("/") + "/" if prefix.strip("/") else None
+        with translated(self, f"list {prefix or '/'!r} in"):
+            for batch in obstore.list(self.client(), where, chunk_size=count):
+                return [meta["path"] for meta in batch][:count]
+        return []
+
+    def any(self, prefix: str = "") -> bool:
+        """Whether any object lies below ``prefix`` (one request)."""
+        return bool(self.list_some(prefix, 1))
+
     def delete_all(self, prefix: str = "") -> None:
         """Remove every object below ``prefix`` (``""``: everything at the location)."""
         import obstore
 
-        keys = self.list(prefix)
+        keys = self.keys(prefix)
         with translated(self, f"delete {prefix or '/'!r} from"):
             for start in range(0, len(keys), 1000):
                 obstore.delete(self.client(), keys[start:start + 1000])
 
 
-_CLIENTS: dict[tuple[str, int], Any] = {}
+_CLIENTS: dict[tuple[str, int, str], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def _client(url: str, pid: int) -> Any:
-    """The obstore store of ``url`` in process ``pid`` (one per URL and process: a forked
-    worker opens its own)."""
+def _client(url: str, pid: int, endpoint: str) -> Any:
+    """The obstore store of ``url`` in process ``pid`` for ``endpoint`` (one per URL,
+    process and endpoint: a forked worker opens its own)."""
     with _CLIENTS_LOCK:
-        found = _CLIENTS.get((url, pid))
+        found = _CLIENTS.get((url, pid, endpoint))
         if found is None:
-            found = _CLIENTS[(url, pid)] = _open(url)
+            found = _CLIENTS[(url, pid, endpoint)] = _open(url)
         return found
 
 
@@ -320,8 +335,13 @@ def _open(url: str) -> Any:
 
 
 def _client_options(endpoint: str) -> Any:
-    """obstore client options: plain HTTP allowed for an ``http://`` endpoint."""
-    return {"allow_http": True} if endpoint.lower().startswith("http://") else {}
+    """obstore client options: plain HTTP allowed for an ``http://`` endpoint; a user agent
+    naming memtype and the process (so a server's log tells workers apart)."""
+    from memtype import __version__
+
+    options = {"user_agent": f"memtype/{__version__} (pid {os.getpid()})"}
+    return {**options, "allow_http": True} if endpoint.lower().startswith("http://") \
+        else options
 
 
 def _credential_provider() -> Any:

@@ -1,0 +1,209 @@
+"""Pipeline runs writing their output to a real S3 server (moto, the ``s3`` fixture): the same
+plate as on disk (images, pyramid levels, labels, tables, CSVs), in OME-Zarr 0.5 and 0.4;
+``resume`` after a SIGKILL and after the server stopped mid-write gives that plate again;
+a second run while one holds the output is refused; dask workers upload their own groups."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import memtype as mt
+from memtype.errors import StoreExistsError, StoreIOError
+from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline.demo import count_blobs, max_project, segment_nuclei
+from memtype.pipeline.synthetic import SyntheticPlate
+from memtype.storage.remote import ObjectLocation
+from tests.pipeline_support import ROOT, write_plate
+from tests.s3_server import S3Server, started
+
+pytestmark = pytest.mark.requires("obstore", "moto", "scipy", "tifffile")
+
+PLATE = SyntheticPlate(wells=3, sites=1, channels=2, z_planes=2, size=48, cells=(2, 4))
+KILL_AFTER = "MEMTYPE_TEST_KILL_AFTER"
+"""A run with this variable set (an object's URL) kills its own process (SIGKILL) at the
+first stack it processes once that object exists (a group's done-marker)."""
+_STOP: list[tuple[S3Server, str]] = []
+"""(a server, an object's URL): :func:`halt_at` stops the server once the object exists."""
+
+
+def _exists(url: str) -> bool:
+    """Whether the object at ``url`` exists."""
+    directory, name = url.rsplit("/", 1)
+    return ObjectLocation.parse(directory).head(name) is not None
+
+
+@mt.numpy
+def halt_at(stack: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Pass the stack on; kill the process (KILL_AFTER) or stop the S3 server (_STOP) once
+    a given group is done."""
+    if KILL_AFTER in os.environ and _exists(os.environ[KILL_AFTER]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if _STOP and _exists(_STOP[0][1]):
+        _STOP.pop()[0].stop()
+    return stack
+
+
+def pipeline(ome_version: str = "0.5", halt: bool = False) -> Pipeline:
+    """Project, label the nuclei (OME-Zarr labels and a table), count (a table); two levels."""
+    steps = [FunctionStep(max_project, name="project"),
+             FunctionStep(segment_nuclei, variable_components=("channel",), labels="nuclei",
+                          passes_input=True, outputs=("nuclei",), threshold=0.2, min_area=9),
+             FunctionStep(count_blobs, outputs=("counts",), threshold=0.2, min_area=9)]
+    if halt:
+        steps.insert(0, FunctionStep(halt_at, name="halt"))
+    return Pipeline(steps, pyramid_levels=2, ome_version=ome_version, name="s3-test")
+
+
+@pytest.fixture(scope="module")
+def plate_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_plate(tmp_path_factory.mktemp("plate"), PLATE)
+
+
+_LOCAL: dict[str, Path] = {}
+
+
+def local_run(version: str, plate_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output of a local run of :func:`pipeline` (one per OME-Zarr version)."""
+    if version not in _LOCAL:
+        out = tmp_path_factory.mktemp("local") / "out"
+        assert pipeline(version).run(plate_dir, out).ok
+        _LOCAL[version] = out
+    return _LOCAL[version]
+
+
+@pytest.fixture(params=["0.5", "0.4"])
+def reference(request: pytest.FixtureRequest, plate_dir: Path,
+              tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """(OME-Zarr version, the output of a local run of :func:`pipeline`)."""
+    return request.param, local_run(request.param, plate_dir, tmp_path_factory)
+
+
+def _json(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))
+
+
+def assert_same_output(local: Path, remote: ObjectLocation) -> None:
+    """Every file of the local plate (but its lock files) and CSVs is an object of the remote
+    output, with the same bytes (metadata documents: the same JSON, well image lists in any
+    order); the remote plate has nothing more."""
+    expected = sorted(p.relative_to(local).as_posix() for p in local.rglob("*")
+                      if p.is_file() and (p.relative_to(local).parts[0] == "plate.zarr"
+                                          and ".memtype-locks" not in p.parts
+                                          or p.suffix == ".csv" and p.parent == local))
+    found = [k for k in remote.keys() if not k.startswith(".memtype/")]
+    assert found == expected
+    for key in expected:
+        mine, theirs = (local / key).read_bytes(), remote.get(key) or b""
+        if key.endswith((".json", ".zattrs", ".zgroup", ".zarray")):
+            assert _normal(_json(theirs)) == _normal(_json(mine)), key
+        else:
+            assert theirs == mine, key
+
+
+def _normal(doc: Any) -> Any:
+    """A metadata document with its well's image list sorted."""
+    images = doc.get("attributes", {}).get("ome", doc).get("well", {}).get("images")
+    if images:
+        images.sort(key=lambda i: i["path"])
+    return doc
+
+
+def test_a_run_writes_the_same_output_to_s3(s3: S3Server, plate_dir: Path,
+                                             reference: tuple[str, Path]) -> None:
+    version, local = reference
+    url = f"s3://{s3.bucket()}/run1"
+    report = pipeline(version).run(plate_dir, url)
+    assert report.ok and report.outputs["images"] == f"{url}/plate.zarr"
+    assert_same_output(local, ObjectLocation.parse(url))
+    assert ObjectLocation.parse(url).head(".memtype/lease.json") is None  # released
+
+
+def test_resume_after_sigkill_gives_the_same_plate(
+        s3: S3Server, plate_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    version, local = "0.5", local_run("0.5", plate_dir, tmp_path_factory)
+    url = f"s3://{s3.bucket()}/killed"
+    code = ("import sys; from tests.test_object_storage_runs import pipeline; "
+            f"pipeline({version!r}, halt=True).run(sys.argv[1], sys.argv[2])")
+    env = {**os.environ, KILL_AFTER: f"{url}/.memtype/done/A01.json",
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code, str(plate_dir), url], env=env,
+                          cwd=ROOT, timeout=240, capture_output=True, text=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    where = ObjectLocation.parse(url)
+    assert where.keys(".memtype/done") == [".memtype/done/A01.json"]
+    assert where.head(".memtype/lease.json") is not None  # left by the killed run
+    report = pipeline(version, halt=True).run(plate_dir, url, resume=True)
+    assert report.ok and [r.key for r in report.skipped] == [(("well", "A01"),)]
+    assert_same_output(local, where)
+
+
+def test_a_second_run_is_refused_while_one_holds_the_output(s3: S3Server,
+                                                            plate_dir: Path) -> None:
+    import time
+
+    where = ObjectLocation.parse(f"s3://{s3.bucket()}/busy")
+    held = {"run": "x", "host": "another-host", "pid": 1, "renewed": time.time()}
+    where.put(".memtype/lease.json", json.dumps(held).encode())
+    with pytest.raises(StoreExistsError, match="being written by another run.*another-host"):
+        pipeline().run(plate_dir, where.url)
+    assert _json(where.get(".memtype/lease.json") or b"") == held
+    assert not where.keys(".memtype/done")
+
+
+def test_a_lease_not_renewed_is_taken_over(s3: S3Server, plate_dir: Path) -> None:
+    from memtype.pipeline.remote_output import LEASE_TTL_S
+
+    where = ObjectLocation.parse(f"s3://{s3.bucket()}/stale")
+    held = {"run": "x", "host": "another-host", "pid": 1, "renewed": 1.0}
+    assert LEASE_TTL_S < 1e9
+    where.put(".memtype/lease.json", json.dumps(held).encode())
+    assert pipeline().run(plate_dir, where.url, resume=True).ok
+    assert len(where.keys(".memtype/done")) == 3
+
+
+def test_a_server_that_stops_mid_write_loses_no_finished_well(
+        monkeypatch: pytest.MonkeyPatch, plate_dir: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    version, local = "0.4", local_run("0.4", plate_dir, tmp_path_factory)
+    with started() as server:
+        for key, value in server.environment().items():
+            monkeypatch.setenv(key, value)
+        url = f"s3://{server.bucket()}/stopped"
+        _STOP.append((server, f"{url}/.memtype/done/A02.json"))
+        with pytest.raises(StoreIOError, match=f"Cannot .*{url}.*{server.endpoint}"):
+            pipeline(version, halt=True).run(plate_dir, url)
+    with started() as again:  # the same buckets (moto keeps them in this process)
+        for key, value in again.environment().items():
+            monkeypatch.setenv(key, value)
+        where = ObjectLocation.parse(url)
+        assert where.keys(".memtype/done") == [".memtype/done/A01.json",
+                                               ".memtype/done/A02.json"]
+        report = pipeline(version, halt=True).run(plate_dir, url, resume=True)
+        assert report.ok and len(report.skipped) == 2
+        assert_same_output(local, where)
+
+
+@pytest.mark.requires("distributed")
+def test_dask_workers_upload_their_own_groups(s3: S3Server, plate_dir: Path,
+                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    local = local_run("0.5", plate_dir, tmp_path_factory)
+    url = f"s3://{s3.bucket()}/dask"
+    mark = s3.mark()
+    report = pipeline("0.5").run(plate_dir, url, executor="dask", workers=2)  # processes
+    assert report.ok
+    assert_same_output(local, ObjectLocation.parse(url))
+    puts = s3.puts(mark, "/dask/plate.zarr/A/")
+    driver = f"(pid {os.getpid()})"
+    by_driver = sorted(path.split("/plate.zarr/")[1] for agent, path in puts
+                       if driver in agent)
+    assert len({agent for agent, _ in puts if driver not in agent}) == 2  # both workers
+    assert by_driver == ["A/1/zarr.json", "A/2/zarr.json", "A/3/zarr.json", "A/zarr.json"]
