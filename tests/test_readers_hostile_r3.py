@@ -280,3 +280,151 @@ def test_harmony_file_names_with_a_0_are_refused(tmp_path: Path) -> None:
     _tiff(tmp_path / "plate" / "r00c01f01p01-ch1sk1fk1fl1.tiff")
     with pytest.raises(StoreFormatError, match="'r' of its name is '00'"):
         open_input(tmp_path / "plate").records()
+
+
+# -- OME-TIFF ------------------------------------------------------------------------------------
+def _ometiff(path: Path, edit: tuple[str, str] | None = None, plate: str = "",
+             uuid_file: str | None = None, value: int = 1) -> Path:
+    """A 2-channel OME-TIFF (CZYX, 2 planes) with its OME-XML's ``edit`` (old, new) replaced,
+    ``plate`` added, and its ``<TiffData>`` naming ``uuid_file`` (if given)."""
+    import tifffile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tifffile.imwrite(path, np.full((2, 1, 8, 10), value, np.uint16), ome=True,
+                     metadata={"axes": "CZYX", "PhysicalSizeX": 0.5, "PhysicalSizeY": 0.5})
+    with tifffile.TiffFile(path) as tif:
+        xml = tif.ome_metadata
+    assert xml is not None
+    if edit is not None:
+        assert edit[0] in xml
+        xml = xml.replace(*edit)
+    if uuid_file is not None:
+        xml = xml.replace('PlaneCount="2"/>', f'PlaneCount="2"><UUID FileName="{uuid_file}">'
+                          'urn:uuid:00000000-0000-0000-0000-00000000beef</UUID></TiffData>')
+    xml = xml.replace("</OME>", plate + "</OME>")
+    tifffile.tiffcomment(path, xml.encode())
+    return path
+
+
+def _plate_xml(row: str = "1", column: str = "2", rows: str = "8") -> str:
+    return (f'<Plate ID="Plate:0" Rows="{rows}" Columns="12"><Well ID="Well:0" Row="{row}" '
+            f'Column="{column}"><WellSample ID="WellSample:0" Index="0"><ImageRef ID="Image:0"/>'
+            "</WellSample></Well></Plate>")
+
+
+@pytest.fixture
+def opened() -> list[str]:
+    """The paths the process opens while the test runs (an audit hook; ``open`` events of
+    ``open()``, ``os.open`` and the like)."""
+    import sys
+
+    seen: list[str] = []
+    active = [True]
+
+    def hook(event: str, args: tuple[object, ...]) -> None:
+        if active[0] and event == "open" and isinstance(args[0], (str, bytes)):
+            seen.append(os.fsdecode(args[0]))
+
+    sys.addaudithook(hook)  # audit hooks cannot be removed: this one stops when the test ends
+    yield seen
+    active[0] = False
+
+
+@pytest.mark.parametrize("reference", ["../elsewhere/B03_s1.ome.tif", "B03_s1.ome.tif"],
+                         ids=["dot-dot", "link-inside-to-outside"])
+def test_an_ome_tiff_reference_to_a_file_outside_the_input_is_never_opened(
+        reference: str, tmp_path: Path, opened: list[str]) -> None:
+    """Before: tifffile followed <UUID FileName="../elsewhere/..."> (the check compared base
+    names) and the outside file's pixels came back. Now the reference is resolved beneath
+    the input: the image is named in metadata.missing and the outside file never opened."""
+    outside = _ometiff(tmp_path / "elsewhere" / "B03_s1.ome.tif", value=99)
+    root = tmp_path / "plate"
+    _ometiff(root / "A01_s1.ome.tif")
+    inner = "inner" if reference == "B03_s1.ome.tif" else ""
+    _ometiff(root / inner / "B03_s1.ome.tif", uuid_file=reference)
+    if inner:
+        (root / inner / "B03_s1.ome.tif").rename(root / inner / "real.ome.tif")
+        xml_file = root / inner / "real.ome.tif"
+        (root / inner / "B03_s1.ome.tif").symlink_to(outside)
+        assert xml_file.exists()
+    opened.clear()  # what was opened to write the plate
+    reader = open_input(root)
+    with pytest.warns(UserWarning):
+        records = reader.records()
+    assert {r.get("well") for r in records} == {"A01"}
+    assert any("outside the input" in m for m in reader.metadata.missing)
+    assert not [p for p in opened if str(tmp_path / "elsewhere") in os.path.realpath(p)]
+
+
+def test_an_ome_tiff_reference_to_itself_by_another_path_is_its_own(tmp_path: Path) -> None:
+    """The file's own name, reached through a folder and '..', is the same file: the check
+    resolves paths, it does not compare base names."""
+    root = tmp_path / "plate"
+    (root / "sub").mkdir(parents=True)
+    _ometiff(root / "B03_s1.ome.tif", uuid_file="sub/../B03_s1.ome.tif", value=7)
+    reader = open_input(root)
+    records = reader.records()
+    assert [r.get("channel") for r in records] == [1, 2]
+    assert int(reader.load_batch([records[0].path])[0][0, 0]) == 7
+
+
+def test_an_ome_tiff_reference_to_an_absent_file_is_named_missing(tmp_path: Path) -> None:
+    """Before: tifffile zero-filled the planes of a missing file (with a log line)."""
+    root = tmp_path / "plate"
+    _ometiff(root / "A01_s1.ome.tif")
+    _ometiff(root / "B03_s1.ome.tif", uuid_file="gone.ome.tif")
+    reader = open_input(root)
+    with pytest.warns(UserWarning, match="gone.ome.tif"):
+        assert {r.get("well") for r in reader.records()} == {"A01"}
+    assert any("'gone.ome.tif' (not a file in the input)" in m for m in reader.metadata.missing)
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (('SizeZ="1" SizeC="2"', 'SizeZ="1000000" SizeC="1000000"'), "SizeC=1000000 SizeZ=1000000"),
+    (('DimensionOrder="XYZCT"', 'DimensionOrder="XYQQT"'), "DimensionOrder is 'XYQQT'"),
+    (('SizeX="10"', 'SizeX="ten"'), "SizeX=> is 'ten'"),
+    (('PlaneCount="2"', f'PlaneCount="{10**12}"'), "PlaneCount=> is '1000000000000'"),
+], ids=["sizes-beyond-the-pages", "dimension-order", "size-text", "plane-count"])
+def test_ome_tiff_sizes_are_bounded_by_the_file_before_tifffile_builds_on_them(
+        edit: tuple[str, str], said: str, tmp_path: Path) -> None:
+    """Before: SizeC = SizeZ = 10^6 on 2 planes ended in MemoryError; a bad DimensionOrder
+    in a bare KeyError. Now the file is left out, named in metadata.missing with the field
+    and the value, and the plate's other files are read."""
+    root = tmp_path / "plate"
+    _ometiff(root / "A01_s1.ome.tif")
+    _ometiff(root / "B03_s1.ome.tif", edit)
+    reader = open_input(root)
+    with pytest.warns(UserWarning, match="B03_s1.ome.tif"):
+        assert {r.get("well") for r in reader.records()} == {"A01"}
+    assert any(m.startswith("B03_s1.ome.tif:") and said in m for m in reader.metadata.missing)
+
+
+@pytest.mark.parametrize(("edit", "plate", "said"), [
+    (None, _plate_xml(row="-1"), "<Well Row=> is '-1'"),
+    (None, _plate_xml(row="B"), "<Well Row=> is 'B'"),
+    (None, _plate_xml(column="x"), "<Well Column=> is 'x'"),
+    (None, _plate_xml(rows="eight"), "<Plate Rows=> is 'eight'"),
+    (('PhysicalSizeX="0.5"', 'PhysicalSizeX="NaN"'), "", "PhysicalSizeX is 'NaN'"),
+    (('PhysicalSizeX="0.5"', 'PhysicalSizeX="inf"'), "", "PhysicalSizeX is 'inf'"),
+    (('PhysicalSizeX="0.5"', 'PhysicalSizeX="0"'), "", "PhysicalSizeX is '0'"),
+    (('PhysicalSizeX="0.5"', 'PhysicalSizeX="-0.5"'), "", "PhysicalSizeX is '-0.5'"),
+    (('PhysicalSizeX="0.5"', 'PhysicalSizeX="half"'), "", "PhysicalSizeX is 'half'"),
+    (('PhysicalSizeX="0.5"', 'PhysicalSizeX="0.5" PhysicalSizeXUnit="furlong"'), "",
+     "PhysicalSizeXUnit is 'furlong'"),
+], ids=["row-negative", "row-letter", "column-text", "plate-rows-text", "size-nan",
+        "size-inf", "size-0", "size-negative", "size-text", "size-unit"])
+def test_ome_xml_numbers_are_checked_where_they_are_read(
+        edit: tuple[str, str] | None, plate: str, said: str, tmp_path: Path) -> None:
+    """Before: a bare ValueError, well 'A' for Row -1, NaN pixel sizes accepted."""
+    root = tmp_path / "plate"
+    _ometiff(root / "B03_s1.ome.tif", edit, plate)
+    with pytest.raises(StoreFormatError, match="B03_s1.ome.tif") as caught:
+        inspect_plate(root)
+    assert said in str(caught.value)
+
+
+def test_ome_xml_in_pixel_units_has_no_size_in_micrometres(tmp_path: Path) -> None:
+    root = tmp_path / "plate"
+    _ometiff(root / "B03_s1.ome.tif", ('PhysicalSizeX="0.5"',
+                                       'PhysicalSizeX="0.5" PhysicalSizeXUnit="pixel"'))
+    assert open_input(root).metadata.pixel_size_um is None

@@ -12,26 +12,47 @@ Channel names come from ``<Channel Name=>``, pixel sizes from ``<Pixels Physical
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import math
 import os
+import posixpath
 import re
 import warnings
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from memtype import require
-from memtype.errors import StoreFormatError, StoreNotFoundError
+from memtype.errors import (
+    MemtypeError,
+    StoreFormatError,
+    StoreIsADirectoryError,
+    StoreNotFoundError,
+    StorePathError,
+)
 from memtype.pipeline.patterns import ImageRecord
 from memtype.pipeline.readers.base import FileReader, PlateMetadata, record, well_name
+from memtype.pipeline.readers.checks import bounded, length, whole
 
 __all__ = ["OmeTiffReader"]
 
 _OME = re.compile(r".*\.ome\.tiff?", re.IGNORECASE)
 _WELL = re.compile(r"(?:^|.*[_-])([A-Za-z]{1,2}\d{1,3})(?:[_-]s(\d+))?\.ome\.tiff?",
                    re.IGNORECASE)
-_UM = {"µm": 1.0, "um": 1.0, "nm": 1e-3, "mm": 1e3, "m": 1e6}
+_UM = {"Å": 1e-4, "pm": 1e-6, "nm": 1e-3, "µm": 1.0, "um": 1.0, "mm": 1e3, "cm": 1e4,
+       "dm": 1e5, "m": 1e6}
+_NOT_LENGTHS = ("pixel", "reference frame")
+"""OME's UnitsLength that are no length in micrometres: the size is unknown."""
+_ORDERS = frozenset("XY" + "".join(p) for p in itertools.permutations("ZCT"))
+"""OME's DimensionOrder values (``XYZCT``...)."""
+_Place = tuple[str, str]
+"""Where a ``<TiffData>``'s planes are: ``("self", "")`` (the file being read), ``("file",
+path)`` (another file inside the input), ``("uuid", uuid)`` (the file of that UUID), or
+``("none", why)`` (a file outside the input, or absent)."""
+_SELF: _Place = ("self", "")
 
 
 def _local(tag: str) -> str:
@@ -39,15 +60,26 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _plate_positions(ome: ET.Element) -> dict[int, tuple[str, int]]:
-    """Image index -> (well, site) from an OME ``<Plate>``."""
-    ids = [e.get("ID", "") for e in ome if _local(e.tag) == "Image"]
+def _children(element: ET.Element, tag: str) -> list[ET.Element]:
+    """The children of ``element`` with the local name ``tag``."""
+    return [e for e in element if _local(e.tag) == tag]
+
+
+def _plate_positions(ome: ET.Element, where: str) -> dict[int, tuple[str, int]]:
+    """Image index -> (well, site) from an OME ``<Plate>`` (``Row``/``Column`` from 0).
+
+    Raises
+    ------
+    StoreFormatError
+        A ``Row`` or ``Column`` that is not a whole number from 0 (a ``ValueError``).
+    """
+    ids = [e.get("ID", "") for e in _children(ome, "Image")]
     out: dict[int, tuple[str, int]] = {}
     for well in (e for e in ome.iter() if _local(e.tag) == "Well"):
-        name = well_name(int(well.get("Row", 0)) + 1, int(well.get("Column", 0)) + 1)
-        samples = [s for s in well if _local(s.tag) == "WellSample"]
-        for site, sample in enumerate(samples, start=1):
-            ref = next((r.get("ID", "") for r in sample if _local(r.tag) == "ImageRef"), "")
+        name = well_name(whole(well.get("Row", 0), where, "<Well Row=>") + 1,
+                         whole(well.get("Column", 0), where, "<Well Column=>") + 1)
+        for site, sample in enumerate(_children(well, "WellSample"), start=1):
+            ref = next((r.get("ID", "") for r in _children(sample, "ImageRef")), "")
             if ref in ids:
                 out[ids.index(ref)] = (name, site)
     return out
@@ -62,7 +94,7 @@ def _refuse_companion(ome: ET.Element, path: str) -> None:
     StoreFormatError
         The file's metadata is in a companion file (a ``ValueError``).
     """
-    stub = next((e for e in ome if _local(e.tag) == "BinaryOnly"), None)
+    stub = next(iter(_children(ome, "BinaryOnly")), None)
     if stub is not None:
         raise StoreFormatError(
             f"OME-TIFF {path!r} keeps its OME-XML in the companion file "
@@ -72,29 +104,87 @@ def _refuse_companion(ome: ET.Element, path: str) -> None:
             "(or bioformats2raw, for an OME-Zarr plate).")
 
 
-def _own_images(ome: ET.Element, name: str) -> set[int] | None:
-    """The indexes of the ``<Image>``s whose planes are in the file ``name``: in a multi-file
-    dataset every file carries the whole OME-XML (the OME-TIFF specification's multi-file
-    datasets, as Bio-Formats writes a plate one file per well), and each ``<TiffData>`` names
-    its file by ``<UUID FileName=>`` (or the file's own ``OME UUID=``); a ``<TiffData>``
-    without a ``<UUID>``, or an image without any, is in this file. None (every series is)
-    where the OME-XML has no ``<Image>`` (a ``<BinaryOnly>`` stub naming a companion file)."""
-    uuid = ome.get("UUID")
-    own: set[int] = set()
-    images = [e for e in ome if _local(e.tag) == "Image"]
-    if not images:
-        return None
-    for index, image in enumerate(images):
-        data = [e for e in image.iter() if _local(e.tag) == "TiffData"]
-        refs = [next((u for u in d if _local(u.tag) == "UUID"), None) for d in data]
-        if not refs or any(u is None or os.path.basename(u.get("FileName", "")) == name
-                           or (u.text or "").strip() == uuid for u in refs):
-            own.add(index)
-    return own
+def _check_pixels(image: ET.Element, pages: int, where: str) -> None:
+    """Check what tifffile builds an image's series from, before it does: ``DimensionOrder``,
+    the sizes (whole, from 1; the planes at most the file's pages), the ``<TiffData>``
+    numbers (whole, from 0, within the file's pages), and no Modulo annotation.
+
+    Raises
+    ------
+    StoreFormatError
+        A value not of its kind, or a size beyond what the file holds (a ``ValueError``),
+        naming the file, the key and the value.
+    """
+    pixels = next(iter(_children(image, "Pixels")), None)
+    if pixels is None:
+        raise StoreFormatError(f"{where}: <Image ID={image.get('ID')!r}> has no <Pixels>.")
+    order = pixels.get("DimensionOrder", "")
+    if order not in _ORDERS:
+        raise StoreFormatError(f"{where}: DimensionOrder is {order[:40]!r}; expected one of "
+                               f"{sorted(_ORDERS)}.")
+    size = {ax: whole(pixels.get(f"Size{ax}", ""), where, f"<Pixels Size{ax}=>", minimum=1)
+            for ax in "XYCZT"}
+    channel = next(iter(_children(pixels, "Channel")), None)
+    spp = 1 if channel is None else whole(channel.get("SamplesPerPixel", 1), where,
+                                          "<Channel SamplesPerPixel=>", minimum=1)
+    planes = math.ceil(size["C"] / spp) * size["Z"] * size["T"]
+    bounded(planes, pages, where, f"<Pixels SizeC={size['C']} SizeZ={size['Z']} "
+            f"SizeT={size['T']}> in a file of {pages} page(s)")
+    for data in _children(pixels, "TiffData"):
+        for key in ("IFD", "PlaneCount", "NumPlanes", "FirstC", "FirstZ", "FirstT"):
+            if key in data.attrib:
+                whole(data.get(key), where, f"<TiffData {key}=>", maximum=max(pages, planes))
+
+
+def _refuse_modulo(ome: ET.Element, where: str) -> None:
+    """Refuse Modulo annotations (axes beyond T, C, Z, Y, X: lifetime, angle, phase...).
+
+    Raises
+    ------
+    StoreFormatError
+        The file has one (a ``ValueError``).
+    """
+    for annotation in ome.iter():
+        if _local(annotation.tag) == "XMLAnnotation" and \
+                annotation.get("Namespace", "").endswith("modulo"):
+            raise StoreFormatError(f"{where}: a Modulo annotation adds axes beyond T, C, Z, Y, "
+                                   "X; expected images of those axes only.")
+
+
+class _Listed(NamedTuple):
+    """What a file's OME-XML says, checked: the whole OME-XML, the indexes of the images
+    whose planes are in the file, the OME-XML tifffile reads (those images alone, their
+    ``<UUID>`` references removed: tifffile never opens another file), and where the planes
+    of the other images are said to be (image ID -> a file inside the input, or why not)."""
+
+    ome: ET.Element
+    own: list[int]
+    xml: str
+    elsewhere: dict[str, set[_Place]]
+
+
+def _reduced(ome: ET.Element, own: list[int]) -> str:
+    """The OME-XML with only the images ``own``, their ``<TiffData>`` without ``<UUID>``."""
+    reduced = ET.Element(ome.tag, ome.attrib)
+    images = _children(ome, "Image")
+    reduced.extend(e for e in ome if _local(e.tag) != "Image")
+    for index in own:
+        image = ET.fromstring(ET.tostring(images[index]))  # a copy to change
+        for data in (e for e in image.iter() if _local(e.tag) == "TiffData"):
+            for ref in _children(data, "UUID"):
+                data.remove(ref)
+        reduced.append(image)
+    return ET.tostring(reduced, encoding="unicode")
 
 
 class OmeTiffReader(FileReader):
     """OME-TIFF files of a plate (see the module's description).
+
+    Every file is opened beneath the root, and tifffile is given the file's own images'
+    OME-XML without their ``<UUID FileName=>`` references: a reference to another file is
+    resolved here, beneath the root (a file inside the input lists its own images; one
+    outside, or absent, is named in ``metadata.missing``), and tifffile never opens a file
+    by a name the metadata gives.
 
     Parameters
     ----------
@@ -107,6 +197,13 @@ class OmeTiffReader(FileReader):
     def _reset(self) -> None:
         super()._reset()
         self._unreadable: list[str] = []
+        self._identities: dict[str, tuple[int, int] | str] = {}
+        self._xml: dict[str, str] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_identities"], state["_xml"] = {}, {}  # read again where needed
+        return state
 
     @classmethod
     def detect(cls, root: str) -> str | None:
@@ -116,8 +213,8 @@ class OmeTiffReader(FileReader):
         """The OME-TIFF files under the root."""
         return [p for p in self._walk(exclude) if _OME.fullmatch(p.rsplit("/", 1)[-1])]
 
-    def _ome(self, path: str) -> tuple[ET.Element, list[tuple[str, tuple[int, ...]]]]:
-        """A file's OME-XML root and its series' (axes, shape).
+    def _read_xml(self, path: str) -> tuple[ET.Element, int]:
+        """A file's OME-XML root and its number of pages (tifffile opens no other file).
 
         Raises
         ------
@@ -127,52 +224,176 @@ class OmeTiffReader(FileReader):
         """
         tifffile = require("tifffile", "Reading OME-TIFF files")
         try:
-            with tifffile.TiffFile(self.resolve(path)) as tif:
-                series = [(s.axes.upper(), tuple(s.shape)) for s in tif.series]
+            with self.open_file(path) as fh, tifffile.TiffFile(fh, _multifile=False) as tif:
                 xml = tif.ome_metadata
+                pages = len(tif.pages)
             ome = ET.fromstring(xml) if xml else None
-        except (ValueError, OSError, ET.ParseError, tifffile.TiffFileError) as exc:
+        except MemtypeError:
+            raise
+        except (ValueError, OSError, LookupError, ET.ParseError, tifffile.TiffFileError) as exc:
             raise StoreFormatError(f"{path!r} in {self.root!r} is not a readable OME-TIFF "
                                    f"({exc}).") from exc
         if ome is None:
             raise StoreFormatError(f"{path!r} in {self.root!r} is not a readable OME-TIFF (no "
                                    "OME-XML in its first page's description: truncated or "
                                    "corrupt).")
-        return ome, series
+        return ome, pages
+
+    def _listed(self, path: str) -> _Listed:
+        """A file's OME-XML, checked (see :class:`_Listed`).
+
+        Raises
+        ------
+        StoreFormatError
+            Unreadable, or metadata not of its kind: a bad ``DimensionOrder``, sizes beyond
+            the file's pages, an image whose planes are split over files (a ``ValueError``).
+        """
+        ome, pages = self._read_xml(path)
+        where = f"OME-TIFF {path!r} in {self.root!r}"
+        _refuse_modulo(ome, where)
+        own: list[int] = []
+        elsewhere: dict[str, set[_Place]] = {}
+        for index, image in enumerate(_children(ome, "Image")):
+            places = self._places(image, ome.get("UUID"), path)
+            name = image.get("ID") or f"Image {index}"
+            if places == {_SELF}:
+                own.append(index)
+                _check_pixels(image, pages, where)
+            elif _SELF in places:
+                raise StoreFormatError(
+                    f"{where}: <Image ID={name!r}> has planes in this file and in "
+                    f"{_describe(places - {_SELF})}; an image split over files is not read.")
+            else:
+                elsewhere[name] = places
+        xml = _reduced(ome, own)
+        self._xml[path] = xml
+        return _Listed(ome, own, xml, elsewhere)
+
+    def _places(self, image: ET.Element, uuid: str | None, path: str) -> set[_Place]:
+        """Where an image's ``<TiffData>`` are: :data:`_SELF` (this file: no ``<UUID>``,
+        the file's own UUID, or a ``FileName`` resolving to this very file), another file
+        inside the input (its path), or why none can be read."""
+        data = [e for e in image.iter() if _local(e.tag) == "TiffData"]
+        out: set[_Place] = set() if data else {_SELF}
+        for entry in data:
+            ref = next(iter(_children(entry, "UUID")), None)
+            if ref is None or (uuid and (ref.text or "").strip() == uuid):
+                out.add(_SELF)
+            elif ref.get("FileName"):
+                out.add(self._file_of(path, str(ref.get("FileName"))))
+            else:
+                out.add(("uuid", (ref.text or "").strip()))
+        return out
+
+    def _file_of(self, path: str, name: str) -> _Place:
+        """Where a ``<UUID FileName=>`` of ``path`` points, resolved beneath the root."""
+        key = posixpath.normpath(posixpath.join(posixpath.dirname(path),
+                                                name.replace("\\", "/")))
+        if name.startswith(("/", "\\")) or key == ".." or key.startswith("../"):
+            return ("none", f"{name[:200]!r} (outside the input)")
+        found = self._identity(key)
+        if isinstance(found, str):
+            return ("none", f"{name[:200]!r} ({found})")
+        return _SELF if found == self._identity(path) else ("file", key)
+
+    def _identity(self, key: str) -> tuple[int, int] | str:
+        """(device, inode) of the file ``key`` opened beneath the root, or why it cannot be
+        (remembered per listing)."""
+        if key not in self._identities:
+            try:
+                with self.open_file(key) as fh:
+                    st = os.fstat(fh.fileno())
+                self._identities[key] = (st.st_dev, st.st_ino)
+            except StorePathError:
+                self._identities[key] = "outside the input"
+            except (StoreNotFoundError, StoreIsADirectoryError):
+                self._identities[key] = "not a file in the input"
+        return self._identities[key]
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
         """The images of every readable file; an unreadable one is left out with a warning
-        and listed in ``metadata.missing`` (one corrupt file does not stop the listing)."""
+        and listed in ``metadata.missing`` (one corrupt file does not stop the listing), as
+        is an image whose planes are in no file of the input."""
         found: list[ImageRecord] = []
-        self._unreadable = []
+        self._unreadable, self._identities, self._xml = [], {}, {}
+        owned: set[tuple[str, str]] = set()  # (file, image ID)
+        uuids: dict[str, str] = {}  # a file's OME UUID -> the file
+        elsewhere: list[tuple[str, str, set[_Place]]] = []
         for path in self._files(exclude):
             try:
-                ome, series = self._ome(path)
+                listed = self._listed(path)
+                series = self._series_shapes(path, listed)
             except StoreFormatError as exc:
                 self._unreadable.append(f"{path}: {exc}")
                 continue
-            _refuse_companion(ome, path)
-            places = _plate_positions(ome)
-            own = _own_images(ome, path.rsplit("/", 1)[-1])
-            for index, (axes, shape) in enumerate(series):
-                if own is not None and index not in own:
-                    continue  # its planes are in another file of a multi-file dataset
-                well, site = places.get(index) or self._from_name(path, index)
-                dims = dict(zip(axes, shape, strict=True))
-                unknown = set(axes) - set("TCZYX")
-                if unknown:
-                    raise StoreFormatError(
-                        f"{path!r} series {index} has axes {axes!r}; expected T, C, Z, Y, X "
-                        f"only (received {sorted(unknown)}).")
-                for t in range(dims.get("T", 1)):
-                    for c in range(dims.get("C", 1)):
-                        for z in range(dims.get("Z", 1)):
-                            found.append(record(f"{path}#{index}/{t}/{c}/{z}", well, site,
-                                                c + 1, z + 1, t + 1))
+            _refuse_companion(listed.ome, path)
+            images = _children(listed.ome, "Image")
+            owned.update((path, images[i].get("ID") or f"Image {i}") for i in listed.own)
+            uuids.setdefault(listed.ome.get("UUID") or "", path)
+            elsewhere += [(path, name, places) for name, places in listed.elsewhere.items()]
+            found += self._file_records(path, listed, series)
+        for path, name, places in elsewhere:  # images no file of the input holds
+            unread = {p for p in places if p[0] == "none"
+                      or (uuids.get(p[1], "") if p[0] == "uuid" else p[1], name) not in owned}
+            if unread:
+                self._unreadable.append(f"{path}: <Image ID={name!r}> has its planes in "
+                                        f"{_describe(unread)}, which no file of the input "
+                                        "holds; not read")
         if self._unreadable:
-            warnings.warn(f"{len(self._unreadable)} OME-TIFF file(s) in {self.root!r} cannot "
-                          f"be read and are left out (first: {self._unreadable[0]}); they are "
-                          "listed in metadata.missing.", UserWarning, stacklevel=4)
+            warnings.warn(f"{len(self._unreadable)} OME-TIFF file(s) or image(s) in "
+                          f"{self.root!r} cannot be read and are left out (first: "
+                          f"{self._unreadable[0]}); they are listed in metadata.missing.",
+                          UserWarning, stacklevel=4)
+        return found
+
+    def _series_shapes(self, path: str, listed: _Listed) -> list[tuple[str, tuple[int, ...]]]:
+        """The (axes, shape) of each of the file's own images, as tifffile reads them.
+
+        Raises
+        ------
+        StoreFormatError
+            tifffile cannot read them, or reads another number of series (a ``ValueError``).
+        """
+        if not listed.own:
+            return []
+        tifffile = require("tifffile", "Reading OME-TIFF files")
+        where = f"OME-TIFF {path!r} in {self.root!r}"
+        try:
+            with self.open_file(path) as fh, tifffile.TiffFile(
+                    fh, omexml=listed.xml, _multifile=False) as tif:
+                series = [(s.axes.upper(), tuple(s.shape)) for s in tif.series]
+        except MemtypeError:
+            raise
+        except (ValueError, OSError, LookupError, tifffile.TiffFileError) as exc:
+            raise StoreFormatError(f"{where} is not a readable OME-TIFF ({exc}).") from exc
+        if len(series) != len(listed.own):
+            raise StoreFormatError(f"{where}: its OME-XML has {len(listed.own)} image(s) in "
+                                   f"the file; tifffile reads {len(series)} series.")
+        return series
+
+    def _file_records(self, path: str, listed: _Listed,
+                 series: list[tuple[str, tuple[int, ...]]]) -> list[ImageRecord]:
+        """The records of a file's own images (``#<series>/<t>/<c>/<z>``).
+
+        Raises
+        ------
+        StoreFormatError
+            A series with axes other than T, C, Z, Y, X (a ``ValueError``).
+        """
+        places = _plate_positions(listed.ome, f"OME-TIFF {path!r} in {self.root!r}")
+        found = []
+        for index, (axes, shape) in enumerate(series):
+            image = listed.own[index]
+            well, site = places.get(image) or self._from_name(path, image)
+            dims = dict(zip(axes, shape, strict=True))
+            unknown = set(axes) - set("TCZYX")
+            if unknown:
+                raise StoreFormatError(
+                    f"{path!r} series {index} has axes {axes!r}; expected T, C, Z, Y, X "
+                    f"only (received {sorted(unknown)}).")
+            found += [record(f"{path}#{index}/{t}/{c}/{z}", well, site, c + 1, z + 1, t + 1)
+                      for t in range(dims.get("T", 1)) for c in range(dims.get("C", 1))
+                      for z in range(dims.get("Z", 1))]
         return found
 
     @staticmethod
@@ -198,16 +419,30 @@ class OmeTiffReader(FileReader):
         records = self.records(self._exclude)
         source = self.detect(self.root) or ""
         missing = tuple(self._unreadable)
-        ome = self._ome(records[0].path.partition("#")[0])[0]
+        path = records[0].path.partition("#")[0]
+        ome = self._read_xml(path)[0]
+        where = f"OME-TIFF {path!r} in {self.root!r}"
         pixels = next((e for e in ome.iter() if _local(e.tag) == "Pixels"), None)
         names = {i: str(c.get("Name")) for i, c in enumerate(
-            (c for c in (pixels if pixels is not None else []) if _local(c.tag) == "Channel"),
-            start=1) if c.get("Name")}
+            _children(pixels, "Channel") if pixels is not None else [], start=1)
+            if c.get("Name")}
         plate = next((e for e in ome.iter() if _local(e.tag) == "Plate"), None)
-        rows = int(plate.get("Rows", 0)) or None if plate is not None else None
-        columns = int(plate.get("Columns", 0)) or None if plate is not None else None
-        return PlateMetadata(self.layout, source, rows, columns, names, *_sizes(pixels),
-                             missing=missing)
+        rows = columns = None
+        if plate is not None:
+            rows = whole(plate.get("Rows", 0), where, "<Plate Rows=>") or None
+            columns = whole(plate.get("Columns", 0), where, "<Plate Columns=>") or None
+        return PlateMetadata(self.layout, source, rows, columns, names,
+                             *_sizes(pixels, where), missing=missing)
+
+    @contextlib.contextmanager
+    def _tiff(self, tifffile: Any, file: str) -> Iterator[Any]:
+        """A listed file open in tifffile with its own images' OME-XML (no other file)."""
+        xml = self._xml.get(file)
+        if xml is None:
+            xml = self._listed(file).xml
+        with self.open_file(file) as fh, tifffile.TiffFile(fh, omexml=xml,
+                                                           _multifile=False) as tif:
+            yield tif
 
     def load_batch(self, paths: Sequence[str]) -> list[np.ndarray[Any, Any]]:
         tifffile = require("tifffile", "Reading OME-TIFF files")
@@ -231,15 +466,19 @@ class OmeTiffReader(FileReader):
         StoreFormatError
             The file's pixel data cannot be read (truncated or corrupt since the listing; a
             ``ValueError``).
+        StoreNotFoundError
+            The file disappeared since the listing (a ``FileNotFoundError``).
         """
         try:
-            with tifffile.TiffFile(self.resolve(file)) as tif:
+            with self._tiff(tifffile, file) as tif:
                 s = tif.series[series]
                 return s.axes.upper(), s.asarray()
+        except StoreNotFoundError as exc:
+            raise StoreNotFoundError(f"OME-TIFF {file!r} in {self.root!r} disappeared "
+                                     "since the listing.") from exc
+        except MemtypeError:
+            raise
         except (ValueError, OSError, IndexError, tifffile.TiffFileError) as exc:
-            if isinstance(exc, FileNotFoundError):
-                raise StoreNotFoundError(f"OME-TIFF {file!r} in {self.root!r} disappeared "
-                                         "since the listing.") from exc
             raise StoreFormatError(f"OME-TIFF {file!r} in {self.root!r}: series {series} "
                                    f"cannot be read ({type(exc).__name__}: {exc}); the file "
                                    "is truncated or corrupt.") from exc
@@ -247,20 +486,39 @@ class OmeTiffReader(FileReader):
     def header(self, path: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
         tifffile = require("tifffile", "Reading OME-TIFF files")
         file, _, where = path.partition("#")
-        with tifffile.TiffFile(self.resolve(file)) as tif:
+        with self._tiff(tifffile, file) as tif:
             s = tif.series[int(where.split("/")[0])]
             return tuple(s.shape[-2:]), np.dtype(s.dtype)
 
 
-def _sizes(pixels: ET.Element | None) -> tuple[tuple[float, float] | None, float | None]:
-    """(y, x) pixel size and z step in micrometres from OME ``<Pixels>``."""
+def _describe(places: set[_Place]) -> str:
+    """Places in words."""
+    words = {"file": "{}", "uuid": "the file of UUID {!r}", "none": "{}", "self": "this file"}
+    return ", ".join(sorted(words[kind].format(value[:200]) for kind, value in places))
+
+
+def _sizes(pixels: ET.Element | None,
+           where: str) -> tuple[tuple[float, float] | None, float | None]:
+    """(y, x) pixel size and z step in micrometres from OME ``<Pixels>``.
+
+    Raises
+    ------
+    StoreFormatError
+        A size that is not a finite length greater than 0, or a unit that is not OME's (a
+        ``ValueError``), naming the file, the key and the value.
+    """
     if pixels is None:
         return None, None
 
     def um(axis: str) -> float | None:
         value = pixels.get(f"PhysicalSize{axis}")
         unit = pixels.get(f"PhysicalSize{axis}Unit", "µm")
-        return None if value is None else float(value) * _UM.get(unit, 1.0)
+        if value is None or unit in _NOT_LENGTHS:
+            return None
+        if unit not in _UM:
+            raise StoreFormatError(f"{where}: PhysicalSize{axis}Unit is {unit[:40]!r}; "
+                                   f"expected one of {sorted(_UM)} (or {_NOT_LENGTHS}).")
+        return length(value, where, f"PhysicalSize{axis}", _UM[unit])
 
     y, x = um("Y"), um("X")
     return ((y, x) if y is not None and x is not None else None), um("Z")
