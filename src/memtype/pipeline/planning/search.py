@@ -232,12 +232,16 @@ class _Planner:
         return rest
 
 
-def _explain(planner: _Planner, i: int, chosen: int, through: list[float]) -> str:
-    """Why step ``i`` runs ``chosen``: every option's best whole-chain cost."""
+def _explain(planner: _Planner, i: int, chosen: int, through: list[float],
+             said: set[str]) -> str:
+    """Why step ``i`` runs ``chosen``: every option's best whole-chain cost (a reason
+    already given for an earlier step is "as above": a plan says each reason once)."""
     parts = []
     for j, o in enumerate(planner.options[i]):
         if (i, j) in planner.unavailable:
-            parts.append(f"{o.name} unavailable ({planner.unavailable[(i, j)]})")
+            why = planner.unavailable[(i, j)]
+            parts.append(f"{o.name} unavailable ({'as above' if why in said else why})")
+            said.add(why)
         else:
             mark = " <- chosen" if j == chosen else ""
             parts.append(f"{o.name} {through[j]:.0f}{mark}")
@@ -362,13 +366,14 @@ def _assemble(planner: _Planner, picks: list[int], cost: list[list[float]],
                           (load,) if load is not None else ())]
     writes: list[PlannedConversion] = []
     prev = chosen[0].input_type
+    said: set[str] = set()
     for i, o in enumerate(chosen):
         here = [c for c in (convs(prev, o.input_type, i, True),
                             *(convs(s, t, i + 1, f) for s, t, f in o.inner)) if c is not None]
         why = reason = ""
         if steps[i].variants is not None:
             through = [a + b for a, b in zip(cost[i], rest[i])]
-            why = _explain(planner, i, picks[i], through)
+            why = _explain(planner, i, picks[i], through, said)
             arrives = HOST_STACK if i == 0 else chosen[i - 1].output_type
             reason = _reason(planner, i, picks[i], through, arrives)
         phases.append(PlannedStep(steps[i].name, o.input_type,
