@@ -142,7 +142,7 @@ def test_no_import_cycles() -> None:
 
 def test_no_import_cycles_counting_imports_inside_functions() -> None:
     """A function-level import hides a cycle from the import-time check, not from the design:
-    every import points one way (DESIGN.md, layers)."""
+    every import points one way (docs/architecture.md, the layers)."""
     graph = {module: _imports(module, function_level=True) for module in MODULES}
     assert _cycles(graph) == []
 
