@@ -119,3 +119,86 @@ def cellprofiler_focus_scores(pixel_data, scale):
         if np.isfinite(local_norm_median) and local_norm_median > 0:
             local_focus_score = np.var(local_norm_var) / local_norm_median
     return focus_score, local_focus_score
+
+
+def _strel_disk(radius):
+    iradius = int(radius)
+    x, y = np.mgrid[-iradius:iradius + 1, -iradius:iradius + 1]
+    return (x * x + y * y <= radius * radius).astype(float)
+
+
+def _outline(labels):
+    """centrosome.outline.outline."""
+    output = np.zeros(labels.shape, labels.dtype)
+    lr_different = labels[1:, :] != labels[:-1, :]
+    ud_different = labels[:, 1:] != labels[:, :-1]
+    d1_different = labels[1:, 1:] != labels[:-1, :-1]
+    d2_different = labels[1:, :-1] != labels[:-1, 1:]
+    different = np.zeros(labels.shape, bool)
+    different[1:, :][lr_different] = True
+    different[:-1, :][lr_different] = True
+    different[:, 1:][ud_different] = True
+    different[:, :-1][ud_different] = True
+    different[1:, 1:][d1_different] = True
+    different[:-1, :-1][d1_different] = True
+    different[1:, :-1][d2_different] = True
+    different[:-1, 1:][d2_different] = True
+    different[0, :] = True
+    different[:, 0] = True
+    different[-1, :] = True
+    different[:, -1] = True
+    output[different] = labels[different]
+    return output
+
+
+def cellprofiler_neighbors(labels, distance):
+    """MeasureObjectNeighbors (4.2.8, ``run``) for objects against themselves, "Within a
+    specified distance", consecutive numbers: the per-object dilation loop as written there."""
+    nobjects = int(labels.max())
+    neighbor_count = np.zeros(nobjects)
+    pixel_count = np.zeros(nobjects)
+    object_indexes = np.arange(nobjects, dtype=np.int32) + 1
+    ocenters = np.array(ndi.center_of_mass(np.ones(labels.shape), labels, object_indexes))
+    perimeter_outlines = _outline(labels)
+    perimeters = _fix(ndi.sum(np.ones(labels.shape), perimeter_outlines, object_indexes))
+    order = np.zeros((nobjects, min(nobjects, 3)), dtype=np.uint32)
+    j = np.arange(nobjects)
+    for i in range(nobjects):
+        dr = np.hypot(ocenters[i, 0] - ocenters[j, 0], ocenters[i, 1] - ocenters[j, 1])
+        order[i, :] = np.argpartition(dr, tuple(range(min(nobjects, 3))))[:3]
+    first_x = ocenters[order[:, 1], 1] - ocenters[:, 1]
+    first_y = ocenters[order[:, 1], 0] - ocenters[:, 0]
+    second_x, second_y, angle = np.zeros(nobjects), np.zeros(nobjects), np.zeros(nobjects)
+    if nobjects > 2:
+        second_x = ocenters[order[:, 2], 1] - ocenters[:, 1]
+        second_y = ocenters[order[:, 2], 0] - ocenters[:, 0]
+        v1, v2 = np.array((first_x, first_y)), np.array((second_x, second_y))
+        dot = np.sum(v1 * v2, 0) / np.sqrt(np.sum(v1**2, 0) * np.sum(v2**2, 0))
+        angle = np.arccos(dot) * 180.0 / np.pi
+    strel, strel_touching = _strel_disk(distance), _strel_disk(distance + 0.5)
+    i, j = np.mgrid[0:labels.shape[0], 0:labels.shape[1]]
+    min_i, max_i, _, _ = ndi.extrema(i, labels, object_indexes)
+    min_j, max_j, _, _ = ndi.extrema(j, labels, object_indexes)
+    min_i = np.maximum(_fix(min_i) - distance, 0).astype(int)
+    max_i = np.minimum(_fix(max_i) + distance + 1, labels.shape[0]).astype(int)
+    min_j = np.maximum(_fix(min_j) - distance, 0).astype(int)
+    max_j = np.minimum(_fix(max_j) + distance + 1, labels.shape[1]).astype(int)
+    for index in range(nobjects):
+        patch = labels[min_i[index]:max_i[index], min_j[index]:max_j[index]]
+        extended = ndi.binary_dilation(patch == index + 1, strel)
+        neighbors = np.unique(patch[extended])
+        neighbors = neighbors[(neighbors != 0) & (neighbors != index + 1)]
+        neighbor_count[index] = len(neighbors)
+        outline_patch = perimeter_outlines[min_i[index]:max_i[index],
+                                           min_j[index]:max_j[index]] == index + 1
+        extendme = (patch != 0) & (patch != index + 1)
+        extended = ndi.binary_dilation(extendme, strel_touching)
+        pixel_count[index] = np.sum(outline_patch & extended)
+    return {"NumberOfNeighbors": neighbor_count,
+            "PercentTouching": pixel_count * 100 / perimeters,
+            "FirstClosestObjectNumber": order[:, 1].astype(float) + 1,
+            "FirstClosestDistance": np.sqrt(first_x**2 + first_y**2),
+            "SecondClosestObjectNumber": (order[:, 2].astype(float) + 1 if nobjects > 2
+                                          else np.zeros(nobjects)),
+            "SecondClosestDistance": np.sqrt(second_x**2 + second_y**2),
+            "AngleBetweenNeighbors": angle}
