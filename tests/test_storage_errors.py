@@ -25,7 +25,7 @@ from memtype.errors import (
 )
 from memtype.storage import DiskStore, FileManager, MemoryStore, Store, TieredStore, ZarrStore
 from tests.helpers import remove_tree
-from tests.test_storage_disk import tiny_tmpfs  # noqa: F401  (a fixture)
+from tests.test_storage_disk import run_size_limited
 
 IMAGE = np.arange(64 * 64, dtype=np.uint16).reshape(64, 64)
 
@@ -212,25 +212,38 @@ def test_permission_denied_is_an_access_error(tmp_path: Path) -> None:
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+FULL_SCRIPT = """
+import os, sys
+import numpy as np
+from memtype.storage import DiskStore, ZarrStore
+root, name = sys.argv[1:]
+big = np.random.default_rng(0).integers(0, 255, (1200, 1200), dtype=np.uint8)  # 1.4 MB
+if name.endswith(".zarr"):
+    store = ZarrStore(root, codec="none")
+    save, key, written = lambda: store.save(big, "A/1/0", parents=True), "A/1/0", store.exists
+else:
+    store = DiskStore(root)
+    options = {"compress_level": 0} if name.endswith("png") else {}
+    save, key, written = lambda: store.save(big, name, **options), name, lambda key: False
+try:
+    save()
+except OSError as exc:
+    print(type(exc).__name__, exc.errno, key in str(exc), written(key))
+print(os.listdir(root) if not name.endswith(".zarr") else "zarr")
+"""
+
+
 @pytest.mark.parametrize("name", ["a.tif", "a.npy", "a.png"])
 @pytest.mark.requires("PIL", "tifffile")
-def test_disk_full_is_always_store_full_error(tiny_tmpfs: Path, name: str) -> None:  # noqa: F811
-    store = DiskStore(tiny_tmpfs / "d")
-    big = np.random.default_rng(0).integers(0, 255, (1200, 1200), dtype=np.uint8)
-    with pytest.raises(StoreFullError) as info:
-        store.save(big, name, compress_level=0) if name.endswith("png") else store.save(big, name)
-    assert info.value.errno == errno.ENOSPC and name in str(info.value)
-    assert os.listdir(store.root) == []
+def test_disk_full_is_always_store_full_error(tmp_path: Path, name: str) -> None:
+    lines = run_size_limited(FULL_SCRIPT, str(tmp_path / "d"), name)
+    assert lines == [f"StoreFullError {errno.EFBIG} True False", "[]"]
 
 
 @pytest.mark.requires("zarr")
-def test_zarr_disk_full_is_store_full_error(tiny_tmpfs: Path) -> None:  # noqa: F811
-    plate = ZarrStore(tiny_tmpfs / "p.zarr", codec="none")
-    big = np.random.default_rng(0).integers(0, 255, (1200, 1200), dtype=np.uint8)
-    with pytest.raises(StoreFullError) as info:
-        plate.save(big, "A/1/0", parents=True)
-    assert info.value.errno == errno.ENOSPC and "A/1/0" in str(info.value)
-    assert not plate.exists("A/1/0")
+def test_zarr_disk_full_is_store_full_error(tmp_path: Path) -> None:
+    lines = run_size_limited(FULL_SCRIPT, str(tmp_path / "p.zarr"), "p.zarr")
+    assert lines == [f"StoreFullError {errno.EFBIG} True False", "zarr"]
 
 
 # -- item 17: symbolic links out of the root ----------------------------------------------------

@@ -63,8 +63,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Run the module-level `pipeline` of PIPELINE.py, or the pipeline "
                     "PIPELINE.yaml says (docs/analysis.md), over a directory of images.")
     run.add_argument("pipeline_file", metavar="PIPELINE.py|PIPELINE.yaml")
-    run.add_argument("--input", required=True, help="directory of input images")
-    run.add_argument("--output", required=True, help="output directory")
+    run.add_argument("--input", required=True, help="directory of input images, or the URL "
+                     "of an OME-Zarr plate (s3://, https://)")
+    run.add_argument("--output", required=True, help="output directory, or an s3:// prefix")
     _add_executor_options(run)
     run.add_argument("--scheduler", default=None,
                      help="address of a dask scheduler (implies --executor dask)")
@@ -105,7 +106,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Summarise a plate folder before a run: its layout, plate size, wells, "
                     "sites, channels (names), z, t, image dtype and shape, pixel size, images "
                     "missing and total size. Reads one image's header, no pixel data.")
-    inspect.add_argument("input", metavar="DIR", help="the plate folder")
+    inspect.add_argument("input", metavar="DIR", help="the plate folder, or the URL of an "
+                         "OME-Zarr plate (s3://, https://)")
     inspect.add_argument("--pattern", default=None,
                          help="file-name pattern (reads the folder by pattern)")
     _add_layout_option(inspect)
@@ -256,6 +258,7 @@ def _with_output_options(pipeline: Pipeline, args: argparse.Namespace) -> Pipeli
 def _cmd_run(args: argparse.Namespace) -> int:
     """``memtype run``."""
     from memtype.pipeline.patterns import FilenamePattern
+    from memtype.storage.remote import local_path
 
     _check_workers(args)
     if args.max_failures < 0:
@@ -283,7 +286,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                            "to do the rest")
     executor = "dask" if args.scheduler else args.executor
     try:
-        report = pipeline.run(reader, args.output, executor=executor, workers=args.workers,
+        report = pipeline.run(reader, local_path(args.output), executor=executor,
+                              workers=args.workers,
                               scheduler=args.scheduler, resume=args.resume,
                               overwrite=args.overwrite,
                               progress=args.progress,

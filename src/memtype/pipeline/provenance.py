@@ -142,7 +142,10 @@ def input_identity(source: Reader, paths: Iterable[str]) -> dict[str, Any]:
     it lists with the SHA-256 of their sorted paths (relative to the input)."""
     listed = sorted(paths)
     digest = hashlib.sha256("\n".join(listed).encode()).hexdigest()
-    where = os.path.realpath(source.root) if source.root else repr(source)
+    from memtype.storage.remote import is_url
+
+    where = (source.root if is_url(source.root) else os.path.realpath(source.root)) \
+        if source.root else repr(source)
     return {"path": where, "layout": source.layout, "images": len(listed),
             "listing (sha256)": digest}
 

@@ -34,6 +34,7 @@ from memtype.pipeline.readers.ometiff import OmeTiffReader
 from memtype.pipeline.readers.omezarr import OmeZarrReader
 from memtype.pipeline.readers.pattern import PatternReader
 from memtype.pipeline.readers.phenix import PhenixReader
+from memtype.storage.remote import is_url, local_path
 
 __all__ = ["Reader", "PlateMetadata", "FieldPosition", "PatternReader", "ImageXpressReader",
            "PhenixReader", "OmeZarrReader", "OmeTiffReader", "LAYOUTS", "READER_FIELDS",
@@ -57,7 +58,9 @@ def detect_layout(root: str | os.PathLike[str]) -> tuple[str, str]:
     StoreNotFoundError
         ``root`` is not an existing directory (a ``FileNotFoundError``).
     """
-    path = input_directory(root)
+    if isinstance(root, str) and is_url(root):
+        return "ome-zarr", OmeZarrReader(root).detect(root) or ""
+    path = input_directory(local_path(root))
     for name, cls in LAYOUTS.items():
         found = cls.detect(path)
         if found is not None:
@@ -102,11 +105,36 @@ def open_input(source: Any, layout: str | None = None,
         raise InvalidArgumentError(f"A file-name pattern applies to the 'pattern' layout only; "
                                    f"received pattern={_template(pattern)!r} with layout "
                                    f"{layout!r}.")
+    if isinstance(source, str) and is_url(source):
+        return _open_url(source, layout, pattern)
+    if isinstance(source, str):
+        source = local_path(source)  # a file:// URL
     if isinstance(source, Store) or pattern is not None or layout == "pattern":
         return PatternReader(source, pattern if pattern is not None else DEFAULT_PATTERN)
     name = layout if layout is not None else detect_layout(source)[0]
     cls = LAYOUTS[name]
     return PatternReader(source) if cls is PatternReader else cls(source)
+
+
+def _open_url(url: str, layout: str | None,
+              pattern: str | FilenamePattern | None) -> Reader:
+    """The reader of a plate given by URL: OME-Zarr only (found by its metadata alone).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A vendor or pattern layout asked for a URL (a ``ValueError``).
+    """
+    if pattern is not None or layout not in (None, "ome-zarr"):
+        asked = f"layout {layout!r}" if pattern is None else \
+            f"pattern {_template(pattern)!r}"
+        raise InvalidArgumentError(
+            f"Only OME-Zarr plates are read from a URL; received {asked} for {url!r}. "
+            "ImageXpress, Opera Phenix, OME-TIFF and pattern folders are found by listing "
+            "their files, which object storage answers 1000 names a request and HTTP not at "
+            "all: copy the plate to a local disk first (aws s3 sync), or convert it to "
+            "OME-Zarr.")
+    return OmeZarrReader(url)
 
 
 def _template(pattern: str | FilenamePattern) -> str:

@@ -28,6 +28,7 @@ from memtype.errors import MemtypeError, StoreFormatError
 from memtype.omezarr.read import FieldImage, PlateDocuments, pixel_size
 from memtype.pipeline.patterns import ImageRecord
 from memtype.pipeline.readers.base import PlateMetadata, Reader, record, walk_inside
+from memtype.storage.remote import ObjectLocation, is_url, translated
 
 __all__ = ["OmeZarrReader"]
 
@@ -43,24 +44,47 @@ class OmeZarrReader(Reader):
 
     layout = "ome-zarr"
 
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.location = ObjectLocation.parse(str(root)) if is_url(root) else None
+        """Where the plate is when it was given by URL (``s3://``, ``https://``)."""
+        if self.location is None:
+            super().__init__(root)
+            return
+        self.root = self.location.url
+        self.device = "object"  # not on this machine's disks
+        self._reset()
+        if remote_detect(self.location) is None:
+            raise StoreFormatError(
+                f"{self.root!r} is not an OME-Zarr plate (no 'plate' in its zarr.json or "
+                ".zattrs); expected the URL of a plate's root group (.../plate.zarr): only "
+                "OME-Zarr plates are read from a URL.")
+
     def _reset(self) -> None:
         super()._reset()
         self._absent: list[str] = []
         self._fields: list[FieldImage] | None = None
         self._arrays: dict[str, tuple[Any, tuple[str, ...]]] = {}
+        self._remote: PlateDocuments | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_arrays"] = {}  # open arrays stay with their process
+        state["_remote"] = None  # each process opens its own client
         return state
 
     @classmethod
     def detect(cls, root: str) -> str | None:
+        if is_url(root):
+            return remote_detect(ObjectLocation.parse(root))
         return PlateDocuments.local(root).detect()
 
     def _documents(self) -> PlateDocuments:
-        """The plate's documents, read beneath its root."""
-        return PlateDocuments.local(self.root)
+        """The plate's documents, read beneath its root (or from its URL, each once)."""
+        if self.location is None:
+            return PlateDocuments.local(self.root)
+        if self._remote is None:
+            self._remote = RemoteDocuments(self.location)
+        return self._remote
 
     def _images(self) -> list[FieldImage]:
         """Every field the metadata lists (checked); absent ones named in ``self._absent``."""
@@ -102,7 +126,7 @@ class OmeZarrReader(Reader):
             for i, channel in enumerate(channels if isinstance(channels, list) else [], 1):
                 if isinstance(channel, dict) and channel.get("label"):
                     names[i] = str(channel["label"])
-            size, step = pixel_size(first.attributes, documents.name(first.key), first.axes)
+            size, step = pixel_size(first.attributes, documents.name(first.file), first.axes)
         rows, columns = plate.get("rows"), plate.get("columns")
         return PlateMetadata(self.layout, documents.detect() or "",
                              len(rows) if isinstance(rows, list) and rows else None,
@@ -132,6 +156,8 @@ class OmeZarrReader(Reader):
         return out
 
     def nbytes(self) -> int | None:
+        if self.location is not None:
+            return None  # a listing of every object: not made to read a plate by URL
         return sum(os.stat(os.path.join(self.root, p)).st_size for p in walk_inside(self.root))
 
     def header(self, path: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
@@ -176,3 +202,35 @@ def _read(array: Any, index: tuple[Any, ...], path: str, root: str) -> np.ndarra
         raise StoreFormatError(f"OME-Zarr plane {path!r} of {root!r} cannot be decoded "
                                f"({type(exc).__name__}: {exc}); the chunk is corrupt or "
                                "truncated.") from exc
+
+
+class RemoteDocuments(PlateDocuments):
+    """A plate's documents at a URL (zarr's ObjectStore over obstore), each fetched once;
+    obstore's errors become memtype's (a missing bucket, refused credentials, no network)."""
+
+    def __init__(self, location: ObjectLocation) -> None:
+        with translated(location, "open"):
+            super().__init__(location.zarr_store(read_only=True), location.url)
+        self.location = location
+        self._raw: dict[str, bytes | None] = {}
+
+    def raw(self, key: str) -> bytes | None:
+        if key not in self._raw:
+            with translated(self.location, f"read {key!r} from"):
+                self._raw[key] = super().raw(key)
+        return self._raw[key]
+
+    def open_level(self, level: str) -> Any:
+        with translated(self.location, f"open {level!r} in"):
+            return super().open_level(level)
+
+
+def remote_detect(location: ObjectLocation) -> str | None:
+    """The document that makes a URL a plate (``zarr.json`` or ``.zattrs``), or None; a
+    missing bucket, refused credentials or an unreachable server raise (see
+    :func:`~memtype.storage.remote.translated`)."""
+    for name in ("zarr.json", ".zattrs"):
+        raw = location.get(name)  # raises for a missing bucket, unlike zarr's store
+        if raw is not None:
+            return RemoteDocuments(location).detect()
+    return None
