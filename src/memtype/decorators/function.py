@@ -17,7 +17,6 @@ from memtype.decorators.inputs import (
     check_guarded,
     check_unwritten,
     note_read_only,
-    own_inputs,
     prepare,
 )
 from memtype.decorators.options import (
@@ -32,7 +31,6 @@ from memtype.decorators.options import (
 from memtype.decorators.outputs import Contract, Outputs
 from memtype.decorators.recovery import Recovery, Stage
 from memtype.decorators.run import run
-from memtype.detect import KNOWN_TYPES as _known
 from memtype.frameworks import CPU, Framework, get_framework, load_adapter
 from memtype.gpu.oom import is_oom_error, recover
 from memtype.types import MemoryType
@@ -72,7 +70,6 @@ class MemoryTypeFunction:
         self._separable = slice_separable
         self._outputs = Outputs(self.__qualname__, output_type, contract, allow_cpu_roundtrip)
         self._defaults = defaults
-        self._plain = defaults.gpu_id is None and not defaults.slice_by_slice  # _call_own's
         self._forward = declared_names(func)
         self._name = self.__qualname__
         self._policy: Policy | None = None  # frameworks load at the first call
@@ -125,16 +122,13 @@ class MemoryTypeFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         policy = self._policy or self._load()
-        if self._plain and len(args) == 1 and not kwargs:
-            x = args[0]
-            if _known.get(type(x)) is self._in and (policy.on_host is None or policy.on_host(x)):
-                return self._call_own(x, policy)
         opts = read_options(kwargs, self._forward, self._defaults) if kwargs else self._defaults
         inputs = prepare(args, kwargs, policy, opts.gpu_id)  # 1. inputs
         try:  # 2. run
             device = inputs.device
             if (device is CPU or not device.is_gpu) and not opts.slice_by_slice:
-                result = self._func(*inputs.args, **inputs.kwargs)  # host: no stream to set
+                kw = inputs.kwargs  # host: no stream to set
+                result = self._func(*inputs.args, **kw) if kw else self._func(*inputs.args)
             else:
                 result = run(self._func, inputs, self._in.name, opts.slice_by_slice, self._name)
         except Exception as exc:  # only out-of-memory errors go on, outside this block
@@ -149,32 +143,6 @@ class MemoryTypeFunction:
             return self._outputs.output(result, inputs.dtype, inputs.gpu_id, opts)
         recovery, stages = self._recovery(error, inputs, args, kwargs, opts)  # 4. recovery
         del inputs  # each stage converts the caller's arguments again
-        return self._recover(error, recovery, stages, opts)
-
-    def _call_own(self, x: Any, policy: Policy) -> Any:
-        """The common call, stages inline: one host array of the function's own type, no
-        call-time options (nothing to convert, no stream to set). It makes 6 Python calls
-        fewer than :func:`prepare` and builds an :class:`Inputs` only if the call fails:
-        about 0.6x the interpreter instructions of the general path (callgrind, numpy and
-        torch identity functions; benchmarks/results/compare_revisions.md)."""
-        image = policy.same_type(x) if policy.isolates else x  # 1. inputs
-        counter = policy.write_count if policy.passes_writable else None
-        count = None if counter is None else counter(x)
-        dtype = policy.adapter.dtype_of(x)
-        opts = self._defaults
-        try:  # 2. run
-            result = self._func(image)
-        except Exception as exc:  # the general path's handling, with the inputs built now
-            inputs = own_inputs(x, image, dtype, count)
-            if not self._recoverable(exc, inputs, opts):
-                raise
-            error: BaseException = exc
-        else:
-            if type(result) is tuple:  # 3. outputs
-                return self._outputs.finish(result, dtype, None, opts)
-            return self._outputs.output(result, dtype, None, opts)
-        recovery, stages = self._recovery(error, inputs, (x,), {}, opts)  # 4. recovery
-        del inputs
         return self._recover(error, recovery, stages, opts)
 
     def _recoverable(self, exc: Exception, inputs: Inputs, opts: CallOptions) -> bool:

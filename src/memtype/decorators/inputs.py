@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from memtype.frameworks import (
     on_table_change,
 )
 
-__all__ = ["Inputs", "Policy", "prepare", "own_inputs", "arrays_in", "read_only",
+__all__ = ["Inputs", "Policy", "prepare", "arrays_in", "read_only",
            "check_guarded", "check_unwritten", "note_read_only"]
 
 Aliased = Callable[[], bool] | None
@@ -64,7 +64,7 @@ def read_only(x: Any) -> bool:
     return flags is not None and getattr(flags, "writeable", True) is False
 
 
-class Inputs:
+class Inputs(NamedTuple):
     """A call's arguments after conversion, and what the rest of the call needs to know.
 
     ``dtype`` is the caller's dtype of the first array (what ``PRESERVE_INPUT`` returns),
@@ -72,27 +72,23 @@ class Inputs:
     keyword; ``None`` when it sits inside a container), ``arrays`` all converted arrays.
     ``watched``: :data:`Watched` (the caller's mutable arrays passed writable);
     ``guarded``: :data:`Guarded` (aliases of immutable caller data). Whether a converted
-    array aliases its caller's is asked only after a write, when it matters.
+    array aliases its caller's is asked only after a write, when it matters. A tuple: made
+    on every call, it costs a fraction of a class with ``__init__``.
     """
 
-    __slots__ = ("args", "kwargs", "device", "gpu_id", "dtype", "first", "first_at", "arrays",
-                 "watched", "guarded")
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    device: Device
+    gpu_id: int | None
+    dtype: np.dtype[Any] | None
+    first: Any
+    first_at: int | str | None
+    arrays: Sequence[Any]
+    watched: Sequence[Watched] = ()
+    guarded: Sequence[Guarded] = ()
 
-    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: Device,
-                 gpu_id: int | None, dtype: np.dtype[Any] | None, first: Any,
-                 first_at: int | str | None, arrays: Sequence[Any],
-                 watched: Sequence[Watched] = (),
-                 guarded: Sequence[Guarded] = ()) -> None:
-        self.args = args
-        self.kwargs = kwargs
-        self.device = device
-        self.gpu_id = gpu_id
-        self.dtype = dtype
-        self.first = first
-        self.first_at = first_at
-        self.arrays = arrays
-        self.watched = watched
-        self.guarded = guarded
+
+_NO_KWARGS: dict[str, Any] = {}  # shared by calls without keywords: never written to
 
 
 def note_read_only(exc: BaseException, inputs: Inputs, name: str) -> None:
@@ -190,6 +186,8 @@ class Policy:
     """Whether a caller's array of the function's type reaches it writable (watched)."""
     write_count: Callable[[Any], int | None] | None = field(init=False)
     """The adapter's ``write_count`` where the framework counts writes (torch), else None."""
+    watch: Callable[[Any], int | None] | None = field(init=False)
+    """:attr:`write_count` where a caller's array of the function's type is watched."""
     on_host: Callable[[Any], bool] | None = field(init=False)
     """The adapter's ``on_host``; None for a host-only framework (every array is)."""
     device_of: Callable[[Any], Device] = field(init=False)
@@ -216,8 +214,10 @@ class Policy:
         object.__setattr__(self, "readonly", readonly)
         object.__setattr__(self, "passes_writable", isolate is _unchanged
                            and not adapter.immutable)
-        object.__setattr__(self, "write_count",
-                           adapter.write_count if adapter.counts_writes else None)
+        counter = adapter.write_count if adapter.counts_writes else None
+        object.__setattr__(self, "write_count", counter)
+        object.__setattr__(self, "watch", counter if isolate is _unchanged
+                           and not adapter.immutable else None)
         object.__setattr__(self, "on_host",
                            None if self.framework.gpu_kind is None else adapter.on_host)
         object.__setattr__(self, "device_of", _device_lookup(self.adapter, self.framework))
@@ -415,8 +415,8 @@ def _same_type(args: tuple[Any, ...], policy: Policy) -> Inputs | None:
     image = new[first]
     adapter = policy.adapter
     arrays = [new[i] for i, v in enumerate(args) if _known.get(type(v)) is fw]
-    return Inputs(tuple(new), {}, policy.device_of(image), None, adapter.dtype_of(args[first]),
-                  image, first, arrays, watched)
+    return Inputs(tuple(new), _NO_KWARGS, policy.device_of(image), None,
+                  adapter.dtype_of(args[first]), image, first, arrays, watched)
 
 
 def _on_cpu(x: Any) -> Device:
@@ -435,12 +435,7 @@ def _device_lookup(adapter: Adapter, framework: Framework) -> Callable[[Any], De
     return lambda x: CPU if on_host(x) else device_of(x)
 
 
-def own_inputs(v: Any, image: Any, dtype: np.dtype[Any], count: int | None,
-               device: Device = CPU) -> Inputs:
-    """The inputs of a call with one array ``v`` of the function's type, passed as ``image``
-    (``count``: ``v``'s write count, when it reaches the function writable)."""
-    watched: Sequence[Watched] = () if count is None else ((v, count, None),)
-    return Inputs((image,), {}, device, None, dtype, image, 0, (image,), watched)
+_new_inputs = tuple.__new__  # Inputs without its Python-level __new__ (the per-call path)
 
 
 def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
@@ -451,13 +446,16 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
     """
     single = _known.get(type(args[0])) if len(args) == 1 and not kwargs else None
     if gpu_id is None and not host and not kwargs:
-        if single is policy.framework:  # one array of the function's type
+        if single is policy.framework:  # the common call: one array of the function's type
             v = args[0]
-            image = policy.same_type(v)
-            counter = policy.write_count if policy.passes_writable else None
+            counter, on_host = policy.watch, policy.on_host
             count = None if counter is None else counter(v)
-            return own_inputs(v, image, policy.adapter.dtype_of(v), count,
-                              policy.device_of(image))
+            image = policy.same_type(v) if policy.isolates else v
+            return _new_inputs(Inputs, (
+                (image,), _NO_KWARGS,
+                CPU if on_host is None or on_host(v) else policy.device_of(v), None,
+                policy.adapter.dtype_of(v), image, 0, (image,),
+                () if count is None else ((v, count, None),), ()))
         fast = None if single is not None else _same_type(args, policy)
         if fast is not None:
             return fast
