@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from memtype.errors import CommandError, PipelineSpecError
+from memtype.frameworks import NO_OPENCL_VARIABLE
 from memtype.pipeline.executors import EXECUTORS
 from memtype.pipeline.plates import PLATE_SIZES
 from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES
@@ -53,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument("--z-planes", type=int, default=8, help="z-planes (default 8)")
     demo.add_argument("--size", type=int, default=512, help="image size in pixels (default 512)")
     demo.add_argument("--no-opencl", action="store_true",
-                      help="use scipy instead of pyclesperanto for the median step")
+                      help="use scipy instead of pyclesperanto for the median step "
+                           "(MEMTYPE_NO_OPENCL=1)")
     demo.add_argument("--overwrite", action="store_true",
                       help="replace --out even if it holds something other than a demo")
     demo.set_defaults(func=_cmd_demo)
@@ -88,6 +90,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--pixel-unit", default=None, metavar="UNIT",
                      help="unit of --pixel-size, an OME-NGFF name (default: the pipeline "
                           "file's, micrometer)")
+    run.add_argument("--no-opencl", action="store_true",
+                     help="leave OpenCL (pyclesperanto) out: steps with another "
+                          "implementation use it (MEMTYPE_NO_OPENCL=1)")
     run.add_argument("--plan", action="store_true",
                      help="print the plan (implementations, conversions, peak memory) and exit "
                           "without running")
@@ -152,6 +157,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from memtype.pipeline.synthetic import SyntheticPlate
 
     _check_workers(args)
+    if args.no_opencl:  # as memtype run --no-opencl: nothing in the run loads OpenCL
+        os.environ[NO_OPENCL_VARIABLE] = "1"
     check_demo_output(args.out, overwrite=args.overwrite)
     try:
         plate = SyntheticPlate(wells=args.wells, sites=args.sites, z_planes=args.z_planes,
@@ -261,6 +268,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from memtype.storage.remote import local_path
 
     _check_workers(args)
+    if args.no_opencl:  # before anything loads pyclesperanto; dask workers inherit it
+        os.environ[NO_OPENCL_VARIABLE] = "1"
     if args.max_failures < 0:
         raise CommandError(f"--max-failures must be 0 (never stop early) or more; received "
                            f"{args.max_failures}.")
