@@ -354,3 +354,28 @@ print(Pipeline(["gaussian", "median"]).plan(np.zeros((4, 32, 32), np.float32)).t
     lines = [line for line in done.stdout.splitlines() if line.startswith("gaussian:")]
     assert lines and "pyclesperanto unavailable (DeviceError: no usable OpenCL runtime" \
         in lines[0], done.stdout
+
+
+CATALOG_ONLY = """
+from memtype.pipeline import Pipeline
+
+pipeline = Pipeline(["gaussian", "median"], pattern="{well}_s{site}_w{channel}_z{z:03d}.tif")
+"""
+
+
+@pytest.mark.requires("scipy", "tifffile")
+def test_run_no_opencl_plans_without_pyclesperanto_and_says_why(tmp_path: Path) -> None:
+    from memtype.pipeline import SyntheticPlate, write_synthetic_plate
+
+    write_synthetic_plate(tmp_path / "plate", SyntheticPlate(wells=1, sites=1, size=32,
+                                                             z_planes=2))
+    (tmp_path / "p.py").write_text(CATALOG_ONLY)
+    done = _run(_env(tmp_path), sys.executable, "-m", "memtype", "run", str(tmp_path / "p.py"),
+                "--input", str(tmp_path / "plate"), "--output", str(tmp_path / "out"),
+                "--plan", "--no-opencl")
+    assert done.returncode == 0, done.stderr
+    first = next(line for line in done.stdout.splitlines() if line.startswith("gaussian:"))
+    assert "pyclesperanto unavailable (DeviceError: no usable OpenCL runtime: OpenCL is " \
+           "turned off" in first
+    later = next(line for line in done.stdout.splitlines() if line.startswith("median:"))
+    assert "pyclesperanto unavailable (as above)" in later  # the reason is given once
