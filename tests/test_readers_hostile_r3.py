@@ -6,6 +6,7 @@ the files disagree on is said."""
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import warnings
@@ -14,13 +15,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import memtype as mt
 from memtype.errors import (
+    NoImagesError,
     StoreFormatError,
     StoreIsADirectoryError,
     StoreNotFoundError,
     StorePathError,
 )
+from memtype.pipeline import Pipeline
 from memtype.pipeline.inspection import inspect_plate
+from memtype.pipeline.patterns import DEFAULT_PATTERN
 from memtype.pipeline.readers import ImageXpressReader, open_input
 from memtype.pipeline.readers.base import open_inside
 from tests.readers_support import htd_text, write_phenix
@@ -428,3 +433,64 @@ def test_ome_xml_in_pixel_units_has_no_size_in_micrometres(tmp_path: Path) -> No
     _ometiff(root / "B03_s1.ome.tif", ('PhysicalSizeX="0.5"',
                                        'PhysicalSizeX="0.5" PhysicalSizeXUnit="pixel"'))
     assert open_input(root).metadata.pixel_size_um is None
+
+
+# -- the layout a pipeline reads, and what a folder holds -----------------------------------------
+@mt.numpy
+def _same(image: np.ndarray) -> np.ndarray:
+    return image
+
+
+def _htd_beside_named_files(root: Path) -> Path:
+    """An .HTD beside files named by the default pattern (none by MetaXpress's names)."""
+    root.mkdir(parents=True)
+    (root / "plate.HTD").write_text(htd_text(wells=("A01",), sites=1, names=("DAPI",),
+                                             zsteps=1), newline="")
+    for well in ("A01", "B02"):
+        _tiff(root / f"{well}_s1_w1_z001.tif")
+    return root
+
+
+def test_a_pipeline_declaring_its_pattern_reads_by_it_beside_an_htd(tmp_path: Path) -> None:
+    """Before: a pipeline whose pattern= was the default's text was read as ImageXpress (the
+    .HTD won) and the run failed asking for --pattern."""
+    root = _htd_beside_named_files(tmp_path / "plate")
+    reader = Pipeline([_same], pattern=DEFAULT_PATTERN).reader(root)
+    assert reader.layout == "pattern"
+    assert [r.get("well") for r in reader.records()] == ["A01", "B02"]
+
+
+def test_a_pipeline_without_a_pattern_detects_the_layout(tmp_path: Path) -> None:
+    root = _htd_beside_named_files(tmp_path / "plate")
+    assert Pipeline([_same]).reader(root).layout == "imagexpress"
+
+
+def test_a_folder_of_several_plates_says_so(tmp_path: Path) -> None:
+    """Before: "No file matches the pattern ... pass --pattern"."""
+    root = tmp_path / "experiment"
+    _imagexpress(root / "plateA", _one_image_htd())
+    _ometiff(root / "plateB" / "B03_s1.ome.tif")
+    with pytest.raises(NoImagesError, match="holds 2 plate") as caught:
+        open_input(root).records()
+    assert "plateA: imagexpress, plateB: ome-tiff" in str(caught.value)
+    assert "--input" in str(caught.value)
+
+
+def test_a_single_ome_zarr_image_says_it_is_not_a_plate(tmp_path: Path) -> None:
+    """Before: "No file matches the pattern" for an OME-Zarr image (multiscales, no plate)."""
+    root = tmp_path / "image.zarr"
+    root.mkdir()
+    (root / ".zgroup").write_text(json.dumps({"zarr_format": 2}))
+    axes = [{"name": n, "type": "space"} for n in "yx"]
+    (root / ".zattrs").write_text(json.dumps({"multiscales": [
+        {"version": "0.4", "axes": axes, "datasets": [{"path": "0"}]}]}))
+    with pytest.raises(NoImagesError, match="single OME-Zarr image.*not a plate"):
+        open_input(root).records()
+
+
+@pytest.mark.parametrize("url", ["s3://bucket/plate", "https://example.org/plate"])
+def test_a_vendor_reader_given_an_address_says_only_ome_zarr_is_read_from_one(
+        url: str) -> None:
+    """Before: "Input directory 's3://bucket/plate' does not exist"."""
+    with pytest.raises(StoreNotFoundError, match="only OME-Zarr plates are read from"):
+        ImageXpressReader(url)

@@ -90,8 +90,11 @@ class Pipeline:
         see ``docs/functions.md``). The
         pipeline keeps its own copies (``self.steps``), named uniquely: a repeated name
         becomes ``name_2``, ``name_3``...; the steps passed are never changed.
-    pattern : str
+    pattern : str, optional
         The file-name pattern of the input images (see :mod:`memtype.pipeline.patterns`).
+        Given (any pattern, the default's text too), the input is read by it, whatever
+        vendor metadata its folder holds; not given, the layout is detected (and TIFF
+        outputs are named by ``DEFAULT_PATTERN``).
     task_by : sequence of str
         The fields that make one group, one independent task (default: each well).
     output_format : {"zarr", "tiff"}
@@ -123,7 +126,7 @@ class Pipeline:
     """
 
     def __init__(self, steps: Sequence[FunctionStep | Callable[..., Any] | NamedSpec], *,
-                 pattern: str = DEFAULT_PATTERN, task_by: Sequence[str] = ("well",),
+                 pattern: str | None = None, task_by: Sequence[str] = ("well",),
                  output_format: str = "zarr", name: str = "pipeline",
                  pyramid_levels: int = 1, ome_version: str = "0.5",
                  pixel_size: Sequence[float] | None = None,
@@ -134,8 +137,8 @@ class Pipeline:
             raise InvalidArgumentError(
                 f"output_format must be 'zarr' or 'tiff'; received {output_format!r}.")
         self.steps: list[FunctionStep] = _own_steps([_as_step(s) for s in steps])
-        self.pattern = FilenamePattern(pattern)
-        self._pattern_given = pattern != DEFAULT_PATTERN  # else the layout is detected
+        self.pattern = FilenamePattern(DEFAULT_PATTERN if pattern is None else pattern)
+        self._pattern_given = pattern is not None  # else the layout is detected
         self.task_by = tuple(task_by)
         self.output_format = output_format
         self.name = name

@@ -375,8 +375,16 @@ def input_directory(root: str | os.PathLike[str]) -> str:
     Raises
     ------
     StoreNotFoundError
-        It does not exist or is not a directory (a ``FileNotFoundError``).
+        It does not exist or is not a directory, or it is an ``s3://``/``https://`` address
+        (a ``FileNotFoundError``).
     """
+    from memtype.storage.remote import is_url
+
+    if isinstance(root, str) and is_url(root):
+        raise StoreNotFoundError(
+            f"{root!r} is an address, not a folder: only OME-Zarr plates are read from "
+            "s3:// and https:// addresses (layout 'ome-zarr'); ImageXpress, Opera Phenix, "
+            "OME-TIFF and pattern plates are read from a local or mounted folder.")
     path = os.path.abspath(os.fspath(root))
     if not os.path.isdir(path):
         what = "is not a directory" if os.path.exists(path) else "does not exist"

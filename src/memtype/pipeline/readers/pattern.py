@@ -102,6 +102,11 @@ class PatternReader(FileReader):
         try:
             return super().records(exclude)
         except NoImagesError:
+            from memtype.pipeline.readers.survey import survey
+
+            found = None if self._given is not None else survey(self.root)
+            if found is not None:  # what is there instead, rather than "pattern"
+                raise NoImagesError(f"No plate to read: {found}") from None
             example = ", ".join(os.path.basename(f) for f in self._seen) or "no files at all"
             raise NoImagesError(
                 f"No file in {self.root!r} matches the pattern {self._pattern.template!r} "
