@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
+from memtype.omezarr.assemble import FIELD_ROI_TABLES
 from memtype.pipeline.naming import MAX_NAME_LENGTH, check_path_name, check_table_name
-from memtype.pipeline.outputs import FIELD_ROI_TABLES
 
 
 @pytest.mark.parametrize("name", ["nuclei", "counts_2", "cell-area", "skimage.filters.gaussian",

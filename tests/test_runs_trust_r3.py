@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.errors import StoreExistsError
+from memtype.errors import InvalidArgumentError, StoreExistsError
 from memtype.pipeline import FunctionStep, Pipeline
 from memtype.pipeline.synthetic import SyntheticPlate
 from tests.pipeline_support import write_plate
@@ -103,3 +103,27 @@ def test_resume_after_the_plate_changed_is_refused(tmp_path: Path) -> None:
     next(plate.rglob("*.tif")).unlink()  # the same folder, another listing
     with pytest.raises(StoreExistsError, match="listing"):
         Pipeline([np_project]).run(plate, out, resume=True)
+
+
+# -- 9, 10: table names are one path component, never memtype's ROI tables ---------------
+@mt.numpy
+def np_count(stack: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    return stack.max(axis=0, keepdims=True), {"count": int(stack.shape[0])}
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", ".", "", "/tmp/x", ".memtype", "FOV_ROI_table",
+                                  "well_ROI_table", "nuclei_ROI_table"])
+def test_a_table_name_that_is_no_file_name_or_an_roi_table_is_refused_at_declaration(
+        name: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"outputs\[0\]"):
+        FunctionStep(np_count, outputs=[name])
+
+
+@pytest.mark.requires("tifffile", "zarr")
+def test_a_default_table_name_from_a_step_name_is_checked_before_it_is_written(
+        two_channels: Path, tmp_path: Path) -> None:
+    # the step is not materialized, so its name becomes no folder; its table is a file
+    step = FunctionStep(np_count, name="FOV_ROI_table")
+    report = Pipeline([step, np_project]).run(two_channels, tmp_path / "out", max_failures=1)
+    assert not report.ok and "FOV_ROI_table" in (report.failed[0].error or "")
+    assert not (tmp_path / "out" / "FOV_ROI_table.csv").exists()

@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterable
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
-from memtype.pipeline.outputs import FIELD_ROI_TABLES
 
 __all__ = ["MAX_NAME_LENGTH", "check_path_name", "check_table_name"]
 
@@ -87,6 +86,8 @@ def check_table_name(name: object, what: str) -> str:
     InvalidArgumentError
         ``name`` breaks the rule, or names (or ends like) one of memtype's ROI tables.
     """
+    from memtype.omezarr.assemble import FIELD_ROI_TABLES  # imports zarr: only when asked
+
     checked = check_path_name(name, what, reserved=FIELD_ROI_TABLES)
     if checked.casefold().endswith(_ROI_SUFFIX.casefold()):
         raise InvalidArgumentError(

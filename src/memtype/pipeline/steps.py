@@ -219,7 +219,7 @@ class FunctionStep:
             self.chain = _chain(func, "FunctionStep", self.variable_components)
         self.name = _path_name(name or self._default_name(), "FunctionStep: name",
                                materialize or self.inputs != () or self.plate_pass is not None)
-        self.output_names: tuple[str, ...] | None = tuple(outputs) if outputs else None
+        self.output_names: tuple[str, ...] | None = _table_names(outputs) if outputs else None
         if labels is not None and (not isinstance(labels, str) or not labels[:1].isalnum()
                                    or not labels.replace("_", "").replace("-", "").isalnum()):
             raise InvalidArgumentError(
@@ -416,6 +416,18 @@ def _plate_pass(name: str) -> str | None:
     from memtype.pipeline.analysis.passes import PASSES
 
     return name if name in PASSES else None
+
+
+def _table_names(outputs: Sequence[str]) -> tuple[str, ...]:
+    """The side outputs' table names, each checked (:func:`~memtype.pipeline.naming.
+    check_table_name`: a file name, never one of memtype's ROI tables)."""
+    from memtype.pipeline.naming import check_table_name
+
+    if isinstance(outputs, str):
+        raise ArgumentTypeError(f"FunctionStep: outputs must be a sequence of table names, "
+                                f"e.g. outputs=({outputs!r},); received the str {outputs!r}.")
+    return tuple(check_table_name(n, f"FunctionStep: outputs[{i}]")
+                 for i, n in enumerate(outputs))
 
 
 def _path_name(name: str, what: str, is_path: bool) -> str:

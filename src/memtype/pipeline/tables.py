@@ -18,6 +18,7 @@ import numpy as np
 
 from memtype import detect_memory_type
 from memtype.errors import ArgumentTypeError, SideOutputError, UnsupportedArrayError
+from memtype.pipeline.naming import check_table_name
 from memtype.pipeline.patterns import Key
 
 __all__ = ["side_output_rows", "rows_to_table", "parse_table"]
@@ -125,7 +126,12 @@ def side_output_rows(fixed: Key, value: Any, fields: Sequence[str] = (),
     SideOutputError
         A column named like a pattern field, or two columns with the same name
         (a ``ValueError``).
+    InvalidArgumentError
+        ``table`` is no file name, or one of memtype's ROI tables
+        (:func:`~memtype.pipeline.naming.check_table_name`).
     """
+    if table:  # a default name (the step's) is first checked here, before it is written
+        check_table_name(table, "A side output's table name")
     rows = _value_rows(value)
     reserved = set(fields) | {k for k, _ in fixed}
     clash = sorted({c for row in rows for c in row if c in reserved})
