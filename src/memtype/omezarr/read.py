@@ -56,6 +56,8 @@ class FieldImage:
     shape: tuple[int, ...]
     attributes: dict[str, Any]
     """The image group's OME attributes (``multiscales``, ``omero``...)."""
+    file: str
+    """The key of the file that holds them (``"A/1/0/zarr.json"``)."""
 
 
 class PlateDocuments:
@@ -195,14 +197,16 @@ class PlateDocuments:
                absent: list[str]) -> FieldImage | None:
         """One field image, its full-resolution level's shape checked against its axes."""
         found = self.attributes(key)
-        multiscales = [] if found is None else found[0].get("multiscales")
-        if not multiscales:
+        if found is None or "multiscales" not in found[0]:
             absent.append(f"{key} (no image with multiscales)")
             return None
-        attributes, file = found  # type: ignore[misc]
+        attributes, file = found
         where = self.name(file)
-        multiscale = _object(_list(multiscales, where, "multiscales")[0], where,
-                             "multiscales[0]")
+        multiscales = _list(attributes["multiscales"], where, "multiscales")
+        if not multiscales:
+            raise StoreFormatError(f"OME-Zarr metadata {where!r}: multiscales is empty; "
+                                   "expected one multiscale image (its levels and axes).")
+        multiscale = _object(multiscales[0], where, "multiscales[0]")
         datasets = _list(multiscale.get("datasets"), where, "multiscales[0].datasets")
         if not datasets:
             raise StoreFormatError(f"OME-Zarr metadata {where!r}: multiscales[0].datasets is "
@@ -216,7 +220,7 @@ class PlateDocuments:
         axes = axes_of(multiscale, where, len(shape))
         row, column = well.split("/")
         return FieldImage(well, row, column, site, acquisition, key, f"{key}/{level}", axes,
-                          shape, attributes)
+                          shape, attributes, file)
 
     # -- arrays ------------------------------------------------------------------------------
     def header(self, level: str) -> tuple[dict[str, Any], str]:
