@@ -7,6 +7,7 @@ the files disagree on is said."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import warnings
@@ -28,7 +29,7 @@ from memtype.pipeline.inspection import inspect_plate
 from memtype.pipeline.patterns import DEFAULT_PATTERN
 from memtype.pipeline.readers import ImageXpressReader, open_input
 from memtype.pipeline.readers.base import open_inside
-from tests.readers_support import htd_text, write_phenix
+from tests.readers_support import _tif, htd_text, metaxpress_description, write_phenix
 
 pytestmark = pytest.mark.requires("tifffile")
 
@@ -494,3 +495,43 @@ def test_a_vendor_reader_given_an_address_says_only_ome_zarr_is_read_from_one(
     """Before: "Input directory 's3://bucket/plate' does not exist"."""
     with pytest.raises(StoreNotFoundError, match="only OME-Zarr plates are read from"):
         ImageXpressReader(url)
+
+
+# -- siblings: the same causes in the other places each reader reads a number ---------------------
+@pytest.mark.parametrize(("name", "said"), [
+    ("TimePoint_1/plate_A01_s0_w1.TIF", "the site of its name is '0'"),
+    ("TimePoint_1/plate_A01_s1_w0.TIF", "the channel of its name is '0'"),
+    ("TimePoint_0/plate_A01_s1_w1.TIF", "its TimePoint_<t> is '0'"),
+], ids=["site-0", "channel-0", "timepoint-0"])
+def test_imagexpress_names_counting_from_0_are_refused(name: str, said: str,
+                                                      tmp_path: Path) -> None:
+    """Before: site 0, channel 0 or t 0 reached the output."""
+    root = tmp_path / "plate"
+    _tiff(root / name)
+    with pytest.raises(StoreFormatError) as caught:
+        ImageXpressReader(root).records()
+    assert said in str(caught.value)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, 0.0, -0.65],
+                         ids=["nan", "inf", "zero", "negative"])
+def test_imagexpress_calibrations_that_are_no_length_are_refused(value: float,
+                                                                tmp_path: Path) -> None:
+    """Before: NaN and inf were the pixel size (every group then failed at write time)."""
+    root = tmp_path / "plate"
+    _tif(root / "TimePoint_1" / "plate_A01_s1_w1.TIF", np.zeros((8, 10), np.uint16),
+         metaxpress_description("A01", 1, 1, 1, pixel_um=value))
+    with pytest.raises(StoreFormatError, match="plate_A01_s1_w1.TIF.*spatial-calibration-y"):
+        ImageXpressReader(root).metadata  # noqa: B018
+
+
+def test_an_ome_tiff_nested_too_deeply_is_left_out_naming_it(tmp_path: Path) -> None:
+    """Before: a RecursionError from the XML serializer (now that the file's own images'
+    OME-XML is handed to tifffile)."""
+    root = tmp_path / "plate"
+    _ometiff(root / "A01_s1.ome.tif")
+    _ometiff(root / "B03_s1.ome.tif", ("<TiffData", "<A>" * 50_000 + "</A>" * 50_000
+                                       + "<TiffData"))
+    reader = open_input(root)
+    with pytest.warns(UserWarning, match="nested too deeply"):
+        assert {r.get("well") for r in reader.records()} == {"A01"}

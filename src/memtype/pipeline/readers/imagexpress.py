@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import math
 import os
 import re
 import warnings
@@ -55,7 +56,7 @@ from memtype.pipeline.readers.base import (
     walk_folders,
     well_name,
 )
-from memtype.pipeline.readers.checks import bounded, whole
+from memtype.pipeline.readers.checks import bounded, length, whole
 
 __all__ = ["ImageXpressReader", "parse_htd", "HtdInfo", "tiff_properties", "StagePositions"]
 
@@ -168,16 +169,31 @@ def _parse_htd(raw: bytes, where: str) -> HtdInfo:
 
 def _place(folder: str) -> tuple[int, int]:
     """The time point (1 without a ``TimePoint_`` folder) and z-step (0 without a ``ZStep_``
-    folder) of a folder."""
+    folder) of a folder.
+
+    Raises
+    ------
+    StoreFormatError
+        A ``TimePoint_0`` folder (time points count from 1; a ``ValueError``).
+    """
     parts = folder.split("/")
-    t = next((int(p[1]) for f in parts if (p := _TIMEPOINT.fullmatch(f))), 1)
+    t = next((whole(p[1], f"Folder {folder!r}", "its TimePoint_<t>", minimum=1)
+              for f in parts if (p := _TIMEPOINT.fullmatch(f))), 1)
     z = next((int(p[1]) for f in parts if (p := _ZSTEP.fullmatch(f))), 0)
     return t, z
 
 
-def _values_of(m: re.Match[str]) -> tuple[str, int, int]:
-    """The well, site and channel of a matched name (site and channel 1 where absent)."""
-    return m["well"], int(m["site"] or 1), int(m["channel"] or 1)
+def _values_of(m: re.Match[str], path: str) -> tuple[str, int, int]:
+    """The well, site and channel of a matched name (site and channel 1 where absent).
+
+    Raises
+    ------
+    StoreFormatError
+        A site or channel 0 (``_s0``, ``_w0``: they count from 1; a ``ValueError``).
+    """
+    site, channel = (whole(m[key] or 1, f"File {path!r}", f"the {key} of its name", minimum=1)
+                     for key in ("site", "channel"))
+    return m["well"], site, channel
 
 
 def _has_images(root: str, folder: str, names: list[str] | None = None) -> bool:
@@ -295,7 +311,8 @@ class ImageXpressReader(FileReader):
                 named = m.groups()
                 head = fields.get(named)
                 if head is None:
-                    head = fields[named] = record("", *_values_of(m), 1, 1).key[:3]
+                    head = fields[named] = record("", *_values_of(m, prefix + name),
+                                                  1, 1).key[:3]
                 into.append(ImageRecord(prefix + name, head + place))
         return found + _kept_projections(found, projections, with_zsteps)
 
@@ -490,7 +507,7 @@ def _tiff_metadata(reader: ImageXpressReader, records: list[ImageRecord]) -> _Ti
         if props.get("_IllumSetting_") and isinstance(channel, int):
             names[channel] = props["_IllumSetting_"]
         if size is None:
-            size = _calibration(props)
+            size = _calibration(props, f"ImageXpress image {rec.path!r} in {reader.root!r}")
         if z1 is None and channel == records[0].key[2][1]:
             z1 = _float(props.get("z-position"))
     return _TiffInfo(names, size, _z_step(reader, records, z1))
@@ -526,24 +543,34 @@ _TO_UM = {"um": 1.0, "micron": 1.0, "microns": 1.0, "nm": 1e-3, "mm": 1e3}
 
 
 def _float(text: str | None) -> float | None:
-    """A number of a description, or None if absent or not a number."""
+    """A position of a description, or None if absent, not a number, or not finite (NaN,
+    inf: no position, as an absent one)."""
     try:
-        return None if text is None else float(text)
+        value = None if text is None else float(text)
     except ValueError:
         return None
+    return value if value is not None and math.isfinite(value) else None
 
 
-def _calibration(props: dict[str, str]) -> tuple[float, float] | None:
+def _calibration(props: dict[str, str], where: str) -> tuple[float, float] | None:
     """``(y, x)`` micrometres from ``spatial-calibration-x/y`` and ``-units`` (None when the
-    calibration is off, absent, or in units that are not lengths, such as pixels)."""
+    calibration is off, absent, or in units that are not lengths, such as pixels).
+
+    Raises
+    ------
+    StoreFormatError
+        A calibration that is on, in a length unit, but not a finite length greater than 0
+        (a ``ValueError``), naming the image, the key and the value.
+    """
     if props.get("spatial-calibration-state", "on").lower() not in ("on", "true", "1"):
         return None
     scale = _TO_UM.get(props.get("spatial-calibration-units", "um").strip().lower())
-    x = _float(props.get("spatial-calibration-x"))
-    y = _float(props.get("spatial-calibration-y", props.get("spatial-calibration-x")))
-    if scale is None or x is None or y is None or x <= 0 or y <= 0:
+    x = props.get("spatial-calibration-x")
+    y = props.get("spatial-calibration-y", x)
+    if scale is None or x is None or y is None:
         return None
-    return y * scale, x * scale
+    return (length(y, where, "spatial-calibration-y", scale),
+            length(x, where, "spatial-calibration-x", scale))
 
 
 def tiff_properties(path: str | BinaryIO) -> dict[str, str]:

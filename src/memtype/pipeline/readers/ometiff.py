@@ -265,7 +265,11 @@ class OmeTiffReader(FileReader):
                     f"{_describe(places - {_SELF})}; an image split over files is not read.")
             else:
                 elsewhere[name] = places
-        xml = _reduced(ome, own)
+        try:
+            xml = _reduced(ome, own)
+        except RecursionError:  # the serializer recurses: a hostile nesting depth
+            raise StoreFormatError(f"{where}: its OME-XML is nested too deeply to be an "
+                                   "image's metadata.") from None
         self._xml[path] = xml
         return _Listed(ome, own, xml, elsewhere)
 

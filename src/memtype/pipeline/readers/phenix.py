@@ -38,6 +38,7 @@ from memtype.pipeline.readers.base import (
     FieldPosition,
     FileReader,
     PlateMetadata,
+    dir_inside,
     file_inside,
     open_inside,
     record,
@@ -293,7 +294,8 @@ class PhenixReader(FileReader):
             return index
         for folder in ("", "Images"):
             here = os.path.join(root, folder)
-            if os.path.isdir(here) and any(_NAME.fullmatch(n) for n in os.listdir(here)):
+            if (not folder or dir_inside(root, folder)) and \
+                    any(_NAME.fullmatch(n) for n in os.listdir(here)):
                 return f"{folder + '/' if folder else ''}r..c..f..p..-ch..sk..fk..fl.. names"
         return None
 
