@@ -23,7 +23,7 @@ ARGUMENTS: dict[str, Any] = {
     "num_iter": 2, "snake": np.array([[5.0, 5.0], [5.0, 15.0], [15.0, 15.0]]),
     "corners": np.array([[5, 5], [10, 10]]), "coordinates": np.array([[0, 1], [1, 2], [2, 3]]),
     "footprint": None, "labels": None, "values": None, "position": None, "properties": None,
-    "label_img": None,
+    "label_img": None, "balance": 0.1,
 }
 
 
@@ -72,9 +72,27 @@ SMALL_ARGUMENTS: dict[str, dict[str, Any]] = {
 BINARY = frozenset({"skimage.measure.perimeter", "skimage.measure.perimeter_crofton"})
 
 
+def _second_image(name: str, entry: Entry) -> Any:
+    """A second image (a step's named input) of the coins crops' shape, as the argument
+    ``name`` of ``entry`` takes it: labels, a mask, a small kernel or a reference image."""
+    from skimage.measure import label
+
+    image = _coins()
+    if name in ("labels", "markers", "label_img"):
+        return label(image > 100).astype(np.int32)
+    if name == "mask":
+        return image > 100
+    if name in ("psf", "template"):
+        kernel = np.ones((1, 3, 3)) / 9 if name == "psf" else image[:, 4:12, 4:12]
+        return kernel[0] if entry.dimensions == "2d" else kernel
+    return image
+
+
 def arguments_for(entry: Entry) -> dict[str, Any]:
-    """Values for ``entry``'s required arguments (kernels shaped for how it runs)."""
-    found = {name: ARGUMENTS[name] for name in entry.required}
+    """Values for ``entry``'s required arguments (kernels shaped for how it runs) and for
+    its second images (what a step gives as named inputs)."""
+    found = {name: ARGUMENTS[name] for name in entry.required if name not in entry.images}
+    found.update({name: _second_image(name, entry) for name in entry.images})
     if entry.dimensions == "2d":
         found.update({k: v[0] for k, v in found.items()
                       if k in ("kernel", "weights") and np.ndim(v) == 3})

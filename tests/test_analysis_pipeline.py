@@ -230,3 +230,30 @@ def test_a_malformed_plate_map_is_refused(tmp_path: Path, text: str, message: st
     path.write_text(text)
     with pytest.raises(StoreFormatError, match=message):
         read_plate_map(str(path))
+
+
+def test_a_catalog_function_takes_its_second_image_by_name(plate_dir: Path,
+                                                           tmp_path: Path) -> None:
+    from skimage.exposure import match_histograms
+
+    from memtype.storage import ZarrStore
+
+    steps = ["max_projection",
+             FunctionStep("skimage.exposure.match_histograms", materialize=True,
+                          name="matched", inputs={"image": "channel:2",
+                                                  "reference": "channel:1"})]
+    Pipeline(steps).run(plate_dir, tmp_path / "out").raise_for_failures()
+    data = stacks(PLATE)
+    two, one = data[("A02", 1, 2)].max(axis=0), data[("A02", 1, 1)].max(axis=0)
+    plate = ZarrStore(str(tmp_path / "out" / "matched.zarr"), read_only=True)
+    written = np.asarray(plate.load("A/2/1")).squeeze()
+    np.testing.assert_array_equal(written, np.rint(match_histograms(two, one)))
+
+
+@pytest.mark.parametrize("name", ["skimage.restoration.richardson_lucy",
+                                  "skimage.exposure.match_histograms",
+                                  "skimage.segmentation.random_walker"])
+def test_second_image_functions_are_catalog_entries(name: str) -> None:
+    from memtype.pipeline import catalog
+
+    assert catalog.get(name).images

@@ -69,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      "of an OME-Zarr plate (s3://, https://)")
     run.add_argument("--output", required=True, help="output directory, or an s3:// prefix")
     _add_executor_options(run)
+    _add_preview_command(subparsers)
     run.add_argument("--scheduler", default=None,
                      help="address of a dask scheduler (implies --executor dask)")
     run.add_argument("--pattern", default=None,
@@ -121,6 +122,43 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     from memtype.pipeline.catalog.listing import add_functions_command
 
     add_functions_command(subparsers)
+
+
+def _add_preview_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
+                         ) -> None:
+    """``memtype preview``: one field through a pipeline, every step's result drawn."""
+    preview = subparsers.add_parser(
+        "preview", help="run one field through a pipeline and draw what each step made",
+        description="Run the first site of --well (or --site) through PIPELINE and write "
+                    "what each step produced: preview.png, the OME-Zarr plate with the object "
+                    "sets as labels, each step's images as <step>.zarr, and the tables.")
+    preview.add_argument("pipeline_file", metavar="PIPELINE.py|PIPELINE.yaml")
+    preview.add_argument("--input", required=True, help="directory of input images")
+    preview.add_argument("--well", required=True, help="the well to preview, e.g. A01")
+    preview.add_argument("--site", default=None, help="its site (default: the first)")
+    preview.add_argument("--output", default="preview",
+                         help="where the preview goes (default ./preview; replaced)")
+    preview.add_argument("--pattern", default=None, help="file-name pattern (as for run)")
+    _add_layout_option(preview)
+    preview.set_defaults(func=_cmd_preview)
+
+
+def _cmd_preview(args: argparse.Namespace) -> int:
+    """``memtype preview``."""
+    from memtype.pipeline.analysis.preview import preview
+
+    pipeline = load_pipeline_file(args.pipeline_file)
+    try:
+        result = preview(pipeline, args.input, args.output, well=args.well, site=args.site,
+                         pattern=args.pattern, layout=args.layout)
+    except ValueError as exc:  # no such well or site, a configuration error
+        raise CommandError(str(exc)) from None
+    print(f"preview  {result.group}: {result.picture}")
+    print(f"output   {result.output} (open plate.zarr and <step>.zarr in napari)")
+    if result.failed:
+        print(f"memtype: {result.failed}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _add_layout_option(p: argparse.ArgumentParser) -> None:

@@ -63,6 +63,9 @@ class RunContext:
     """The run's plans, for a group that runs out of memory (None: no plan, no fallback)."""
     buffers: BufferPool | None = field(default_factory=BufferPool, compare=False)
     """Host stacks reused across groups (None: a new one for every stack)."""
+    capture: dict[str, list[tuple[Key, Any]]] | None = field(default=None, compare=False)
+    """Step name -> every stack (or named result) it produced, as host arrays: a preview
+    (:mod:`memtype.pipeline.analysis.preview`) keeps them all; None in a run."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The shipped pipeline files are imported (by _context_shell) before the steps,
@@ -259,6 +262,7 @@ def _run_step(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep]
             state.where = f"{state.phase} on {key_label(stack.fixed)}"
             data = (state.tier.peek if step.passes_input else state.tier.take)(stack.ref)
             image, side = step.run(data, stack.fixed, gpu_id, lazy=not writes(steps, index))
+            _keep(ctx, step.name, stack.fixed, image)
             inner = _output_slices(step, stack, image)
             result = Stack(stack.fixed, stack.variable, inner, state.tier.put(image))
             (produced if step.passes_input else out).append(result)
@@ -297,6 +301,8 @@ def _run_named(ctx: RunContext, state: _GroupState, step: FunctionStep, index: i
                      for i in step.inputs}
             result, side = step.run_named(named, gpu_id)
             record_result(step.name, step.labels, step.inputs, result, values)
+            if not isinstance(result, dict):
+                _keep(ctx, step.name, key, result)
             if step.labels is not None or step.materialize:
                 produced.append(Stack(members[0].fixed, members[0].variable,
                                       members[0].slices[:1], state.tier.put(result)))
@@ -309,6 +315,12 @@ def _run_named(ctx: RunContext, state: _GroupState, step: FunctionStep, index: i
         _write(ctx, state, step, False, produced)
     for stack in produced:
         state.tier.take(stack.ref)
+
+
+def _keep(ctx: RunContext, name: str, key: Key, data: Any) -> None:
+    """Keep a step's result for a preview (a host copy), when the run captures them."""
+    if ctx.capture is not None:
+        ctx.capture.setdefault(name, []).append((key, convert(data, "numpy").copy()))
 
 
 def _references(step: FunctionStep) -> str:

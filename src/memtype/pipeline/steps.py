@@ -200,11 +200,11 @@ class FunctionStep:
         self.spec: tuple[str, dict[str, Any]] | None = None
         """The operation's name and the parameters given, for a step made from a name."""
         if _named(func):  # the catalog resolves it (catalog.naming builds no step: no cycle)
-            named_spec: Any = func
-            own = named_spec if isinstance(named_spec, str) else named_spec[0]
-            extra = {} if isinstance(named_spec, str) else dict(named_spec[1])
-            self.spec = (str(own), {**kwargs, **extra})
-            self.plate_pass = _plate_pass(str(own))
+            from memtype.pipeline.catalog.naming import _split
+
+            own, extra = _split(func)  # type: ignore[arg-type]
+            self.spec = (own, {**kwargs, **extra})
+            self.plate_pass = _plate_pass(own)
             func, named, self.kwargs, self.inputs = _resolve_named(
                 func, kwargs, self.inputs, self.variable_components)  # type: ignore[arg-type]
             name = name or named
@@ -257,7 +257,7 @@ class FunctionStep:
         has that value (one call for all when ``field`` is None): a plate-wide pass once
         computed, one function per channel."""
         func: Any = dict(calls) if field is not None else next(iter(calls.values()))
-        return FunctionStep(func, name=self.name, group_by=field,
+        return FunctionStep(func, name=self.name, group_by=field, materialize=self.materialize,
                             variable_components=self.variable_components)
 
     def _set_routes(self, func: Mapping[FieldValue, FuncSpec]) -> None:

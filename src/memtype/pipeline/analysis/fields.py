@@ -4,7 +4,8 @@ A group (a well, by default) holds one or more fields (sites). A step with named
 (``FunctionStep(..., inputs={...})``) runs once per field: its inputs are resolved here (the
 field's channels as the chain left them, earlier results, object sets), its result is kept
 by name, an object set with its parents, and a dict of measurements becomes columns of the
-object set's table (one row per object: ``ObjectNumber``, ``Parent_<set>``,
+object set's table (one row per object: ``ObjectNumber`` as CellProfiler names it, the same
+number as ``label``, the column OME-Zarr feature tables index by, ``Parent_<set>``,
 ``Children_<set>_Count``) or of the per-image table ``image`` (one row per field, with
 ``Count_<set>``).
 """
@@ -182,7 +183,7 @@ def field_rows(key: Key, values: FieldValues) -> dict[str, list[Row]]:
     for name, objects in values.objects.items():
         image[f"Count_{name}"] = objects.count
         columns = {**relations[name], **values.object_columns.get(name, {})}
-        tables[name] = [{**dict(key), "ObjectNumber": number + 1,
+        tables[name] = [{**dict(key), "ObjectNumber": number + 1, "label": number + 1,
                          **{c: _plain(a[number]) for c, a in columns.items()}}
                         for number in range(objects.count)]
     image.update(values.image_columns)

@@ -66,22 +66,23 @@ class PlatePass:
 
     name: str
     parameters: Mapping[str, Any]
-    accumulator: Callable[[], Any]
+    accumulator: Callable[[Mapping[str, Any]], Any]
     finish: Callable[[Any, Mapping[str, Any]], np.ndarray[Any, Any]]
     apply: Callable[[np.ndarray[Any, Any], np.ndarray[Any, Any], Mapping[str, Any]],
                     np.ndarray[Any, Any]]
 
 
-def _illumination_accumulator() -> Any:
-    """An empty accumulator of a channel's images."""
+def _illumination_accumulator(params: Mapping[str, Any]) -> Any:
+    """An empty accumulator of a channel's images (a per-pixel histogram for a median)."""
     from memtype.pipeline.analysis.illumination import IlluminationAccumulator
 
-    return IlluminationAccumulator()
+    bins = params["median_bins"] if params["method"] == "median" else None
+    return IlluminationAccumulator(median_bins=bins)
 
 
 def _illumination_function(acc: Any, params: Mapping[str, Any]) -> np.ndarray[Any, Any]:
     """A channel's illumination function from its accumulated images."""
-    options = {k: params[k] for k in ("method", "smoothing", "sigma") if params[k] is not None}
+    options = {k: params[k] for k in ("method", "smoothing", "sigma", "rescale")}
     return np.asarray(acc.function(**options), dtype=np.float32)
 
 
@@ -92,6 +93,11 @@ def _illumination_apply(stack: np.ndarray[Any, Any], function: np.ndarray[Any, A
 
     return np.stack([np.asarray(apply_illumination(p, function, how=params["how"]),
                                 dtype=np.float32) for p in stack])
+
+
+def _moments(params: Mapping[str, Any]) -> _Moments:
+    """An empty accumulator of a channel's pixel moments."""
+    return _Moments()
 
 
 def _moments_function(acc: _Moments, params: Mapping[str, Any]) -> np.ndarray[Any, Any]:
@@ -110,9 +116,10 @@ def _moments_apply(stack: np.ndarray[Any, Any], moments: np.ndarray[Any, Any],
 
 PASSES: dict[str, PlatePass] = {p.name: p for p in (
     PlatePass("correct_illumination",
-              {"method": None, "smoothing": None, "sigma": None, "how": "divide"},
+              {"method": "mean", "smoothing": "gaussian", "sigma": None, "rescale": True,
+               "how": "divide", "median_bins": 256},
               _illumination_accumulator, _illumination_function, _illumination_apply),
-    PlatePass("normalize_plate", {}, _Moments, _moments_function, _moments_apply),
+    PlatePass("normalize_plate", {}, _moments, _moments_function, _moments_apply),
 )}
 
 
@@ -172,7 +179,8 @@ class _MapContext:
 
     store: Any
     channel: str | None
-    passes: tuple[str, ...]
+    passes: tuple[tuple[str, Mapping[str, Any]], ...]
+    """Each pass's kind and parameters."""
 
 
 def _channel_value(key: Any, channel: str | None) -> str:
@@ -187,10 +195,10 @@ def accumulate_group(ctx: _MapContext, task: GroupTask) -> list[dict[str, Any]]:
         for record in task.records:
             image = np.asarray(ctx.store.load_batch([record.path])[0])
             channel = _channel_value(record.key, ctx.channel)
-            for k, name in enumerate(ctx.passes):
+            for k, (name, params) in enumerate(ctx.passes):
                 acc = out[k].get(channel)
                 if acc is None:
-                    acc = out[k][channel] = PASSES[name].accumulator()
+                    acc = out[k][channel] = PASSES[name].accumulator(params)
                 acc.add(image)
     except MemtypeError:
         raise
@@ -232,7 +240,8 @@ def run_passes(steps: Sequence[FunctionStep], executor: Executor, store: Any,
     todo = [i for i in indices if not (resume and _saved(root, steps[i].name))]
     merged: list[dict[str, Any]] = [{} for _ in todo]
     if todo:
-        ctx = _MapContext(store, channel, tuple(str(steps[i].plate_pass) for i in todo))
+        ctx = _MapContext(store, channel, tuple((str(steps[i].plate_pass), _params(steps[i]))
+                                                for i in todo))
         for part in executor.map_unordered(accumulate_group, ctx, list(tasks)):
             for k, accumulators in enumerate(part):
                 for key, acc in accumulators.items():
@@ -243,7 +252,7 @@ def run_passes(steps: Sequence[FunctionStep], executor: Executor, store: Any,
     out = list(steps)
     for i in indices:
         step = steps[i]
-        params = {k: v for k, v in step.chain[0].kwargs.items() if k != "plate_pass"}
+        params = _params(step)
         if i in todo:
             spec = PASSES[str(step.plate_pass)]
             functions = {key: spec.finish(acc, params)
@@ -253,6 +262,11 @@ def run_passes(steps: Sequence[FunctionStep], executor: Executor, store: Any,
             functions = _saved(root, step.name) or {}
         out[i] = _applying(step, functions, channel, params)
     return out
+
+
+def _params(step: FunctionStep) -> dict[str, Any]:
+    """A pass step's parameters."""
+    return {k: v for k, v in step.chain[0].kwargs.items() if k != "plate_pass"}
 
 
 def _applying(step: FunctionStep, functions: Mapping[str, np.ndarray[Any, Any]],

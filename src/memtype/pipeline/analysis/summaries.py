@@ -26,8 +26,8 @@ __all__ = ["Summary", "WELL_TABLE", "read_plate_map", "well_summary", "write_sum
 WELL_TABLE = "well_summary"
 """The per-well table's name (``well_summary.csv``)."""
 
-_KEYS = frozenset({"well", "site", "field", "s", "fov", "ObjectNumber", "Plate", "t", "time",
-                   "timepoint", "z", "channel", "c", "w"})
+_KEYS = frozenset({"well", "site", "field", "s", "fov", "ObjectNumber", "label", "Plate", "t",
+                   "time", "timepoint", "z", "channel", "c", "w"})
 
 
 @dataclass(frozen=True)

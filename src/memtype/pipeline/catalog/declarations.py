@@ -18,7 +18,8 @@ __all__ = ["HOST", "CLE", "CUPY", "MODULES", "CUCIM_MODULES", "CUCIM_DISTRIBUTIO
            "INSTALL_HINTS", "mirrored", "IMAGE_PARAMETERS", "OUTPUT", "DIMENSIONS", "EXCLUDED",
            "CLE_OUTPUT",
            "CLE_KINDS", "VOLUME_ONLY_CATEGORIES", "TWO_IMAGE_PARAMETERS",
-           "SECOND_IMAGE_ARGUMENTS", "REQUIRED_ARGUMENTS", "NEEDS", "CLE_MAP_SUFFIX"]
+           "SECOND_IMAGE_ARGUMENTS", "NAMED_IMAGE_ARGUMENTS", "SECOND_IMAGES",
+           "REQUIRED_ARGUMENTS", "NEEDS", "CLE_MAP_SUFFIX"]
 
 # (catalog prefix, module, memory type) for every module the catalog covers.
 MODULES: tuple[tuple[str, str, str], ...] = (
@@ -76,10 +77,23 @@ IMAGE_PARAMETERS = frozenset({
 # image input; use a FunctionStep).
 TWO_IMAGE_PARAMETERS = frozenset({"input_image0", "image0", "input_image_label"})
 
-# Required arguments that are a second image of the same stack (a mask, labels, markers, a
-# structuring image): such a function is left out (a step has one image input).
+# Required arguments that are a second image of the same field (a mask, labels, markers):
+# such a function joins the catalog with them as named inputs (its entry's ``images``: a
+# step gives them with inputs={...}). A structuring element (footprint) and the arguments
+# that are not images (values, position, properties) still leave it out.
 SECOND_IMAGE_ARGUMENTS = frozenset({"footprint", "labels", "mask", "values", "position",
                                     "properties", "label_img", "markers"})
+NAMED_IMAGE_ARGUMENTS = frozenset({"labels", "mask", "label_img", "markers"})
+
+# Second images that are required arguments by another name: the function joins the
+# catalog, its step gives them as named inputs.
+SECOND_IMAGES: dict[str, tuple[str, ...]] = {
+    "skimage.exposure.match_histograms": ("reference",),
+    "skimage.restoration.richardson_lucy": ("psf",),
+    "skimage.restoration.wiener": ("psf",),
+    "skimage.feature.match_template": ("template",),
+    "scipy.ndimage.watershed_ift": ("markers",),
+}
 
 # Output kind where the Returns section does not say it plainly (or says it wrong).
 OUTPUT: dict[str, str] = {
@@ -186,6 +200,9 @@ DIMENSIONS: dict[str, str] = {
     "skimage.filters.threshold_local": "nd",
     "skimage.restoration.rolling_ball": "nd",
     "skimage.restoration.denoise_bilateral": "2d",
+    # its unitary Fourier transform pads the PSF to the image in every axis; a 2-plane
+    # volume is shorter than a 3-plane PSF
+    "skimage.restoration.wiener": "2d",
     "skimage.transform.radon": "2d",
     "skimage.transform.warp_polar": "2d",
     # max-tree filters index out of bounds on a 2-plane volume (scikit-image 0.26)
@@ -209,14 +226,8 @@ EXCLUDED: dict[str, str] = {
     "skimage.measure.grid_points_in_poly": "takes a shape",
     "skimage.feature.match_descriptors": "takes descriptors",
     "skimage.feature.plot_matched_features": "draws a matplotlib figure",
-    "skimage.feature.match_template": "compares two images (the template is an image "
-                                      "argument; use a FunctionStep)",
     "skimage.transform.warp": "needs a transform object or function",
     "skimage.segmentation.join_segmentations": "takes two label images",
-    "skimage.exposure.match_histograms": "takes a reference image: use a FunctionStep",
-    "skimage.restoration.richardson_lucy": "needs a point-spread function array: use a "
-                                           "FunctionStep",
-    "skimage.restoration.wiener": "needs a point-spread function array",
     "skimage.restoration.unsupervised_wiener": "needs a point-spread function array",
     "skimage.restoration.unwrap_phase": "phase images only",
     "scipy.ndimage.generic_filter": "needs a Python callable per pixel",
@@ -225,7 +236,6 @@ EXCLUDED: dict[str, str] = {
     "scipy.ndimage.generic_laplace": "needs a derivative callable",
     "scipy.ndimage.geometric_transform": "needs a mapping callable",
     "scipy.ndimage.labeled_comprehension": "needs a Python callable",
-    "scipy.ndimage.watershed_ift": "needs a markers array",
     "scipy.ndimage.value_indices": "a dict of index arrays per value",
     "scipy.ndimage.find_objects": "a list of slices per label",
     "scipy.ndimage.extrema": "four results (min, max, their positions)",
@@ -235,6 +245,8 @@ EXCLUDED: dict[str, str] = {
     "skimage.segmentation.mark_boundaries": "draws an RGB picture",
     "skimage.feature.draw_haar_like_feature": "draws an RGB picture",
     "skimage.feature.draw_multiblock_lbp": "draws an RGB picture",
+    "skimage.feature.corner_orientations": "its mask is an odd-sized window (a footprint), "
+                                           "not an image",
     "skimage.feature.graycomatrix": "a 4D co-occurrence matrix, not an image or table",
     "skimage.feature.multiscale_basic_features": "a feature stack with a channel axis last",
     "skimage.transform.pyramid_gaussian": "a generator of images of different sizes",

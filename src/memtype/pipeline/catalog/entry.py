@@ -55,6 +55,10 @@ class Entry:
         The first line of its docstring.
     needs : str
         An optional module it needs beyond its library ('' when none).
+    images : tuple of str
+        Arguments that are a second image (markers, a reference, a point-spread
+        function): a step gives them as named inputs (``inputs={"image": "channel:1",
+        "markers": "nuclei"}``, see :mod:`memtype.pipeline.analysis.references`).
     """
 
     name: str
@@ -68,6 +72,7 @@ class Entry:
     var_keywords: bool
     summary: str
     needs: str = ""
+    images: tuple[str, ...] = ()
 
     @property
     def library(self) -> str:
@@ -122,7 +127,8 @@ def _by_name() -> dict[str, Entry]:
     """Every entry by name."""
     out = {}
     for row in _data()["entries"]:
-        row = dict(row, required=tuple(row["required"]), keywords=tuple(row["keywords"]))
+        row = dict(row, required=tuple(row["required"]), keywords=tuple(row["keywords"]),
+                   images=tuple(row.get("images", ())))
         out[row["name"]] = Entry(**row)
     return out
 

@@ -152,15 +152,19 @@ def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict
     if memory == decl.CLE:
         keywords = [k for k in keywords if k not in ("output_image", "device")]
         required = [k for k in required if k not in ("output_image", "device")]
-    second = [r for r in required if r in decl.SECOND_IMAGE_ARGUMENTS]
+    second = [r for r in required if r in decl.SECOND_IMAGE_ARGUMENTS
+              and r not in decl.NAMED_IMAGE_ARGUMENTS]
     if second:
-        return {"name": name, "excluded": f"needs a second image ({', '.join(second)}); a "
-                                          "step has one image input: use a FunctionStep"}
+        return {"name": name, "excluded": f"needs a second input ({', '.join(second)}) that "
+                                          "is not an image: use a FunctionStep"}
+    images = [r for r in required if r in decl.NAMED_IMAGE_ARGUMENTS]
+    images += [r for r in _declared(decl.SECOND_IMAGES, name) or () if r not in images]
     summary = doc.strip().splitlines()[0] if doc.strip() else ""
     return {"name": name, "module": module, "function": short, "memory_type": memory,
             "dimensions": dims, "output": kind, "required": required, "keywords": keywords,
             "var_keywords": var_kw, "summary": summary[:100],
-            "needs": _declared(decl.NEEDS, name) or ""}
+            "needs": _declared(decl.NEEDS, name) or "",
+            **({"images": images} if images else {})}
 
 
 def _module_entries(prefix: str, module: str, memory: str) -> list[dict[str, Any]]:
