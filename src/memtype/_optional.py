@@ -28,6 +28,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "pynvml": ("nvidia-ml-py", "gpu"),
     "array_api_compat": ("array-api-compat", "array-api"),
     "obstore": ("obstore", "s3"),
+    "yaml": ("pyyaml", "all"),
 }
 
 

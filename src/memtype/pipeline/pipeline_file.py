@@ -49,6 +49,13 @@ _STEP_OPTIONS = ("name", "inputs", "labels", "materialize", "variable_components
                  "group_by", "outputs", "passes_input")
 
 
+def _yaml() -> Any:
+    """PyYAML, or a MissingPackageError naming the extra that installs it."""
+    from memtype import require
+
+    return require("yaml", "Reading pipeline files written as YAML")
+
+
 def is_pipeline_spec(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` names a pipeline written as data (by its suffix)."""
     return os.fspath(path).lower().endswith(SUFFIXES)
@@ -62,7 +69,7 @@ def _error(source: str, node: Any, message: str) -> PipelineSpecError:
 
 def _compose(text: str, source: str) -> Any:
     """The file's YAML node tree (safe: plain data only)."""
-    import yaml
+    yaml = _yaml()
 
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)
@@ -75,7 +82,7 @@ def _compose(text: str, source: str) -> Any:
 
 def _value(node: Any) -> Any:
     """A node as plain Python data."""
-    import yaml
+    yaml = _yaml()
 
     if node is None:
         return None
@@ -84,7 +91,7 @@ def _value(node: Any) -> Any:
 
 def _pairs(node: Any, source: str, what: str) -> list[tuple[str, Any, Any]]:
     """A mapping node's ``(key, key node, value node)``; anything else is an error."""
-    import yaml
+    yaml = _yaml()
 
     if not isinstance(node, yaml.MappingNode):
         raise _error(source, node, f"{what} must be a mapping; received "
@@ -110,7 +117,7 @@ def _expand_inputs(inputs: Any) -> list[dict[str, Any] | None]:
 def _steps(node: Any, source: str) -> list[FunctionStep]:
     """The ``steps`` list, each step made and its named inputs checked against the steps
     before it (an error names its line)."""
-    import yaml
+    yaml = _yaml()
 
     from memtype.pipeline.pipeline import _check_graph
     from memtype.pipeline.steps import FunctionStep
@@ -215,7 +222,7 @@ def dump_pipeline_spec(pipeline: Pipeline) -> str:
     PipelineSpecError
         A step runs a Python function (a pipeline file names operations only).
     """
-    import yaml
+    yaml = _yaml()
 
     steps = [_step_data(step) for step in pipeline.steps]
     data: dict[str, Any] = {"name": pipeline.name}
