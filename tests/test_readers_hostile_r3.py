@@ -535,3 +535,11 @@ def test_an_ome_tiff_nested_too_deeply_is_left_out_naming_it(tmp_path: Path) -> 
     reader = open_input(root)
     with pytest.warns(UserWarning, match="nested too deeply"):
         assert {r.get("well") for r in reader.records()} == {"A01"}
+
+
+def test_an_htd_over_16_mib_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    root = _imagexpress(tmp_path / "plate", _one_image_htd())
+    with (root / "plate.HTD").open("ab") as fh:
+        fh.write(b'"Padding", ' + b"x" * (17 << 20) + b"\r\n")
+    with pytest.raises(StoreFormatError, match="plate.HTD.*over 16 MiB"):
+        ImageXpressReader(root).metadata  # noqa: B018

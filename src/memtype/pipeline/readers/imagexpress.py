@@ -289,8 +289,13 @@ class ImageXpressReader(FileReader):
         found = self.detect(self.root)
         if found is None or not found.lower().endswith(".htd"):
             return None
+        where = repr(os.path.join(self.root, found))
         with self.open_file(found) as fh:
-            return found, _parse_htd(fh.read(), repr(os.path.join(self.root, found)))
+            raw = fh.read(_HTD_LIMIT + 1)
+        if len(raw) > _HTD_LIMIT:
+            raise StoreFormatError(f"{where} is over {_HTD_LIMIT >> 20} MiB; a MetaXpress .HTD "
+                                   "is a few kB of '\"Key\", value' lines.")
+        return found, _parse_htd(raw, where)
 
     def _list(self, exclude: str | None) -> list[ImageRecord]:
         found: list[ImageRecord] = []
@@ -343,6 +348,8 @@ class ImageXpressReader(FileReader):
                              notes=_disagreements(htd, {str(k[0][1]) for k in present}, path))
 
 
+_HTD_LIMIT = 16 << 20
+"""The largest ``.HTD`` read (a real one is a few kB): a larger file is refused unread."""
 _ANNOUNCED_FLOOR = 1_000_000
 _ANNOUNCED_PER_IMAGE = 100
 """A ``.HTD`` may announce at most max(10^6, 100 x the images on disk) images: a plate whose
