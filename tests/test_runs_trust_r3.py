@@ -127,3 +127,39 @@ def test_a_default_table_name_from_a_step_name_is_checked_before_it_is_written(
     report = Pipeline([step, np_project]).run(two_channels, tmp_path / "out", max_failures=1)
     assert not report.ok and "FOV_ROI_table" in (report.failed[0].error or "")
     assert not (tmp_path / "out" / "FOV_ROI_table.csv").exists()
+
+
+# -- 15: the planner runs a user's step at most once per plan, on the real shape ---------
+SEEN: list[tuple[int, ...]] = []
+"""The shapes np_counted was called with (inline runs only)."""
+
+
+@mt.numpy
+def np_counted(stack: np.ndarray) -> np.ndarray:
+    SEEN.append(tuple(stack.shape))
+    return stack.max(axis=0, keepdims=True)
+
+
+FOUR_SITES = SyntheticPlate(wells=1, sites=4, channels=2, z_planes=3, size=48, cells=(1, 2))
+"""One well of 4 sites x 2 channels: 8 stacks of (3, 48, 48) a group."""
+
+
+@pytest.fixture(scope="module")
+def four_sites(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_plate(tmp_path_factory.mktemp("four-sites"), FOUR_SITES)
+
+
+@pytest.mark.requires("tifffile")
+def test_plan_alone_runs_a_step_once_on_the_real_shape(four_sites: Path) -> None:
+    SEEN.clear()
+    Pipeline([np_counted, np_project]).plan(four_sites)
+    assert SEEN == [(3, 48, 48)]
+
+
+@pytest.mark.requires("tifffile", "zarr")
+def test_a_run_runs_a_step_once_for_its_plan_then_once_per_stack(four_sites: Path,
+                                                                 tmp_path: Path) -> None:
+    SEEN.clear()
+    report = Pipeline([np_counted, np_project]).run(four_sites, tmp_path / "out")
+    assert report.ok, report.summary()
+    assert SEEN == [(3, 48, 48)] * (1 + 8)  # the plan's one trial, then the group's 8 stacks

@@ -1,11 +1,12 @@
 """What planning measures: the stacks between steps, and what each conversion costs.
 
-The stacks' shapes and dtype after each step come from one trial of the step on a small
-sample (:func:`infer_boundaries`); a conversion's cost from making it once on a sample of the
-real shape and dtype (:class:`Prober`). The planner asks :func:`memtype.convert` itself
-(capturing its events as the run's hook counts them), so a prediction is what the run's hook
-will count: the same routes, the same zero-copy rules, the same events. The trial
-conversions are hidden from the user's conversion hooks (:func:`memtype.capture_conversions`).
+The stacks' shapes and dtype after each step come from one trial of the step per plan on a
+ramp of the group's real shape (:func:`infer_boundaries`); a conversion's cost from making
+it once on a sample of the real shape and dtype (:class:`Prober`). The planner asks
+:func:`memtype.convert` itself (capturing its events as the run's hook counts them), so a
+prediction is what the run's hook will count: the same routes, the same zero-copy rules,
+the same events. The trial conversions are hidden from the user's conversion hooks
+(:func:`memtype.capture_conversions`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from memtype.pipeline.planning.model import Boundary, Shape
 from memtype.pipeline.steps import FunctionStep, GroupTask, writes
 
 __all__ = ["Probe", "Prober", "PRESSURE_LIMIT", "device_budgets", "group_shapes",
-           "image_shapes", "infer_boundaries"]
+           "image_shapes", "infer_boundaries", "Trials"]
 
 PRESSURE_LIMIT = 0.9
 """A managed GPU at least this full (``memory_pressure``) takes no planned step."""
@@ -269,18 +270,21 @@ def image_shapes(images: Sequence[Any] | Any) -> tuple[list[Shape], np.dtype[Any
 
 
 
-_TRIAL_PLANE = 32
+Trials = dict[tuple[Any, ...], "tuple[Shape, np.dtype[Any]] | BaseException"]
+"""One plan's trial runs: each step's result (or error) per input shape, dtype and laziness."""
 
 
 def infer_boundaries(steps: Sequence[FunctionStep], shapes: list[Shape],
-                     dtype: np.dtype[Any]) -> tuple[list[Boundary], list[str]]:
+                     dtype: np.dtype[Any], trials: Trials | None = None,
+                     ) -> tuple[list[Boundary], list[str]]:
     """The stacks before each step and after the last, and notes on what was assumed.
 
-    Each step runs once (its first implementation) on a small ramp of the real Z and dtype
-    and at most 32 x 32 pixels: the result's Z and dtype are taken as the step's, Y and X
-    scaled in proportion. A step that fails on the sample (or routes by a field) is taken
-    to keep its stacks as they are, and the note says so.
+    Each step runs at most once per plan for each distinct stack shape it receives (``trials``
+    keeps the results across the calls of one plan), on a ramp of the group's real shape and
+    dtype: the result's shape and dtype are the step's. A step that fails on the sample (or
+    routes by a field) is taken to keep its stacks as they are, and the note says so.
     """
+    trials = {} if trials is None else trials
     bounds: list[Boundary] = [(list(shapes), dtype)]
     notes: list[str] = []
     for index, step in enumerate(steps):
@@ -289,38 +293,51 @@ def infer_boundaries(steps: Sequence[FunctionStep], shapes: list[Shape],
             bounds.append((current, kind))
             continue
         lazy = not writes(steps, index)
-        try:
-            out = [_trial(step, s, kind, lazy) for s in current]
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # recorded in the plan: the step is assumed to keep them
-            # SystemExit too: as in the run (runner.execute_group), a step's exit fails its
-            # group only, and the run reports it there
-            notes.append(f"step {step.name!r} was not tried on a sample ({type(exc).__name__}: "
-                         f"{exc}); its output is assumed to keep the shape and dtype")
+        out = [_trial_once(trials, step, s, kind, lazy) for s in current]
+        failed = next((o for o in out if isinstance(o, BaseException)), None)
+        if failed is not None:  # recorded in the plan: the step is assumed to keep them
+            notes.append(f"step {step.name!r} was not tried on a sample "
+                         f"({type(failed).__name__}: {failed}); its output is assumed to "
+                         "keep the shape and dtype")
             bounds.append((current, kind))
             continue
-        bounds.append(([s for s, _ in out], out[0][1]))
+        done = cast(list[tuple[Shape, np.dtype[Any]]], out)
+        bounds.append(([s for s, _ in done], done[0][1]))
     return bounds, notes
+
+
+def _trial_key(step: FunctionStep, shape: Shape, dtype: np.dtype[Any],
+               lazy: bool) -> tuple[Any, ...]:
+    """What decides a trial's result: the functions and options that run, and the input."""
+    calls = tuple((id(c.func), id(c.kwargs)) for c in step.chain)
+    return calls, id(step.kwargs), step.routes is not None, shape, dtype.str, lazy
+
+
+def _trial_once(trials: Trials, step: FunctionStep, shape: Shape, dtype: np.dtype[Any],
+                lazy: bool) -> tuple[Shape, np.dtype[Any]] | BaseException:
+    """The step's trial on ``shape``, run once per plan (its error, if it failed)."""
+    key = _trial_key(step, shape, dtype, lazy)
+    if key not in trials:
+        try:
+            trials[key] = _trial(step, shape, dtype, lazy)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noted in the plan; the step is assumed to keep them
+            # SystemExit too: as in the run (runner.execute_group), a step's exit fails its
+            # group only, and the run reports it there
+            trials[key] = exc
+    return trials[key]
 
 
 def _trial(step: FunctionStep, shape: Shape, dtype: np.dtype[Any],
            lazy: bool) -> tuple[Shape, np.dtype[Any]]:
-    """The step's output shape and dtype for stacks of ``shape``, from one small sample."""
+    """The step's output shape and dtype for stacks of ``shape``, from one ramp of it."""
     if step.routes is not None:
         raise InvalidArgumentError("the step routes by a field value")
-    z, y, x = shape
-    small = (z, min(y, _TRIAL_PLANE), min(x, _TRIAL_PLANE))
-    ramp = (np.arange(int(np.prod(small)), dtype=np.float64) % 97 + 1).reshape(small)
-    image, _ = step.run(ramp.astype(dtype), (), None, lazy)
+    ramp = np.resize(np.arange(1, 98).astype(dtype), shape)  # no float64 copy of the stack
+    image, _ = step.run(ramp, (), None, lazy)
     adapter = load_adapter(detect_memory_type(image))
     out = tuple(adapter.shape_of(image))
     if len(out) != 3:
         raise ShapeError(f"it returned shape {out}")
-    scaled = (out[0], _scale(out[1], y, small[1]), _scale(out[2], x, small[2]))
-    return scaled, np.dtype(adapter.dtype_of(image))
-
-
-def _scale(size: int, real: int, sample: int) -> int:
-    """A sample's output size scaled back to the real input's (as it is for an empty axis)."""
-    return size * real // sample if sample else size
+    return out, np.dtype(adapter.dtype_of(image))

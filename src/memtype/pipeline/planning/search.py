@@ -21,7 +21,7 @@ import numpy as np
 from memtype import capture_conversions
 from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.frameworks import get_framework, is_installed, is_loaded, unusable_reason
-from memtype.pipeline.planning.measurement import Probe, Prober, infer_boundaries
+from memtype.pipeline.planning.measurement import Probe, Prober, Trials, infer_boundaries
 from memtype.pipeline.planning.model import (
     HOST_STACK,
     Boundary,
@@ -325,7 +325,8 @@ def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtyp
 
 def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtype[Any],
                prober: Prober, avoid: Collection[tuple[str, str]]) -> Plan:
-    bounds, trials = infer_boundaries([first_runnable(s) for s in steps], shapes, dtype)
+    runs: Trials = {}  # each step runs at most once per plan for each shape it receives
+    bounds, trials = infer_boundaries([first_runnable(s) for s in steps], shapes, dtype, runs)
     planner = _Planner(steps, bounds, prober, avoid)
     cost, back = planner.forward()
     last = len(steps) - 1
@@ -347,7 +348,7 @@ def _make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dty
     # does not): the reported conversions are those of the path that will run
     chosen = [s.with_implementation(planner.options[i][j].name) if s.variants is not None
               else s for i, (s, j) in enumerate(zip(steps, picks, strict=True))]
-    planner.bounds, trials = infer_boundaries(chosen, shapes, dtype)
+    planner.bounds, trials = infer_boundaries(chosen, shapes, dtype, runs)
     planner.notes.extend(trials)  # the trials of what will run, not of the first guesses
     planner._conversions.clear()
     return _assemble(planner, picks, cost, rest, cost[last][end])
