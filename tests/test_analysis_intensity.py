@@ -35,15 +35,20 @@ def coins_objects() -> tuple[np.ndarray, np.ndarray]:
     return labels, image
 
 
-@pytest.fixture(scope="module")
-def coins() -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+@pytest.fixture(scope="module", params=["float64", "uint8"])
+def coins(request: pytest.FixtureRequest) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Coins in [0, 1] (values float32 cannot hold: sorted by value then object) and as
+    uint8 (held exactly: sorted as one packed key)."""
     labels, image = coins_objects()
+    if request.param == "uint8":
+        image = np.round(image * 255).astype(np.uint8)
     return labels, image, measure_intensity(labels, image, image_name="Coins")
 
 
 @pytest.mark.parametrize("feature", FEATURES)
 def test_equals_cellprofiler_arithmetic(coins: tuple, feature: str) -> None:
     labels, image, measured = coins
+    image = image.astype(np.float64)
     expected = cellprofiler_intensity(labels, image)[feature.split("_", 1)[1]]
     present = np.bincount(labels.ravel(), minlength=labels.max() + 1)[1:] > 0
     if feature.startswith("Location_MaxIntensity"):
@@ -180,3 +185,18 @@ def test_refuses_shape_mismatch() -> None:
 def test_refuses_float_labels() -> None:
     with pytest.raises(ArgumentTypeError, match="integer label image"):
         measure_intensity(np.zeros((4, 4)), np.zeros((4, 4)), image_name="C")
+
+
+@pytest.mark.parametrize("name", ["MinIntensity", "MaxIntensity", "LowerQuartileIntensity",
+                                  "MedianIntensity", "UpperQuartileIntensity", "MADIntensity"])
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("scale", [1.0, 0.1])
+def test_tiny_scattered_objects_with_ties_equal_cellprofiler(seed: int, scale: float,
+                                                            name: str) -> None:
+    """Objects of 1..30 scattered pixels, values with many ties: the order statistics."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 40, (30, 30)).astype(np.int32)
+    image = rng.integers(0, 6, (30, 30)) * scale  # 0.1 steps: not float32-exact
+    expected = cellprofiler_intensity(labels, image)[name]
+    measured = measure_intensity(labels, image, image_name="C")[f"Intensity_{name}_C"]
+    np.testing.assert_allclose(measured, expected, rtol=1e-12, atol=1e-12)
