@@ -257,3 +257,35 @@ def test_second_image_functions_are_catalog_entries(name: str) -> None:
     from memtype.pipeline import catalog
 
     assert catalog.get(name).images
+
+
+def test_correct_illumination_divides_by_the_plates_mean_per_channel(plate_dir: Path,
+                                                                     tmp_path: Path) -> None:
+    from memtype.pipeline.analysis.illumination import IlluminationAccumulator
+    from memtype.storage import ZarrStore
+
+    step = ("correct_illumination", {"smoothing": "none"})
+    Pipeline([step, "max_projection"]).run(plate_dir, tmp_path / "out").raise_for_failures()
+    expected = IlluminationAccumulator()
+    for (_, _, channel), stack in stacks(PLATE).items():
+        for plane in stack if channel == 2 else ():
+            expected.add(plane)
+    function = expected.function(smoothing="none")
+    saved = np.load(tmp_path / "out" / "passes" / "correct_illumination" / "2.npy")
+    np.testing.assert_allclose(saved, function, rtol=1e-6)
+    plate = ZarrStore(str(tmp_path / "out" / "plate.zarr"), read_only=True)
+    written = np.asarray(plate.load("A/2/2"))[1, 0]  # well A02, site 2: channel 2, z 1
+    corrected = stacks(PLATE)[("A02", 2, 2)] / saved
+    np.testing.assert_allclose(written, corrected.max(axis=0), rtol=1e-5)
+
+
+def test_resume_with_other_inputs_is_refused(plate_dir: Path, tmp_path: Path) -> None:
+    from memtype.errors import StoreExistsError
+
+    def steps(channel: str) -> list[Any]:
+        return ["max_projection",
+                FunctionStep(bright_objects, inputs={"image": channel}, labels="nuclei")]
+
+    Pipeline(steps("channel:1")).run(plate_dir, tmp_path / "out").raise_for_failures()
+    with pytest.raises(StoreExistsError, match="inputs"):
+        Pipeline(steps("channel:2")).run(plate_dir, tmp_path / "out", resume=True)
