@@ -62,13 +62,13 @@ class S3Server:
             self.requests.append((method, path))
             self.agents.append(agent)
 
-    def puts(self, mark: int, fragment: str) -> list[tuple[str, str]]:
-        """(User-Agent, path) of the PUT requests after ``mark`` whose path holds
+    def calls(self, mark: int, method: str, fragment: str) -> list[tuple[str, str]]:
+        """(User-Agent, path) of the ``method`` requests after ``mark`` whose path holds
         ``fragment``."""
         with self._lock:
             done = list(zip(self.requests[mark:], self.agents[mark:], strict=True))
-        return [(agent, path) for (method, path), agent in done
-                if method == "PUT" and fragment in path]
+        return [(agent, path) for (asked, path), agent in done
+                if asked == method and fragment in path]
 
     def mark(self) -> int:
         """How many requests have been answered so far (see :meth:`since`)."""

@@ -159,20 +159,26 @@ def test_a_second_run_is_refused_while_one_holds_the_output(s3: S3Server,
     assert not where.keys(".memtype/done")
 
 
-def test_a_lease_not_renewed_is_taken_over(s3: S3Server, plate_dir: Path) -> None:
-    from memtype.pipeline.remote_output import LEASE_TTL_S
+def test_a_lease_not_renewed_is_taken_over(s3: S3Server) -> None:
+    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
 
     where = ObjectLocation.parse(f"s3://{s3.bucket()}/stale")
-    held = {"run": "x", "host": "another-host", "pid": 1, "renewed": 1.0}
-    assert LEASE_TTL_S < 1e9
-    where.put(".memtype/lease.json", json.dumps(held).encode())
-    assert pipeline().run(plate_dir, where.url, resume=True).ok
-    assert len(where.keys(".memtype/done")) == 3
+    where.put(LEASE, json.dumps({"run": "x", "host": "another-host", "pid": 1,
+                                 "renewed": 1.0}).encode())
+    spec = ObjectOutputSpec(where.url, "zarr", "{well}_w{channel}.tif")
+    spec.prepare(resume=True, overwrite=False)
+    taken = _json(where.get(LEASE) or b"")
+    assert taken["pid"] == os.getpid() and taken["run"] != "x"
+    spec.finish([])
+    assert where.head(LEASE) is None
 
 
 def test_a_server_that_stops_mid_write_loses_no_finished_well(
         monkeypatch: pytest.MonkeyPatch, plate_dir: Path,
         tmp_path_factory: pytest.TempPathFactory) -> None:
+    from memtype.storage import remote
+
+    monkeypatch.setattr(remote, "RETRY", {**remote.RETRY, "max_retries": 1})  # fail fast
     version, local = "0.4", local_run("0.4", plate_dir, tmp_path_factory)
     with started() as server:
         for key, value in server.environment().items():
@@ -193,16 +199,29 @@ def test_a_server_that_stops_mid_write_loses_no_finished_well(
 
 
 @pytest.mark.requires("distributed")
-def test_dask_workers_upload_their_own_groups(s3: S3Server, plate_dir: Path,
-                                              tmp_path_factory: pytest.TempPathFactory) -> None:
-    local = local_run("0.5", plate_dir, tmp_path_factory)
-    url = f"s3://{s3.bucket()}/dask"
+def test_dask_workers_read_and_write_the_store_themselves(
+        s3: S3Server, plate_dir: Path, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    from tests.test_object_storage_reads import upload
+
+    source = local_run("0.5", plate_dir, tmp_path_factory) / "plate.zarr"  # an OME-Zarr input
+    assert pipeline("0.5").run(source, tmp_path / "local").ok
+    bucket = s3.bucket()
+    upload(source, ObjectLocation.parse(f"s3://{bucket}/input/plate.zarr"))
+    url = f"s3://{bucket}/dask"
     mark = s3.mark()
-    report = pipeline("0.5").run(plate_dir, url, executor="dask", workers=2)  # processes
+    report = pipeline("0.5").run(f"s3://{bucket}/input/plate.zarr", url, executor="dask",
+                                 workers=2)
     assert report.ok
-    assert_same_output(local, ObjectLocation.parse(url))
-    puts = s3.puts(mark, "/dask/plate.zarr/A/")
+    assert_same_output(tmp_path / "local", ObjectLocation.parse(url))
     driver = f"(pid {os.getpid()})"
+    chunks = [(driver in agent, path) for agent, path
+              in s3.calls(mark, "GET", "/input/plate.zarr/") if "/0/c/" in path]
+    # the workers read every plane of the input; the driver one, the first (the plan's
+    # look at the data: its shape and dtype)
+    assert len({path for on_driver, path in chunks if not on_driver}) == 3 * PLATE.channels
+    assert len([path for on_driver, path in chunks if on_driver]) <= 1
+    puts = s3.calls(mark, "PUT", "/dask/plate.zarr/A/")
     by_driver = sorted(path.split("/plate.zarr/")[1] for agent, path in puts
                        if driver in agent)
     assert len({agent for agent, _ in puts if driver not in agent}) == 2  # both workers
