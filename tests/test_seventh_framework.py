@@ -121,15 +121,33 @@ def test_an_adapter_that_is_not_an_adapter_subclass_is_refused(toy: Framework) -
 
 
 def test_the_toy_adapter_gets_the_base_class_defaults(toy: Framework) -> None:
-    from memtype.frameworks import CPU, Adapter, load_adapter
+    from memtype.frameworks import (
+        CPU,
+        Adapter,
+        DeviceAdapter,
+        diagnostics,
+        load_adapter,
+        ran_out_of_memory,
+    )
     from tests.toyarrays import ToyArray
 
     adapter = load_adapter("toy")
-    assert isinstance(adapter, Adapter)
+    assert isinstance(adapter, Adapter) and not isinstance(adapter, DeviceAdapter)
     x = ToyArray(np.ones(2))
-    assert adapter.device_of(x) == CPU and adapter.on_host(x) and adapter.gpu_count() == 0
+    assert adapter.device_of(x) == CPU and not adapter.has_streams and not adapter.caps_memory
     assert adapter.shape_of(x) == (2,) and adapter.holds_dtype(np.dtype("c16"))
-    assert adapter.is_oom(MemoryError()) and adapter.runtime_started()
+    assert ran_out_of_memory(adapter, MemoryError()) and not ran_out_of_memory(adapter, OSError())
+    assert diagnostics(adapter).devices() == ["cpu"] and diagnostics(adapter).runtime_info() == ""
+
+
+def test_the_adapter_base_is_the_conversion_contract() -> None:
+    """The facets' methods are not on the base class: a seventh framework writes only the
+    contract, and a facet only where it has one."""
+    from memtype.frameworks import Adapter, DeviceAdapter, DeviceTiming, Diagnostics, PinnedSpills
+
+    for facet, method in [(DeviceAdapter, "memory_info"), (DeviceTiming, "timing_events"),
+                          (PinnedSpills, "pinned_host_copy"), (Diagnostics, "runtime_info")]:
+        assert hasattr(facet, method) and not hasattr(Adapter, method)
 
 
 def test_capability_flags_follow_the_overridden_methods() -> None:
@@ -142,6 +160,18 @@ def test_capability_flags_follow_the_overridden_methods() -> None:
 
     assert not ToyAdapter.casts_on_device and Casting.casts_on_device
     assert not Adapter.casts_on_device
+
+
+def test_a_facets_flags_follow_its_overridden_methods() -> None:
+    from memtype.frameworks import DeviceAdapter
+    from tests.toydevice_adapter import ToyDeviceAdapter
+
+    class Streams(DeviceAdapter):
+        def current_stream(self, device: object) -> object:
+            return None
+
+    assert Streams.has_streams and not Streams.caps_memory and not DeviceAdapter.has_streams
+    assert ToyDeviceAdapter.has_streams and ToyDeviceAdapter.resets_peak
 
 
 @pytest.mark.parametrize("name", builtin_names())

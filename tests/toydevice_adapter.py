@@ -1,6 +1,7 @@
 """Adapter of the toy accelerator "toydev" (tests.toydevice): the one module a non-CUDA
-device framework needs, overriding the :class:`~memtype.frameworks.Adapter` base's stream
-hand-off, device-context, peak and device-description methods (no DLPack)."""
+device framework needs: a :class:`~memtype.frameworks.DeviceAdapter` (the device facet's stream
+hand-off, device-context, peak and device-description methods) with :class:`Diagnostics` (its
+device names); no DLPack."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.frameworks import Adapter, Device, DeviceProperties
+from memtype.frameworks import Device, DeviceAdapter, DeviceProperties, Diagnostics
 from tests import toydevice as tdv
 from tests.toydevice import ToyDeviceArray, ToyOutOfMemory
 
@@ -23,7 +24,7 @@ def _index(device: Device) -> int:
     return device.index
 
 
-class ToyDeviceAdapter(Adapter):
+class ToyDeviceAdapter(DeviceAdapter, Diagnostics):
     """The toy device framework's adapter: arrays on two 'toyaccel' devices."""
 
     dlpack = False

@@ -11,7 +11,15 @@ from typing import Any
 
 import numpy as np
 
+from memtype.conversion import convert, shares_memory
 from memtype.errors import InvalidArgumentError, MemtypeError
+from memtype.frameworks import (
+    DeviceAdapter,
+    aligned_copy,
+    is_installed,
+    iter_frameworks,
+    load_adapter,
+)
 
 __all__ = ["Cell", "parse_size", "median_seconds", "source_array", "usable_types", "measure",
            "run_matrix", "heatmap"]
@@ -57,9 +65,6 @@ def median_seconds(fn: Callable[[], Any], repeats: int, number: int = 1) -> floa
 
 def source_array(nbytes: int, memory_type: str) -> Any:
     """A 64-byte-aligned, C-contiguous float32 array of about ``nbytes`` in ``memory_type``."""
-    from memtype import convert
-    from memtype.frameworks._host import aligned_copy
-
     n = max(nbytes // 4, 1)
     cols = 256 if n >= 256 else n
     host = aligned_copy(np.arange(n - n % cols, dtype=np.float32).reshape(-1, cols))
@@ -68,15 +73,13 @@ def source_array(nbytes: int, memory_type: str) -> Any:
 
 def usable_types() -> list[str]:
     """Memory types installed here with a device to run on."""
-    import importlib.util
-
-    from memtype.frameworks import iter_frameworks, load_adapter
-
     names = []
     for fw in iter_frameworks():
-        if importlib.util.find_spec(fw.module) is None:
+        if not is_installed(fw):
             continue
-        if "cpu" in fw.device_kinds or load_adapter(fw.name).gpu_count() > 0:
+        adapter = load_adapter(fw.name)
+        if "cpu" in fw.device_kinds or (isinstance(adapter, DeviceAdapter)
+                                        and adapter.gpu_count() > 0):
             names.append(fw.name)
     return names
 
@@ -87,8 +90,6 @@ def _calls_for(nbytes: int) -> int:
 
 def measure(source: str, target: str, nbytes: int, repeats: int) -> Cell:
     """Time ``memtype.convert`` from ``source`` to ``target`` at ``nbytes``."""
-    from memtype import convert, shares_memory
-
     x = source_array(nbytes, source)
     try:
         out = convert(x, target)

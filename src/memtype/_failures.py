@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import MemoryConversionError, MemtypeError, UnsupportedArrayError
-from memtype.frameworks import Framework, load_adapter
+from memtype.frameworks import Framework, load_adapter, ran_out_of_memory
 from memtype.frameworks._host import is_extension
 
 __all__ = ["conversion_failure", "unsupported_reason"]
@@ -36,8 +36,7 @@ def unsupported_reason(fw: Framework, x: Any) -> str | None:
 
 def _is_oom(exc: BaseException, *frameworks: Framework) -> bool:
     for fw in frameworks:
-        adapter = load_adapter(fw.name)
-        if isinstance(exc, adapter.oom_errors()) and adapter.is_oom(exc):
+        if ran_out_of_memory(load_adapter(fw.name), exc):
             return True
     return isinstance(exc, MemoryError)
 

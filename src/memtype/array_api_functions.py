@@ -55,6 +55,7 @@ from memtype.frameworks import (
     CPU,
     Adapter,
     Device,
+    DeviceAdapter,
     Framework,
     get_framework,
     is_installed,
@@ -119,7 +120,7 @@ def _sample(fw: Framework) -> Any:
     """A one-element array of ``fw`` on its default device (raises where there is none)."""
     adapter = load_adapter(fw.name)
     device = CPU if not fw.gpu_only else Device(str(fw.gpu_kind), 0)
-    if device.is_gpu and adapter.gpu_count() == 0:
+    if device.is_gpu and not (isinstance(adapter, DeviceAdapter) and adapter.gpu_count()):
         raise DeviceError(f"{fw.name} has no {device.kind} device here")
     return adapter.from_numpy(np.zeros(1, np.float32), device)
 

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 from memtype.errors import DeviceError
-from memtype.frameworks import CPU, Adapter, Device, Framework, gpu_index, load_adapter
+from memtype.frameworks import (
+    CPU,
+    Adapter,
+    Device,
+    DeviceAdapter,
+    Framework,
+    diagnostics,
+    gpu_index,
+    load_adapter,
+)
 
 __all__ = ["target_device"]
 
 
 def _require_device(fw: Framework, adapter: Adapter, kind: str, index: int) -> Device:
-    count = adapter.gpu_count()
+    device = adapter if isinstance(adapter, DeviceAdapter) else None
+    count = 0 if device is None else device.gpu_count()
     if index >= count:
         have = f"only devices 0..{count - 1} exist" if count else f"no {kind} device is available"
-        explain = "" if count else adapter.no_device_reason()
+        explain = "" if count else diagnostics(adapter).no_device_reason()
         why = f" {explain}" if explain else ""
         raise DeviceError(f"{fw.name} on {kind} device {index} was requested, but {have}.{why}")
     return Device(kind, index)

@@ -26,6 +26,7 @@ from memtype.frameworks import (
     CPU,
     Adapter,
     Device,
+    DeviceAdapter,
     Framework,
     get_framework,
     load_adapter,
@@ -60,7 +61,7 @@ def build_route(x: Any, memory_type: object) -> Route:
         reason = unsupported_reason(sfw, x)
         if reason is not None:  # e.g. a type whose instances can never leave (masked arrays)
             raise UnsupportedArrayError(f"cannot convert to {dfw.name}: {reason}")
-    on_host = None if sfw.gpu_kind is None else src.on_host  # host-only: no check
+    on_host = src.on_host if isinstance(src, DeviceAdapter) else None  # host-only: no check
     device_dlpack = None
     dst = load_adapter(dfw.name)
     if sfw is not dfw and src.dlpack and dst.dlpack and sfw.gpu_kind == dfw.gpu_kind:
@@ -80,7 +81,7 @@ def follow_route(x: Any, route: Route, gpu_id: int | str | Device | None,
     sdev = src.device_of(x)
     ddev = target_device(dfw, sdev, gpu_id)
     if sfw is dfw:
-        return x if sdev == ddev else src.to_device(x, ddev)
+        return x if sdev == ddev else _moved(src, x, ddev)
     dst = load_adapter(dfw.name)
     if not sdev.is_gpu and not ddev.is_gpu:
         assert route.host is not None  # both types live on the host
@@ -94,7 +95,7 @@ def _gpu_to_gpu(x: Any, route: Route, src: Adapter, dst: Adapter,
                 sdev: Device, ddev: Device, allow_cpu_roundtrip: bool) -> Any:
     sfw, dfw = route.sfw, route.dfw
     if sdev.kind == ddev.kind and route.device_dlpack is not None:  # one accelerator kind
-        moved = x if sdev == ddev else src.to_device(x, ddev)
+        moved = x if sdev == ddev else _moved(src, x, ddev)
         out = route.device_dlpack(moved, ddev)
         if out is not None:
             return out
@@ -159,3 +160,12 @@ def _dlpack_importer(src: Adapter, dst: Adapter) -> Callable[[Any, Device], Any 
 
 def _identity(x: Any) -> Any:
     return x
+
+
+def _moved(adapter: Adapter, x: Any, device: Device) -> Any:
+    """``x`` moved to another ``device`` of its own framework (one with devices)."""
+    if not isinstance(adapter, DeviceAdapter):
+        raise MemoryConversionError(
+            f"expected an adapter with devices (a DeviceAdapter) to move an array to {device}; "
+            f"received {type(adapter).__name__}, which has none.")
+    return adapter.to_device(x, device)

@@ -16,6 +16,7 @@ from memtype.decorators.inputs import (
     Policy,
     check_guarded,
     check_unwritten,
+    inputs_of,
     note_read_only,
     prepare,
 )
@@ -123,26 +124,28 @@ class MemoryTypeFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         policy = self._policy or self._load()
         opts = read_options(kwargs, self._forward, self._defaults) if kwargs else self._defaults
-        inputs = prepare(args, kwargs, policy, opts.gpu_id)  # 1. inputs
+        call = prepare(args, kwargs, policy, opts.gpu_id)  # 1. inputs
+        call_args, call_kwargs, device, gpu_id, dtype, checks = call
         try:  # 2. run
-            device = inputs.device
             if (device is CPU or not device.is_gpu) and not opts.slice_by_slice:
-                kw = inputs.kwargs  # host: no stream to set
-                result = self._func(*inputs.args, **kw) if kw else self._func(*inputs.args)
+                result = (self._func(*call_args, **call_kwargs) if call_kwargs
+                          else self._func(*call_args))  # host: no stream to set
             else:
-                result = run(self._func, inputs, self._in.name, opts.slice_by_slice, self._name)
+                result = run(self._func, inputs_of(call, args), self._in.name,
+                             opts.slice_by_slice, self._name)
         except Exception as exc:  # only out-of-memory errors go on, outside this block
+            inputs = inputs_of(call, args)
             if not self._recoverable(exc, inputs, opts):
                 raise
             error: BaseException = exc
         else:
-            if inputs.guarded:
-                check_guarded(inputs, policy, self._name)
+            if type(checks) is Inputs and checks.guarded:
+                check_guarded(checks, policy, self._name)
             if type(result) is tuple:  # 3. outputs
-                return self._outputs.finish(result, inputs.dtype, inputs.gpu_id, opts)
-            return self._outputs.output(result, inputs.dtype, inputs.gpu_id, opts)
+                return self._outputs.finish(result, dtype, gpu_id, opts)
+            return self._outputs.output(result, dtype, gpu_id, opts)
         recovery, stages = self._recovery(error, inputs, args, kwargs, opts)  # 4. recovery
-        del inputs  # each stage converts the caller's arguments again
+        del inputs, call, call_args, call_kwargs, checks  # each stage converts them again
         return self._recover(error, recovery, stages, opts)
 
     def _recoverable(self, exc: Exception, inputs: Inputs, opts: CallOptions) -> bool:

@@ -41,12 +41,13 @@ from memtype.frameworks import (
     CPU,
     Adapter,
     Device,
+    DeviceAdapter,
     Framework,
     load_adapter,
     on_table_change,
 )
 
-__all__ = ["Inputs", "Policy", "prepare", "arrays_in", "read_only",
+__all__ = ["Inputs", "Policy", "Prepared", "prepare", "inputs_of", "arrays_in", "read_only",
            "check_guarded", "check_unwritten", "note_read_only"]
 
 Aliased = Callable[[], bool] | None
@@ -72,8 +73,8 @@ class Inputs(NamedTuple):
     keyword; ``None`` when it sits inside a container), ``arrays`` all converted arrays.
     ``watched``: :data:`Watched` (the caller's mutable arrays passed writable);
     ``guarded``: :data:`Guarded` (aliases of immutable caller data). Whether a converted
-    array aliases its caller's is asked only after a write, when it matters. A tuple: made
-    on every call, it costs a fraction of a class with ``__init__``.
+    array aliases its caller's is asked only after a write, when it matters. The common call
+    makes none unless a check or recovery needs one (:data:`Prepared`).
     """
 
     args: tuple[Any, ...]
@@ -140,7 +141,7 @@ def copied_before_release(adapter: Adapter, private: Any) -> None:
     receives another framework's GPU array (host arrays need none).
     """
     device = adapter.device_of(private)
-    if device.is_gpu:
+    if device.is_gpu and isinstance(adapter, DeviceAdapter):
         adapter.synchronize(device)
 
 _adapters: dict[str, Adapter] = {}
@@ -218,11 +219,11 @@ class Policy:
         object.__setattr__(self, "write_count", counter)
         object.__setattr__(self, "watch", counter if isolate is _unchanged
                            and not adapter.immutable else None)
-        object.__setattr__(self, "on_host",
-                           None if self.framework.gpu_kind is None else adapter.on_host)
-        object.__setattr__(self, "device_of", _device_lookup(self.adapter, self.framework))
-        object.__setattr__(self, "current_device",
-                           adapter.current_device if adapter.has_device_context else None)
+        device = adapter if isinstance(adapter, DeviceAdapter) else None  # host-only: None
+        object.__setattr__(self, "on_host", None if device is None else device.on_host)
+        object.__setattr__(self, "device_of", _device_lookup(adapter))
+        object.__setattr__(self, "current_device", device.current_device
+                           if device is not None and device.has_device_context else None)
         object.__setattr__(self, "gpu_only", self.framework.gpu_only)
         object.__setattr__(self, "restricts_dtypes", adapter.restricts_dtypes)
         object.__setattr__(self, "holds", adapter.holds_dtype)
@@ -296,8 +297,9 @@ class _Converter:
             gpu_id = None if current is None else current()
         out = convert(v, policy.framework.name, gpu_id=gpu_id,
                       allow_cpu_roundtrip=policy.allow_cpu_roundtrip)
-        if self.host and policy.adapter.device_of(out) != CPU:
-            out = policy.adapter.to_device(out, CPU)
+        target = policy.adapter
+        if self.host and isinstance(target, DeviceAdapter) and target.device_of(out) != CPU:
+            out = target.to_device(out, CPU)
         return out
 
     def isolate(self, v: Any, out: Any, vfw: Framework, source: Adapter) -> Any:
@@ -424,9 +426,9 @@ def _on_cpu(x: Any) -> Device:
     return CPU
 
 
-def _device_lookup(adapter: Adapter, framework: Framework) -> Callable[[Any], Device]:
+def _device_lookup(adapter: Adapter) -> Callable[[Any], Device]:
     """A framework's ``device_of``, short-cut for host arrays (``on_host`` is the fast check)."""
-    if framework.gpu_kind is None:
+    if not isinstance(adapter, DeviceAdapter):
         return _on_cpu
     if not adapter.has_host_check:
         return adapter.device_of
@@ -435,11 +437,17 @@ def _device_lookup(adapter: Adapter, framework: Framework) -> Callable[[Any], De
     return lambda x: CPU if on_host(x) else device_of(x)
 
 
-_new_inputs = tuple.__new__  # Inputs without its Python-level __new__ (the per-call path)
+Prepared = tuple[tuple[Any, ...], dict[str, Any], Device, int | None, np.dtype[Any] | None,
+                 "Inputs | int | None"]
+"""A call after stage 1, as the call reads it: ``(args, kwargs, device, gpu_id, dtype, checks)``
+(:class:`Inputs`' first five fields) and ``checks``: the call's :class:`Inputs`, or for the
+common call (one array of the function's type: no object is made per call) the write count of
+that array (None: none); :func:`inputs_of` makes the Inputs where a check or recovery needs
+it."""
 
 
 def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
-            gpu_id: int | None, *, host: bool = False) -> Inputs:
+            gpu_id: int | None, *, host: bool = False) -> Prepared:
     """Convert a call's array arguments.
 
     ``host=True`` puts every array on the host (the CPU fallback after out-of-memory).
@@ -449,16 +457,19 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
         if single is policy.framework:  # the common call: one array of the function's type
             v = args[0]
             counter, on_host = policy.watch, policy.on_host
-            count = None if counter is None else counter(v)
             image = policy.same_type(v) if policy.isolates else v
-            return _new_inputs(Inputs, (
-                (image,), _NO_KWARGS,
-                CPU if on_host is None or on_host(v) else policy.device_of(v), None,
-                policy.adapter.dtype_of(v), image, 0, (image,),
-                () if count is None else ((v, count, None),), ()))
+            return ((image,), _NO_KWARGS,
+                    CPU if on_host is None or on_host(v) else policy.device_of(v), None,
+                    policy.adapter.dtype_of(v), None if counter is None else counter(v))
         fast = None if single is not None else _same_type(args, policy)
         if fast is not None:
-            return fast
+            return _prepared(fast)
+    return _prepared(_converted(args, kwargs, policy, gpu_id, host, single))
+
+
+def _converted(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
+               gpu_id: int | None, host: bool, single: Framework | None) -> Inputs:
+    """The inputs of a call with arrays to convert (or to put on a device)."""
     conv = _Converter(policy, gpu_id, host)
     if single is not None:  # one array of another type (or on another device)
         image = conv.array(args[0], single, 0)
@@ -472,3 +483,18 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
         device = CPU if host else target_device(policy.framework, CPU, gpu_id)
     return Inputs(new_args, new_kwargs, device, None if host else gpu_id, conv.dtype, conv.first,
                   conv.first_at, conv.arrays, conv.watched, conv.guarded)
+
+
+def _prepared(inputs: Inputs) -> Prepared:
+    """A call's :class:`Inputs` as :data:`Prepared`."""
+    return inputs.args, inputs.kwargs, inputs.device, inputs.gpu_id, inputs.dtype, inputs
+
+
+def inputs_of(call: Prepared, args: tuple[Any, ...]) -> Inputs:
+    """The :class:`Inputs` of a prepared call (``args``: the caller's arguments)."""
+    checks = call[5]
+    if isinstance(checks, Inputs):
+        return checks
+    image = call[0][0]  # the common call: one array, passed as ``image``
+    watched: Sequence[Watched] = () if checks is None else ((args[0], checks, None),)
+    return Inputs((image,), _NO_KWARGS, call[2], None, call[4], image, 0, (image,), watched)

@@ -17,6 +17,7 @@ from memtype.decorators.inputs import (
     Policy,
     check_guarded,
     check_unwritten,
+    inputs_of,
     prepare,
 )
 from memtype.decorators.options import CallOptions
@@ -56,8 +57,8 @@ class Recovery:
         failed attempt did not write to it (:func:`check_unwritten`).
         """
         opts = self.opts
-        inputs = prepare(self.args, self.kwargs, self.policy, None if host else opts.gpu_id,
-                         host=host)
+        inputs = inputs_of(prepare(self.args, self.kwargs, self.policy,
+                                   None if host else opts.gpu_id, host=host), self.args)
         try:
             result = run(self.func, inputs, self.policy.framework.name, by_slice, self.name)
         except Exception as exc:  # an out-of-memory error after a write is not retried

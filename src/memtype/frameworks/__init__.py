@@ -1,4 +1,6 @@
-"""THE framework table: one row per memory type, one :class:`Adapter` subclass per framework.
+"""THE framework table: one row per memory type, one :class:`Adapter` subclass per framework
+(with the facets it has: :class:`DeviceAdapter`, :class:`DeviceTiming`, :class:`PinnedSpills`,
+:class:`Diagnostics`).
 
 A row (:class:`Framework`) holds what must be known before the framework is imported; its
 adapter class (a subclass of :class:`Adapter`, whose methods are the defaults) holds the rest.
@@ -34,6 +36,15 @@ from memtype.frameworks._device import (
     gpu_index,
     managed_gpu,
 )
+from memtype.frameworks._facets import (
+    HOST_OOM_ERRORS,
+    DeviceAdapter,
+    DeviceTiming,
+    Diagnostics,
+    PinnedSpills,
+    diagnostics,
+    ran_out_of_memory,
+)
 from memtype.frameworks._host import KIN as DTYPE_KIN
 from memtype.frameworks._host import aligned_copy
 from memtype.frameworks._settings import Setting
@@ -43,6 +54,13 @@ __all__ = [
     "unusable_reason",
     "NO_OPENCL_VARIABLE",
     "Adapter",
+    "DeviceAdapter",
+    "DeviceTiming",
+    "PinnedSpills",
+    "Diagnostics",
+    "HOST_OOM_ERRORS",
+    "ran_out_of_memory",
+    "diagnostics",
     "data_nbytes",
     "CPU",
     "Device",
@@ -489,9 +507,10 @@ def loaded_frameworks() -> list[Framework]:
 
 
 def gpu_adapters(*, started: bool = True, every_kind: bool = False
-                 ) -> Iterator[tuple[Framework, Adapter]]:
+                 ) -> Iterator[tuple[Framework, DeviceAdapter]]:
     """``(row, adapter)`` of each loaded framework that may use a managed GPU (with
-    ``every_kind``: a device of any accelerator kind, :attr:`Framework.gpu_kind`).
+    ``every_kind``: a device of any accelerator kind, :attr:`Framework.gpu_kind`) and whose
+    adapter has device memory (:class:`DeviceAdapter`).
 
     With ``started`` (the default), only those whose runtime has started: asking the others
     would start it (JAX's backend preallocates most of the GPU). Nothing is imported.
@@ -500,5 +519,5 @@ def gpu_adapters(*, started: bool = True, every_kind: bool = False
         if not (fw.managed_gpu or (every_kind and fw.gpu_kind is not None)):
             continue
         adapter = load_adapter(fw.name)
-        if not started or adapter.runtime_started():
+        if isinstance(adapter, DeviceAdapter) and (not started or adapter.runtime_started()):
             yield fw, adapter

@@ -1,9 +1,12 @@
-"""The adapter base class: every capability a method or class attribute, with its default.
+"""The adapter base class: the conversion contract every framework implements, each capability
+a method or class attribute with its default.
 
 Each framework module defines one subclass of :class:`Adapter` (as einops backends subclass
 ``AbstractBackend``) and overrides what differs from the defaults; memtype creates one
 instance per framework when it first needs it (:func:`memtype.frameworks.load_adapter`).
-``x`` is always the framework's own array.
+What only some frameworks have (device memory and streams, timing, pinned spills,
+diagnostics) is a facet class in :mod:`memtype.frameworks._facets` that such a subclass
+also derives from. ``x`` is always the framework's own array.
 """
 
 from __future__ import annotations
@@ -11,13 +14,12 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
 
-from memtype.frameworks._device import CPU, Device, DeviceProperties
+from memtype.frameworks._device import CPU, Device
 
 __all__ = ["Adapter", "data_nbytes"]
 
@@ -27,7 +29,8 @@ def data_nbytes(shape: Sequence[int], dtype: np.dtype[Any]) -> int:
     return math.prod(shape) * int(dtype.itemsize)
 
 # Capability flags, each derived from whether a subclass overrides the method that provides it
-# (so a flag and its method cannot disagree): flag -> method.
+# (so a flag and its method cannot disagree): flag -> method (here or in a facet; a class
+# without the facet has the flag False).
 _CAPABILITIES: dict[str, str] = {
     "casts_on_device": "astype",
     "restricts_dtypes": "holds_dtype",
@@ -58,11 +61,11 @@ class Adapter(ABC):
 
     Capability flags, set from which methods a subclass overrides (never set by hand):
     ``casts_on_device`` (:meth:`astype`, :meth:`rint`), ``restricts_dtypes``
-    (:meth:`holds_dtype`), ``has_readonly_view``, ``counts_writes`` (:meth:`write_count`),
-    ``has_host_check`` (:meth:`on_host`),
-    ``has_streams`` (:meth:`current_stream`, :meth:`wait_stream`, :meth:`record_stream`),
-    ``has_device_context`` (:meth:`current_device`), ``describes_devices``
-    (:meth:`device_properties`), ``caps_memory`` (:meth:`set_memory_cap`), ``resets_peak``.
+    (:meth:`holds_dtype`), ``has_readonly_view``, ``counts_writes`` (:meth:`write_count`);
+    of a :class:`~memtype.frameworks.DeviceAdapter`: ``has_host_check`` (``on_host``),
+    ``has_streams`` (``current_stream``, ``wait_stream``, ``record_stream``),
+    ``has_device_context`` (``current_device``), ``describes_devices``
+    (``device_properties``), ``caps_memory`` (``set_memory_cap``), ``resets_peak``.
     """
 
     immutable: ClassVar[bool] = False
@@ -85,10 +88,13 @@ class Adapter(ABC):
     caps_memory: ClassVar[bool] = False
     resets_peak: ClassVar[bool] = False
 
+    _defaults: ClassVar[bool] = True  # a class whose methods are defaults (this and the facets)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for flag, method in _CAPABILITIES.items():
-            setattr(cls, flag, getattr(cls, method) is not getattr(Adapter, method))
+            owner = next((c for c in cls.__mro__ if method in vars(c)), None)
+            setattr(cls, flag, owner is not None and not vars(owner).get("_defaults", False))
 
     # -- what every framework defines ------------------------------------------------------
 
@@ -123,22 +129,6 @@ class Adapter(ABC):
         """The device ``x`` lives on. Default: the host."""
         return CPU
 
-    def on_host(self, x: Any) -> bool:
-        """Whether ``x`` lives in host memory (a fast check). Default: asks :meth:`device_of`."""
-        return not self.device_of(x).is_gpu
-
-    def gpu_count(self) -> int:
-        """How many accelerator devices of its kind the framework sees. Default: 0."""
-        return 0
-
-    def devices(self) -> list[str]:
-        """Human-readable names of the framework's devices (may start its runtime)."""
-        return ["cpu"]
-
-    def to_device(self, x: Any, device: Device) -> Any:
-        """``x`` moved (or copied) to ``device`` within the framework. Default: ``x``."""
-        return x
-
     def shape_of(self, x: Any) -> tuple[int, ...]:
         """``x``'s shape as a tuple of ints."""
         return tuple(x.shape)
@@ -165,10 +155,6 @@ class Adapter(ABC):
 
     # -- DLPack (used only where ``dlpack`` is True) --------------------------------------
 
-    def dlpack_version(self) -> str:
-        """The highest DLPack version the framework speaks, or ``""``."""
-        return ""
-
     def from_dlpack(self, x: Any, device: Device) -> Any:
         """Zero-copy import of a DLPack producer already on ``device`` (caller checked the
         layout). Default: through NumPy (host data only)."""
@@ -180,83 +166,6 @@ class Adapter(ABC):
 
     def dlpack_export(self, x: Any, contiguous: bool, align: int) -> Any | None:
         """``x`` ready to hand to a consumer needing that layout, or None: it must be copied."""
-        return None
-
-    # -- running work ----------------------------------------------------------------------
-
-    def synchronize(self, device: Device) -> None:
-        """Wait for all work queued on ``device``. Default: nothing queues."""
-        return None
-
-    def stream(self, device: Device) -> AbstractContextManager[Any]:
-        """A context running the framework's work on this thread's stream on ``device``."""
-        return nullcontext()
-
-    def current_stream(self, device: Device) -> Any:
-        """The stream current on ``device`` in this thread (``has_streams``). Default: None."""
-        return None
-
-    def wait_stream(self, waiter: Any, producer: Any) -> None:
-        """Make ``waiter`` wait for the work queued so far on ``producer``. Default: nothing
-        to wait for."""
-        return None
-
-    def record_stream(self, x: Any, stream: Any) -> None:
-        """Tell the allocator that ``stream`` uses ``x``'s memory. Default: nothing to tell."""
-        return None
-
-    def current_device(self) -> int:
-        """The ordinal of the framework's current device context (``has_device_context``).
-        Default: 0 (a GPU-only call without a ``gpu_id`` runs on GPU 0)."""
-        return 0
-
-    # -- memory ----------------------------------------------------------------------------
-
-    def empty_cache(self) -> None:
-        """Free the framework's cached-but-unused device memory. Default: nothing cached."""
-        return None
-
-    def memory_info(self, gpu_id: int) -> dict[str, int]:
-        """What the framework holds on GPU ``gpu_id`` in bytes (framework-specific keys)."""
-        return {}
-
-    def oom_errors(self) -> tuple[type[BaseException], ...]:
-        """Exception types that may mean the framework ran out of memory."""
-        return (MemoryError,)
-
-    def is_oom(self, exc: BaseException) -> bool:
-        """Whether ``exc`` really is an out-of-memory error. Default: one of
-        :meth:`oom_errors`."""
-        return isinstance(exc, self.oom_errors())
-
-    def runtime_started(self) -> bool:
-        """Whether the device runtime is initialised (asking starts nothing). Default: True
-        (nothing to start)."""
-        return True
-
-    def device_properties(self, index: int) -> DeviceProperties:
-        """Describe managed GPU ``index`` (``describes_devices``; may start the runtime).
-        Default: nothing known (an empty name, 0 bytes)."""
-        return DeviceProperties(name="", total_bytes=0, free_bytes=0)
-
-    def set_memory_cap(self, gpu_id: int, limit_bytes: int | None, total_bytes: int) -> None:
-        """Cap (None: uncap) what the allocator may hold on GPU ``gpu_id`` (``caps_memory``).
-        Default: the framework's memory cannot be capped; nothing is done."""
-        return None
-
-    def reset_peak(self, gpu_id: int) -> None:
-        """Reset the peak-memory counter on GPU ``gpu_id`` (``resets_peak``). Default: no
-        peak to reset."""
-        return None
-
-    def timing_events(self) -> tuple[Any, Any] | None:
-        """A recorded start event and an unrecorded end event (``record``, ``synchronize``,
-        ``elapsed_time`` in ms), or None (no device timing, or the runtime has not started)."""
-        return None
-
-    def pinned_host_copy(self, x: Any) -> Any | None:
-        """A copy of device array ``x`` in pinned host memory (the framework's own array,
-        readable by :meth:`to_numpy` and :meth:`to_device`), or None (spill to NumPy)."""
         return None
 
     # -- dtypes ----------------------------------------------------------------------------
@@ -307,23 +216,8 @@ class Adapter(ABC):
         array without a count. Default: None (the framework counts no writes)."""
         return None
 
-    # -- explanations and settings -----------------------------------------------------------
+    # -- explanations ----------------------------------------------------------------------
 
     def unsupported(self, x: Any) -> str | None:
         """Why ``x`` can never leave its framework, or None. Default: None."""
         return None
-
-    def no_device_reason(self) -> str:
-        """Why the framework sees no device (``""`` when it does, or has nothing to say)."""
-        return ""
-
-    def runtime_info(self) -> str:
-        """One line describing the framework's runtime for ``memtype info`` (``""``: none)."""
-        return ""
-
-    def apply_setting(self, name: str, value: str) -> str:
-        """Apply the row's non-start-up setting ``name`` (spelled ``value``) to the loaded
-        framework; what was applied, or ``"already in effect"``. Default: ``value`` (its
-        environment variable, set by the caller, is all there is). Raises
-        :class:`~memtype.errors.ConfigurationError` where it can no longer be applied."""
-        return value

@@ -12,8 +12,8 @@ import cupy as cp
 import numpy as np
 
 from memtype.frameworks import ready_module
-from memtype.frameworks._adapter import Adapter
 from memtype.frameworks._device import Device, DeviceProperties
+from memtype.frameworks._facets import DeviceAdapter, Diagnostics
 from memtype.frameworks._host import is_extension, numpy_dlpack_dtype
 
 _streams = threading.local()
@@ -36,7 +36,7 @@ def _enter(index: int) -> Any:
     return cp.cuda.Device(index)
 
 
-class CupyAdapter(Adapter):
+class CupyAdapter(DeviceAdapter, Diagnostics):
     """CuPy arrays on CUDA GPUs."""
 
     dlpack_contiguous = False

@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from memtype.frameworks._adapter import Adapter
 from memtype.frameworks._device import CPU, Device
+from memtype.frameworks._facets import DeviceAdapter, Diagnostics
 from memtype.frameworks._host import (
     NARROWER,
     base_ndarray,
@@ -96,7 +96,7 @@ def _holds_extension(dtype: np.dtype[Any]) -> bool:
     return True
 
 
-class JaxAdapter(Adapter):
+class JaxAdapter(DeviceAdapter, Diagnostics):
     """JAX arrays (immutable), on the host or a CUDA GPU."""
 
     immutable = True

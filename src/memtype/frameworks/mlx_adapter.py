@@ -19,8 +19,8 @@ import ml_dtypes
 import mlx.core as mx
 import numpy as np
 
-from memtype.frameworks._adapter import Adapter
 from memtype.frameworks._device import Device
+from memtype.frameworks._facets import DeviceAdapter, Diagnostics
 from memtype.frameworks._host import base_ndarray, narrow_lossless, native_copy, negative_strides
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -69,7 +69,7 @@ def _refuse(dtype: np.dtype[Any]) -> Any:
 # --- dtype policy primitives (memtype.dtypes) ---
 
 
-class MlxAdapter(Adapter):
+class MlxAdapter(DeviceAdapter, Diagnostics):
     """MLX arrays on the host (CPU only here).
 
     The base class's defaults hold: every array is on the host (MLX arrays carry no device;

@@ -10,12 +10,13 @@ import numpy as np
 
 from memtype.frameworks._adapter import Adapter
 from memtype.frameworks._device import Device
+from memtype.frameworks._facets import Diagnostics
 from memtype.frameworks._host import base_ndarray, numpy_dlpack_dtype, shareable
 
 _MIN, _MAX = np.minimum.reduce, np.maximum.reduce
 
 
-class NumpyAdapter(Adapter):
+class NumpyAdapter(Adapter, Diagnostics):
     """NumPy, the host: every other adapter reads from and writes to its arrays."""
 
     host_native = True
@@ -84,9 +85,6 @@ class NumpyAdapter(Adapter):
         view = x.view()
         view.setflags(write=False)  # setflags is several times faster than view.flags.writeable
         return view
-
-    def runtime_started(self) -> bool:
-        return False  # no device runtime
 
     def unsupported(self, x: Any) -> str | None:
         """Why ``x`` cannot leave NumPy: a masked array's mask would be lost."""

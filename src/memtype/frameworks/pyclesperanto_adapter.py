@@ -19,8 +19,8 @@ import pyclesperanto as cle
 
 from memtype.errors import DeviceError, MemoryConversionError
 from memtype.frameworks import _opencl
-from memtype.frameworks._adapter import Adapter
 from memtype.frameworks._device import Device
+from memtype.frameworks._facets import DeviceAdapter, Diagnostics
 from memtype.frameworks._host import (
     NARROWER,
     WIDER,
@@ -136,7 +136,7 @@ def _raised_in_pyclesperanto(exc: BaseException) -> bool:
     return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PACKAGE)
 
 
-class PyclesperantoAdapter(Adapter):
+class PyclesperantoAdapter(DeviceAdapter, Diagnostics):
     """pyclesperanto arrays on OpenCL devices."""
 
     dlpack = False  # torch.from_dlpack on its arrays crashes: data moves through the host

@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from memtype.errors import ConfigurationError, MemoryConversionError
-from memtype.frameworks._adapter import Adapter
 from memtype.frameworks._device import CPU, Device, DeviceProperties
+from memtype.frameworks._facets import DeviceAdapter, Diagnostics
 from memtype.frameworks._host import (
     ALIGN,
     base_ndarray,
@@ -64,7 +64,7 @@ def _ml_held() -> list[str]:
     return sorted(d.name for d in found if is_extension(d) and _knows(d))
 
 
-class TensorflowAdapter(Adapter):
+class TensorflowAdapter(DeviceAdapter, Diagnostics):
     """TensorFlow tensors and variables (immutable), on the host or a CUDA GPU."""
 
     immutable = True

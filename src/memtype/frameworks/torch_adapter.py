@@ -14,8 +14,8 @@ import torch
 from torch.utils.dlpack import from_dlpack
 
 from memtype.errors import MemoryConversionError
-from memtype.frameworks._adapter import Adapter
 from memtype.frameworks._device import CPU, Device, DeviceProperties
+from memtype.frameworks._facets import DeviceAdapter, DeviceTiming, Diagnostics, PinnedSpills
 from memtype.frameworks._host import (
     base_ndarray,
     is_extension,
@@ -97,7 +97,7 @@ def _torch_device(device: Device) -> Any:
 # --- cross-stream hand-off (memtype.gpu.streams) ---
 
 
-class TorchAdapter(Adapter):
+class TorchAdapter(DeviceAdapter, DeviceTiming, PinnedSpills, Diagnostics):
     """PyTorch tensors, on the host or a CUDA GPU."""
 
     dlpack_contiguous = False  # any non-negative strides (negative ones abort the process)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
-from memtype.frameworks import Device, load_adapter, loaded_frameworks
+from memtype.frameworks import Device, DeviceAdapter, load_adapter, loaded_frameworks
 from memtype.gpu.devices import get_gpu_manager
 
 __all__ = ["Allocation", "as_dtype", "as_shape", "device_total", "empty_caches", "check_limit"]
@@ -66,7 +66,7 @@ def empty_caches() -> None:
     """Ask each loaded framework that has a device to free its cached memory."""
     for fw in loaded_frameworks():
         adapter = load_adapter(fw.name)
-        if fw.gpu_kind is not None and adapter.gpu_count():
+        if isinstance(adapter, DeviceAdapter) and fw.gpu_kind is not None and adapter.gpu_count():
             adapter.empty_cache()
 
 

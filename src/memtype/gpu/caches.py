@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from memtype.frameworks import (
-    Adapter,
+    DeviceAdapter,
     get_framework,
     gpu_index,
     is_loaded,
@@ -68,11 +68,6 @@ class CleanupReport:
         return max(0, max(self.before[k] - self.after[k] for k in common))
 
 
-def _started(adapter: Adapter) -> bool:
-    """The adapter's ``runtime_started()``, or True when it has none (nothing to start)."""
-    return adapter.runtime_started()
-
-
 def cleanup_framework(memory_type: MemoryTypeLike,
                       gpu_id: GpuId | None = None) -> CleanupReport:
     """Free one framework's cached device memory, if it is loaded and started.
@@ -101,7 +96,7 @@ def cleanup_framework(memory_type: MemoryTypeLike,
     if fw.gpu_kind is None:
         return CleanupReport(fw.name, gpu_id, "host")
     adapter = load_adapter(fw.name)
-    if not _started(adapter):
+    if not isinstance(adapter, DeviceAdapter) or not adapter.runtime_started():
         return CleanupReport(fw.name, gpu_id, "not started")
     index = 0 if gpu_id is None else gpu_id
     before = dict(adapter.memory_info(index))

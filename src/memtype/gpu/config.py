@@ -14,7 +14,14 @@ from __future__ import annotations
 import os
 
 from memtype.errors import ArgumentTypeError, ConfigurationError
-from memtype.frameworks import Framework, Setting, is_loaded, iter_frameworks, load_adapter
+from memtype.frameworks import (
+    DeviceAdapter,
+    Framework,
+    Setting,
+    is_loaded,
+    iter_frameworks,
+    load_adapter,
+)
 from memtype.frameworks._settings import ALREADY
 
 __all__ = ["configure"]
@@ -22,7 +29,8 @@ __all__ = ["configure"]
 
 def _started(fw: Framework) -> bool:
     """Whether the framework is imported and its runtime has started (imports nothing)."""
-    return is_loaded(fw) and load_adapter(fw.name).runtime_started()
+    adapter = load_adapter(fw.name) if is_loaded(fw) else None
+    return isinstance(adapter, DeviceAdapter) and adapter.runtime_started()
 
 
 def _startup(fw: Framework, setting: Setting, value: str) -> str:
@@ -45,7 +53,9 @@ def _apply(fw: Framework, setting: Setting, value: str) -> str:
     framework's own API for settings that may change at any time."""
     if setting.startup:
         return _startup(fw, setting, value)
-    applied = load_adapter(fw.name).apply_setting(setting.name, value) if is_loaded(fw) else value
+    adapter = load_adapter(fw.name) if is_loaded(fw) else None
+    applied = adapter.apply_setting(setting.name, value) if isinstance(
+        adapter, DeviceAdapter) else value
     if applied != ALREADY:
         os.environ[setting.env] = value  # also for devices or imports that come later
     return applied

@@ -25,8 +25,8 @@ from memtype.errors import DeviceError, InvalidArgumentError
 from memtype.frameworks import (
     CPU,
     GPU_KIND,
-    Adapter,
     Device,
+    DeviceAdapter,
     Framework,
     get_framework,
     gpu_adapters,
@@ -173,14 +173,14 @@ class _Nvml:
         return int(mem.free), int(mem.total)
 
 
-def _probe(fw: Framework, adapter: Adapter, index: int) -> GPUInfo:
+def _probe(fw: Framework, adapter: DeviceAdapter, index: int) -> GPUInfo:
     """One device as a framework's adapter describes it (may start its runtime there)."""
     p = adapter.device_properties(index)  # callers pick adapters that describe devices
     return GPUInfo(index, p.name, p.total_bytes, p.free_bytes, p.compute_capability, p.uuid,
                    fw.name)
 
 
-def _describers() -> Iterator[tuple[Framework, Adapter]]:
+def _describers() -> Iterator[tuple[Framework, DeviceAdapter]]:
     """Loaded managed-GPU frameworks whose adapter can describe a device.
 
     An adapter without ``device_properties`` is never probed (JAX's would start its backend,
@@ -294,7 +294,9 @@ class GPUManager:
             if self._source == "nvml":
                 return self._nvml.mem_get_info(self._physical[gpu_id])
             fw = get_framework(self._source)
-            fresh = _probe(fw, load_adapter(fw.name), gpu_id)
+            adapter = load_adapter(fw.name)
+            assert isinstance(adapter, DeviceAdapter)  # the source was one of _describers()
+            fresh = _probe(fw, adapter, gpu_id)
             return fresh.free_bytes, fresh.total_bytes
 
     def select_device(self, min_free_bytes: int | None = None) -> int:

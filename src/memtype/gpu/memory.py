@@ -27,6 +27,7 @@ from memtype.frameworks import (
     CPU,
     Adapter,
     Device,
+    DeviceAdapter,
     DeviceProperties,
     get_framework,
     gpu_adapters,
@@ -152,7 +153,9 @@ def _described(device: Device, name: str, adapter: Adapter,
 
 def _properties(adapter: Adapter, index: int) -> DeviceProperties | None:
     """The adapter's ``device_properties(index)``; None when it has none."""
-    return adapter.device_properties(index) if adapter.describes_devices else None
+    if isinstance(adapter, DeviceAdapter) and adapter.describes_devices:
+        return adapter.device_properties(index)
+    return None
 
 
 def device_memory(gpu_id: GpuId | None = None) -> DeviceMemory:
@@ -394,7 +397,7 @@ def cap_framework_memory(limit_bytes: int | None, gpu_id: GpuId = 0,
         if not get_framework(name).managed_gpu:
             continue
         adapter = load_adapter(name)
-        if adapter.caps_memory:
+        if isinstance(adapter, DeviceAdapter) and adapter.caps_memory:
             adapter.set_memory_cap(gpu_id, limit_bytes, total)
             capped.append(name)
     return capped

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from memtype.errors import MemoryBudgetError
-from memtype.frameworks import load_adapter, loaded_frameworks
+from memtype.frameworks import load_adapter, loaded_frameworks, ran_out_of_memory
 from memtype.gpu.caches import cleanup_all_gpu_frameworks
 
 __all__ = ["is_oom_error", "OOMRecoveryWarning", "recover", "release_memory"]
@@ -55,8 +55,7 @@ def is_oom_error(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return not isinstance(exc, MemoryBudgetError)  # before the adapters' types too
     for fw in loaded_frameworks():
-        adapter = load_adapter(fw.name)
-        if isinstance(exc, adapter.oom_errors()) and adapter.is_oom(exc):
+        if ran_out_of_memory(load_adapter(fw.name), exc):
             return True
     return False
 

@@ -20,7 +20,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Self, TypeVar, overload
 
 from memtype.conversion import ConversionEvent, add_conversion_hook, remove_conversion_hook
-from memtype.frameworks import gpu_adapters, load_adapter
+from memtype.frameworks import DeviceTiming, gpu_adapters, load_adapter
 from memtype.gpu.devices import get_gpu_manager
 from memtype.gpu.memory import memory_usage
 
@@ -155,7 +155,7 @@ def _start_events() -> tuple[Any, Any] | None:
     """A recorded start event and an end event from the first started framework that times
     device work (adapter ``timing_events``), or None."""
     for _fw, adapter in gpu_adapters(every_kind=True):
-        events = adapter.timing_events()
+        events = adapter.timing_events() if isinstance(adapter, DeviceTiming) else None
         if events is not None:
             return events
     return None

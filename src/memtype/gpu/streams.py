@@ -21,7 +21,7 @@ from typing import Any
 
 from memtype.conversion import target_device
 from memtype.detect import detect_framework
-from memtype.frameworks import CPU, get_framework, load_adapter
+from memtype.frameworks import CPU, DeviceAdapter, get_framework, load_adapter
 from memtype.gpu.devices import GpuId
 from memtype.types import MemoryTypeLike
 
@@ -88,6 +88,9 @@ def thread_stream(memory_type: MemoryTypeLike | Any,
         fw = detect_framework(memory_type)
         device = load_adapter(fw.name).device_of(memory_type)
     adapter = load_adapter(fw.name)
+    if not isinstance(adapter, DeviceAdapter):  # a host-only framework: no stream
+        yield _NO_STREAM
+        return
     if not device.is_gpu or not adapter.has_streams:  # CUDA-style adapters have streams
         with adapter.stream(device):
             yield _NO_STREAM

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from memtype.errors import StoreFormatError
-from memtype.frameworks import Device
+from memtype.frameworks import Device, DeviceAdapter, PinnedSpills
 from memtype.storage._atomic import atomic_write
 from memtype.storage.memory import nbytes_of
 
@@ -81,7 +81,8 @@ def to_host(value: Any, memory_type: str, device: Device, pin: bool) -> Any:
     from memtype.frameworks import load_adapter
 
     adapter = load_adapter(memory_type)
-    out = adapter.pinned_host_copy(value) if pin and device.is_gpu else None
+    out = adapter.pinned_host_copy(value) if pin and device.is_gpu and isinstance(
+        adapter, PinnedSpills) else None
     return adapter.to_numpy(value) if out is None else out
 
 
@@ -93,7 +94,8 @@ def reload(host: Any, memory_type: str, device: Device) -> Any:
             memory_type).host_native:
         return host  # already what was saved (a masked array keeps its mask)
     if not isinstance(host, np.ndarray):  # a pinned host array of the framework's own
-        return load_adapter(memory_type).to_device(host, device)
+        adapter = load_adapter(memory_type)  # made by its pinned_host_copy: a DeviceAdapter
+        return adapter.to_device(host, device) if isinstance(adapter, DeviceAdapter) else host
     import memtype
 
     gpu_id = device.index if device.is_gpu else None
