@@ -12,7 +12,6 @@ with the ROI tables Fractal tasks read (``FOV_ROI_table``, ``well_ROI_table``,
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import InvalidArgumentError
+from memtype.omezarr.layout import layout_for
 from memtype.omezarr.metadata import MICROMETRES
+from memtype.omezarr.paths import PlatePaths
 from memtype.omezarr.store import ZarrStore
-from memtype.omezarr.tables import label_boxes, write_roi_table, write_table
+from memtype.omezarr.tables import ImageGroup, label_boxes, write_roi_table, write_table
 
 __all__ = ["Grid", "zarr_roles", "by_field", "field_image", "write_fields", "write_labels",
            "write_tables", "voxel_micrometres", "FIELD_ROI_TABLES"]
@@ -169,7 +170,7 @@ def write_fields(path: str, items: Sequence[Item], grid: Grid, *, rows: Sequence
         plate.save(image, field_path, axes=axes, overwrite=True, parents=True,
                    pyramid_levels=max(levels, 1), channel_names=names, scale=scale,
                    unit=None if pixel_size is None else pixel_unit)
-        _write_field_rois(os.path.join(path, field_path), site, image.shape[-3:], voxel)
+        _write_field_rois(_image(plate, field_path), site, image.shape[-3:], voxel)
         if written is not None:
             written.append(field_path)
 
@@ -193,7 +194,7 @@ def write_labels(path: str, labels: Mapping[str, Sequence[Item]], grid: Grid,
             field_path = grid.field_path(well, site)
             label_image = np.take(image, 0, axis=axes.index("c"))
             plate.save_labels(label_image, field_path, name, overwrite=True)
-            write_object_rois(os.path.join(path, field_path), name, label_image, voxel)
+            write_object_rois(_image(plate, field_path), name, label_image, voxel)
 
 
 def write_tables(plate_path: str, grid: Grid, name: str,
@@ -215,11 +216,16 @@ def write_tables(plate_path: str, grid: Grid, name: str,
             continue
         labels = plate.list_labels(path)
         region = name if name in labels else (labels[0] if len(labels) == 1 else None)
-        write_table(os.path.join(plate_path, path), name, part, region=region,
-                    keys=grid.fields)
+        write_table(_image(plate, path), name, part, region=region, keys=grid.fields)
 
 
-def _write_field_rois(field: str, site: str, zyx: tuple[int, ...],
+def _image(plate: ZarrStore, key: str) -> ImageGroup:
+    """The image group ``key`` of a plate, its tables' files written below the plate's root."""
+    return ImageGroup(PlatePaths(plate.root, plate.follow_symlinks_outside,
+                                 layout_for(plate.ome_version)), key)
+
+
+def _write_field_rois(field: ImageGroup, site: str, zyx: tuple[int, ...],
                       voxel: tuple[float, float, float] | None) -> None:
     """A field's ``FOV_ROI_table`` and ``well_ROI_table``: one box, the whole image."""
     (z, y, x), (dz, dy, dx) = zyx, voxel or (1.0, 1.0, 1.0)
@@ -228,7 +234,7 @@ def _write_field_rois(field: str, site: str, zyx: tuple[int, ...],
         write_roi_table(field, name, [index], box)
 
 
-def write_object_rois(field: str, name: str, labels: np.ndarray[Any, Any],
+def write_object_rois(field: str | ImageGroup, name: str, labels: np.ndarray[Any, Any],
                       voxel: tuple[float, float, float] | None) -> None:
     """The masking ROI table ``<name>_ROI_table`` of a ``[T] Z Y X`` label image: one row
     per object, its bounding box (over all time points)."""

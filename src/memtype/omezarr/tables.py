@@ -34,15 +34,19 @@ with anndata, in zarr v2 and v3).
 from __future__ import annotations
 
 import json
-import os
-import shutil
+import posixpath
 import struct
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["write_table", "write_roi_table", "label_boxes", "table_names",
+from memtype.errors import StoreNotFoundError
+from memtype.omezarr.layout import layout_for
+from memtype.omezarr.paths import PlatePaths
+
+__all__ = ["write_table", "write_roi_table", "label_boxes", "table_names", "ImageGroup",
            "ROI_COLUMNS", "TABLE_VERSION"]
 
 TABLE_VERSION = "1"
@@ -55,6 +59,26 @@ ROI_COLUMNS = ("x_micrometer", "y_micrometer", "z_micrometer",
                "len_x_micrometer", "len_y_micrometer", "len_z_micrometer")
 """The columns of a ROI table: a box's corner, then its size, in micrometres."""
 _V3_TYPES = {"<f4": "float32", "<i8": "int64"}
+
+
+@dataclass(frozen=True)
+class ImageGroup:
+    """An image group, every file of its tables written below a plate's root (links
+    leading out refused, never written through): ``key`` in the plate of ``paths``."""
+
+    paths: PlatePaths
+    key: str
+
+    @classmethod
+    def at(cls, field: str | ImageGroup) -> ImageGroup:
+        """``field`` itself, or the image group in the local folder ``field``."""
+        if isinstance(field, ImageGroup):
+            return field
+        return cls(PlatePaths(field, False, layout_for("0.5")), "")
+
+    def join(self, *names: str) -> str:
+        """The plate key of a file of this group."""
+        return posixpath.join(self.key, *names) if self.key else posixpath.join(*names)
 
 
 def _encoding(kind: str, version: str) -> dict[str, str]:
@@ -70,27 +94,25 @@ def _number(value: Any) -> float | None:
         return None
 
 
-def _zarr_format(path: str) -> int:
-    """3 for a zarr v3 group at ``path`` (``zarr.json``), else 2."""
-    return 3 if os.path.isfile(os.path.join(path, "zarr.json")) else 2
+def _zarr_format(image: ImageGroup) -> int:
+    """3 for a zarr v3 image group (``zarr.json``), else 2."""
+    return 3 if image.paths.is_file(image.join("zarr.json")) else 2
 
 
-def _json(path: str, doc: Mapping[str, Any]) -> None:
+def _json(paths: PlatePaths, key: str, doc: Mapping[str, Any]) -> None:
     """Write one metadata document (encoded at once: ``json.dump`` to a file writes it
     piece by piece, and took a third of a table's time)."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(doc))
+    paths.write_bytes(key, json.dumps(doc).encode("utf-8"))
 
 
-def _group(path: str, fmt: int, attrs: Mapping[str, Any]) -> None:
+def _group(paths: PlatePaths, key: str, fmt: int, attrs: Mapping[str, Any]) -> None:
     """A zarr group with attributes."""
-    os.makedirs(path, exist_ok=True)
     if fmt == 3:
-        _json(os.path.join(path, "zarr.json"),
+        _json(paths, f"{key}/zarr.json",
               {"zarr_format": 3, "node_type": "group", "attributes": dict(attrs)})
     else:
-        _json(os.path.join(path, ".zgroup"), {"zarr_format": 2})
-        _json(os.path.join(path, ".zattrs"), dict(attrs))
+        _json(paths, f"{key}/.zgroup", {"zarr_format": 2})
+        _json(paths, f"{key}/.zattrs", dict(attrs))
 
 
 def _vlen_utf8(values: Sequence[str]) -> bytes:
@@ -102,8 +124,8 @@ def _vlen_utf8(values: Sequence[str]) -> bytes:
     return b"".join(parts)
 
 
-def _array(path: str, fmt: int, values: np.ndarray[Any, Any] | Sequence[str],
-           attrs: Mapping[str, Any]) -> None:
+def _array(paths: PlatePaths, path: str, fmt: int,
+           values: np.ndarray[Any, Any] | Sequence[str], attrs: Mapping[str, Any]) -> None:
     """A one-chunk, uncompressed zarr array (numbers, or ``vlen-utf8`` strings)."""
     if isinstance(values, np.ndarray):
         text, shape, dtype = False, list(values.shape), values.dtype.str
@@ -112,11 +134,10 @@ def _array(path: str, fmt: int, values: np.ndarray[Any, Any] | Sequence[str],
         text, shape, dtype = True, [len(values)], "|O"
         data = _vlen_utf8(values)
     chunks = [max(n, 1) for n in shape]
-    os.makedirs(path, exist_ok=True)
     if fmt == 3:
         codecs = ([{"name": "vlen-utf8", "configuration": {}}] if text
                   else [{"name": "bytes", "configuration": {"endian": "little"}}])
-        _json(os.path.join(path, "zarr.json"), {
+        _json(paths, f"{path}/zarr.json", {
             "zarr_format": 3, "node_type": "array", "shape": shape,
             "data_type": "string" if text else _V3_TYPES[dtype],
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
@@ -125,45 +146,43 @@ def _array(path: str, fmt: int, values: np.ndarray[Any, Any] | Sequence[str],
             "fill_value": "" if text else 0, "codecs": codecs, "attributes": dict(attrs)})
         key = ".".join(["c", *["0"] * len(shape)])
     else:
-        _json(os.path.join(path, ".zarray"), {
+        _json(paths, f"{path}/.zarray", {
             "zarr_format": 2, "shape": shape, "chunks": chunks,
             "dtype": dtype,
             "fill_value": "" if text else 0, "order": "C",
             "filters": [{"id": "vlen-utf8"}] if text else None,
             "dimension_separator": ".", "compressor": None})
-        _json(os.path.join(path, ".zattrs"), dict(attrs))
+        _json(paths, f"{path}/.zattrs", dict(attrs))
         key = ".".join(["0"] * len(shape))
     if all(shape):
-        with open(os.path.join(path, key), "wb") as fh:
-            fh.write(data)
+        paths.write_bytes(f"{path}/{key}", data)
 
 
-def _dataframe(path: str, fmt: int, index: Sequence[str],
+def _dataframe(paths: PlatePaths, path: str, fmt: int, index: Sequence[str],
                columns: Mapping[str, np.ndarray[Any, Any] | list[str]],
                index_name: str = "_index") -> None:
     """An AnnData dataframe group: the index (array ``index_name``) and the columns
     (numbers or strings)."""
-    _group(path, fmt, {"_index": index_name, "column-order": list(columns),
-                       **_encoding("dataframe", "0.2.0")})
-    _array(os.path.join(path, index_name), fmt, list(index),
+    _group(paths, path, fmt, {"_index": index_name, "column-order": list(columns),
+                              **_encoding("dataframe", "0.2.0")})
+    _array(paths, f"{path}/{index_name}", fmt, list(index),
            _encoding("string-array", "0.2.0"))
     for column, values in columns.items():
         kind = "array" if isinstance(values, np.ndarray) else "string-array"
-        _array(os.path.join(path, column), fmt, values, _encoding(kind, "0.2.0"))
+        _array(paths, f"{path}/{column}", fmt, values, _encoding(kind, "0.2.0"))
 
 
-def _read_attrs(path: str, fmt: int) -> dict[str, Any]:
+def _read_attrs(paths: PlatePaths, key: str, fmt: int) -> dict[str, Any]:
     """A group's attributes ({} where it has none yet)."""
-    name = "zarr.json" if fmt == 3 else ".zattrs"
     try:
-        with open(os.path.join(path, name), encoding="utf-8") as fh:
-            doc: dict[str, Any] = json.load(fh)
-    except FileNotFoundError:
+        doc = paths.read_json(f"{key}/{'zarr.json' if fmt == 3 else '.zattrs'}")
+    except StoreNotFoundError:
         return {}
-    return dict(doc.get("attributes", {})) if fmt == 3 else doc
+    attributes = doc.get("attributes", {}) if fmt == 3 else doc
+    return dict(attributes) if isinstance(attributes, dict) else {}
 
 
-def write_table(field: str, name: str, rows: Sequence[Mapping[str, Any]], *,
+def write_table(field: str | ImageGroup, name: str, rows: Sequence[Mapping[str, Any]], *,
                 region: str | None = None, keys: Sequence[str] = ()) -> None:
     """Write ``rows`` as table ``name`` of the image group at path ``field`` (zarr v2 or
     v3, as the group is), replacing a table of that name.
@@ -192,7 +211,7 @@ def write_table(field: str, name: str, rows: Sequence[Mapping[str, Any]], *,
                        [str(i) for i in range(len(rows))], obs)
 
 
-def write_roi_table(field: str, name: str, index: Sequence[str] | np.ndarray[Any, Any],
+def write_roi_table(field: str | ImageGroup, name: str, index: Sequence[str] | np.ndarray[Any, Any],
                     boxes: np.ndarray[Any, Any], *, region: str | None = None) -> None:
     """Write a ROI table ``name`` of the image group at path ``field``: one row per box,
     ``boxes[i]`` the :data:`ROI_COLUMNS` (corner x, y, z and size x, y, z, micrometres).
@@ -235,32 +254,35 @@ def _labelled(kind: str, region: str) -> dict[str, Any]:
             "instance_key": "label", "index_key": "label", "index_type": "int"}
 
 
-def _write_anndata(field: str, name: str, attrs: Mapping[str, Any], x: np.ndarray[Any, Any],
+def _write_anndata(field: str | ImageGroup, name: str, attrs: Mapping[str, Any],
+                   x: np.ndarray[Any, Any],
                    var: Sequence[str], index: Sequence[str] | np.ndarray[Any, Any],
                    obs: Mapping[str, np.ndarray[Any, Any] | list[str]], *,
                    index_name: str = "_index") -> None:
     """Write one AnnData table (``X``, ``var`` names, ``obs``; ``index`` an int array is
     the label ids: the row names and ``obs["label"]``) staged beside its place, then
     renamed in and listed in the field's ``tables`` group."""
-    fmt = _zarr_format(field)
+    image = ImageGroup.at(field)
+    paths, fmt = image.paths, _zarr_format(image)
     if isinstance(index, np.ndarray):
         obs = {**obs, "label": index}
         index = [str(v) for v in index]
-    tables = os.path.join(field, "tables")
-    final, staging = os.path.join(tables, name), os.path.join(tables, f".{name}.writing")
-    shutil.rmtree(staging, ignore_errors=True)
-    _group(staging, fmt, {**_encoding("anndata", "0.1.0"), **_BACKEND, **attrs})
-    _array(os.path.join(staging, "X"), fmt, x, _encoding("array", "0.2.0"))
-    _dataframe(os.path.join(staging, "obs"), fmt, index, obs, index_name)
-    _dataframe(os.path.join(staging, "var"), fmt, list(var), {})
-    shutil.rmtree(final, ignore_errors=True)
-    os.rename(staging, final)
-    listed = [str(n) for n in _read_attrs(tables, fmt).get("tables", [])]
+    tables = image.join("tables")
+    final, staging = f"{tables}/{name}", f"{tables}/.{name}.writing"
+    paths.remove(staging)
+    _group(paths, staging, fmt, {**_encoding("anndata", "0.1.0"), **_BACKEND, **attrs})
+    _array(paths, f"{staging}/X", fmt, x, _encoding("array", "0.2.0"))
+    _dataframe(paths, f"{staging}/obs", fmt, index, obs, index_name)
+    _dataframe(paths, f"{staging}/var", fmt, list(var), {})
+    paths.remove(final)
+    paths.rename(staging, name)
+    listed = [str(n) for n in _read_attrs(paths, tables, fmt).get("tables", [])]
     if name not in listed:
-        _group(tables, fmt, {"tables": [*listed, name]})
+        _group(paths, tables, fmt, {"tables": [*listed, name]})
 
 
-def table_names(field: str) -> list[str]:
-    """The tables the image group at path ``field`` lists."""
-    tables = os.path.join(field, "tables")
-    return [str(n) for n in _read_attrs(tables, _zarr_format(field)).get("tables", [])]
+def table_names(field: str | ImageGroup) -> list[str]:
+    """The tables the image group ``field`` (a path, or a group of a plate) lists."""
+    image = ImageGroup.at(field)
+    return [str(n) for n in
+            _read_attrs(image.paths, image.join("tables"), _zarr_format(image)).get("tables", [])]

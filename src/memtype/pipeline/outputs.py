@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import StoreExistsError
+from memtype.errors import StoreExistsError, StorePathError
 from memtype.omezarr import assemble
 from memtype.omezarr.assemble import FIELD_ROI_TABLES, zarr_roles
 from memtype.pipeline.patterns import FilenamePattern, Key, field_sort_key, key_label, split_well
@@ -78,6 +78,23 @@ class OutputSpec:
         base = ("plate" if self.image_format == "zarr" else "images") if final else step
         return base + ".zarr" if self.image_format == "zarr" else base
 
+    def _plate_root(self, location: str) -> str:
+        """The path of the plate at ``location`` in the output.
+
+        Raises
+        ------
+        StorePathError
+            That entry is a symbolic link: a plate's store is rooted at it, so a link planted
+            there would be written through, outside the output (a ``ValueError``).
+        """
+        path = os.path.join(self.root, location)
+        if os.path.islink(path):
+            raise StorePathError(
+                f"Output plate {path!r} is a symbolic link (to {os.readlink(path)!r}); memtype "
+                "writes plates only inside the output, never through a link. Remove the link "
+                "or choose another output.")
+        return path
+
     # -- driver side -----------------------------------------------------------------
     def written_by_memtype(self) -> bool:
         """Whether the output directory is one a pipeline run wrote (it has ``.memtype/done``)."""
@@ -116,6 +133,10 @@ class OutputSpec:
                 raise StoreExistsError(
                     f"Output {self.root!r} holds no earlier run to resume (no {_STATE}/done "
                     "inside) and files memtype did not write; choose another directory.")
+        if self.image_format == "zarr" and os.path.isdir(self.root):
+            for name in os.listdir(self.root):
+                if name.endswith(".zarr"):
+                    self._plate_root(name)
         self._disk().ensure_directory(f"{_STATE}/done")
 
     def is_done(self, key: Key) -> bool:
@@ -129,7 +150,8 @@ class OutputSpec:
         outputs: dict[str, str] = {}
         for location in (self.image_location("", True),):
             if disk.exists(location):
-                outputs["images"] = disk.path_of(location)
+                outputs["images"] = self._plate_root(location) \
+                    if self.image_format == "zarr" else disk.path_of(location)
         tables_dir = f"{_STATE}/tables"
         counts: tuple[str, dict[str, float]] | None = None
         if disk.is_dir(tables_dir):
@@ -176,7 +198,7 @@ class OutputSpec:
         try:
             if self.image_format == "zarr":
                 assemble.write_fields(
-                    os.path.join(self.root, location), items, self._grid(), rows=self.rows,
+                    self._plate_root(location), items, self._grid(), rows=self.rows,
                     columns=self.columns, pyramid_levels=self.pyramid_levels if final else 1,
                     written=done, ome_version=self.ome_version, pixel_size=self.pixel_size,
                     pixel_unit=self.pixel_unit, channel_names=dict(self.channel_names))
@@ -220,7 +242,7 @@ class OutputSpec:
         step passed its input on, which is the final image, not its labels)."""
         labels = {**final, **self._staged_labels(group)}
         if labels:
-            assemble.write_labels(os.path.join(self.root, location), labels, self._grid(),
+            assemble.write_labels(self._plate_root(location), labels, self._grid(),
                                   self.ome_version,
                                   assemble.voxel_micrometres(self.pixel_size, self.pixel_unit))
 
@@ -237,7 +259,7 @@ class OutputSpec:
         disk = self._disk()
         for location, path in reversed(written):
             if self.image_format == "zarr":
-                plate = ZarrStore(os.path.join(self.root, location),
+                plate = ZarrStore(self._plate_root(location),
                                   ome_version=self.ome_version)
                 if plate.exists(path):
                     plate.delete(path)
