@@ -29,6 +29,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "array_api_compat": ("array-api-compat", "array-api"),
     "obstore": ("obstore", "s3"),
     "yaml": ("pyyaml", "all"),
+    "skimage": ("scikit-image", "all"),
 }
 
 
