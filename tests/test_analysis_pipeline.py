@@ -289,3 +289,11 @@ def test_resume_with_other_inputs_is_refused(plate_dir: Path, tmp_path: Path) ->
     Pipeline(steps("channel:1")).run(plate_dir, tmp_path / "out").raise_for_failures()
     with pytest.raises(StoreExistsError, match="inputs"):
         Pipeline(steps("channel:2")).run(plate_dir, tmp_path / "out", resume=True)
+
+
+@pytest.mark.parametrize("name", ["image", "well_summary", "nuclei"])
+def test_an_object_set_never_takes_a_tables_name(name: str) -> None:
+    first = FunctionStep(bright_objects, inputs={"image": "channel:1"}, labels="nuclei")
+    again = FunctionStep(bright_objects, inputs={"image": "channel:2"}, labels=name)
+    with pytest.raises(InvalidArgumentError, match=f"labels={name!r} is"):
+        Pipeline(["max_projection", first, again])

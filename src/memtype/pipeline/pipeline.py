@@ -558,11 +558,19 @@ def _check_graph(steps: Sequence[FunctionStep]) -> None:
     InvalidArgumentError
         A reference to nothing made before the step (the message lists what was).
     """
+    from memtype.pipeline.analysis.fields import IMAGE_TABLE
     from memtype.pipeline.analysis.passes import pass_steps
+    from memtype.pipeline.analysis.summaries import WELL_TABLE
 
     pass_steps(steps)
     made: list[str] = []
     for step in steps:
+        if step.inputs and step.labels is not None and (
+                step.labels in made or step.labels in (IMAGE_TABLE, WELL_TABLE)):
+            taken = "another step's" if step.labels in made else "memtype's own table"
+            raise InvalidArgumentError(
+                f"step {step.name!r}: labels={step.labels!r} is {taken} name; an object set "
+                f"names its table ({step.labels}.csv): choose another name.")
         for item in step.inputs:
             if item.channel is None and item.reference not in made:
                 raise InvalidArgumentError(

@@ -6,8 +6,11 @@ or median of all images of a channel, smoothed, each image divided by it) and
 become z-scores) run as map -> reduce -> apply on every executor:
 
 map
-    one task per group (in parallel on dask): it reads the group's images one at a time and
-    adds each to its channel's accumulator; memory is one image plus the accumulators;
+    a few tasks per worker (in parallel on dask), each a share of the groups: it reads their
+    images one at a time and adds each to its channel's accumulator; memory is one image
+    plus the accumulators, and each task returns one accumulator per channel (measured on 2
+    dask workers, one task per group returned 48 accumulators of 3 MiB and ran at half the
+    speed of inline: benchmarks/analysis.py);
 reduce
     the driver merges the groups' accumulators as they arrive and computes each channel's
     function, saved as ``passes/<step>/<channel>.npy`` in the output;
@@ -38,6 +41,8 @@ __all__ = ["PASSES", "PlatePass", "pass_steps", "run_passes", "PASSES_DIR"]
 
 PASSES_DIR = "passes"
 """Where a run keeps each pass's functions: ``passes/<step>/<channel>.npy``."""
+_TASKS_PER_WORKER = 2
+"""Map tasks per worker: each a share of the groups, read one image at a time."""
 
 
 class _Moments:
@@ -188,26 +193,35 @@ def _channel_value(key: Any, channel: str | None) -> str:
     return str(dict(key).get(channel, "")) if channel else ""
 
 
-def accumulate_group(ctx: _MapContext, task: GroupTask) -> list[dict[str, Any]]:
-    """Map: one group's images added to one accumulator per channel and pass."""
+def accumulate_groups(ctx: _MapContext, tasks: Sequence[GroupTask]) -> list[dict[str, Any]]:
+    """Map: the groups' images, one at a time, added to one accumulator per channel and pass."""
     out: list[dict[str, Any]] = [{} for _ in ctx.passes]
-    try:
-        for record in task.records:
-            image = np.asarray(ctx.store.load_batch([record.path])[0])
-            channel = _channel_value(record.key, ctx.channel)
-            for k, (name, params) in enumerate(ctx.passes):
-                acc = out[k].get(channel)
-                if acc is None:
-                    acc = out[k][channel] = PASSES[name].accumulator(params)
-                acc.add(image)
-    except MemtypeError:
-        raise
-    except Exception as exc:  # named: which group's images the pass could not read
-        from memtype.pipeline.patterns import key_label
+    for task in tasks:
+        try:
+            for record in task.records:
+                image = np.asarray(ctx.store.load_batch([record.path])[0])
+                channel = _channel_value(record.key, ctx.channel)
+                for k, (name, params) in enumerate(ctx.passes):
+                    acc = out[k].get(channel)
+                    if acc is None:
+                        acc = out[k][channel] = PASSES[name].accumulator(params)
+                    acc.add(image)
+        except MemtypeError:
+            raise
+        except Exception as exc:  # named: which group's images the pass could not read
+            from memtype.pipeline.patterns import key_label
 
-        raise InvalidArgumentError(f"plate-wide pass over group {key_label(task.key)}: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            raise InvalidArgumentError(f"plate-wide pass over group {key_label(task.key)}: "
+                                       f"{type(exc).__name__}: {exc}") from exc
     return out
+
+
+def _batches(tasks: Sequence[GroupTask], workers: int) -> list[list[GroupTask]]:
+    """The groups dealt into a few map tasks per worker (each returns one accumulator per
+    channel: the fewer results, the less the driver receives and merges; several per
+    worker keep the workers evenly busy)."""
+    count = max(1, min(len(tasks), _TASKS_PER_WORKER * workers))
+    return [list(tasks[i::count]) for i in range(count)]
 
 
 def _saved(root: str, step: str) -> dict[str, np.ndarray[Any, Any]] | None:
@@ -221,11 +235,13 @@ def _saved(root: str, step: str) -> dict[str, np.ndarray[Any, Any]] | None:
 
 def _save(root: str, step: str, functions: Mapping[str, np.ndarray[Any, Any]]) -> None:
     """Keep a pass's functions in the output (``passes/<step>/<channel>.npy``)."""
+    from memtype.pipeline.naming import check_path_name
     from memtype.storage import DiskStore
 
     disk = DiskStore(root)
     for channel, function in functions.items():
-        disk.save(np.asarray(function), f"{PASSES_DIR}/{step}/{channel or 'all'}.npy",
+        name = check_path_name(channel or "all", f"plate-wide pass {step!r}: channel")
+        disk.save(np.asarray(function), f"{PASSES_DIR}/{step}/{name}.npy",
                   overwrite=True, parents=True)
 
 
@@ -242,7 +258,8 @@ def run_passes(steps: Sequence[FunctionStep], executor: Executor, store: Any,
     if todo:
         ctx = _MapContext(store, channel, tuple((str(steps[i].plate_pass), _params(steps[i]))
                                                 for i in todo))
-        for part in executor.map_unordered(accumulate_group, ctx, list(tasks)):
+        batches = _batches(tasks, executor.workers)
+        for part in executor.map_unordered(accumulate_groups, ctx, batches):
             for k, accumulators in enumerate(part):
                 for key, acc in accumulators.items():
                     if key in merged[k]:
