@@ -276,7 +276,9 @@ class _Converter:
         out = self.isolate(v, self.convert(v, vfw, source, dtype), vfw, source)
         if first:
             self.first, self.first_at = out, where
-            self.device = self.policy.device_of(out)
+            on_host = self.policy.on_host  # None: a host-only framework
+            self.device = CPU if on_host is None or on_host(out) \
+                else self.policy.adapter.device_of(out)
             if self.gpu_id is None and self.device.is_gpu and not self.host:
                 self.gpu_id = self.device.index  # every other array joins the first one
         self.arrays.append(out)
@@ -317,17 +319,19 @@ class _Converter:
             return self.private(v, out, vfw)
         counter = policy.write_count
         if not locked:  # the caller's mutable data, passed as it is
+            aliased = self.alias_check(v, out, vfw)  # before the adapter's count: read top-down
             count = None if counter is None else counter(out)
             if count is not None:
-                self.watched.append((out, count, self.alias_check(v, out, vfw)))
+                self.watched.append((out, count, aliased))
             return out
         if policy.readonly is not None:  # O(1): immutable data never becomes writable
             if out is v or (not read_only(out) and _aliases(v, vfw, out, policy)):
                 return policy.readonly(out)
             return out
+        aliased = self.alias_check(v, out, vfw)
         count = None if counter is None else counter(out)
         if count is not None:
-            self.guarded.append((out, count, vfw.name, self.alias_check(v, out, vfw)))
+            self.guarded.append((out, count, vfw.name, aliased))
             return out
         return self.private(v, out, vfw)
 
@@ -463,8 +467,9 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
                     policy.adapter.dtype_of(v), None if counter is None else counter(v))
         fast = None if single is not None else _same_type(args, policy)
         if fast is not None:
-            return _prepared(fast)
-    return _prepared(_converted(args, kwargs, policy, gpu_id, host, single))
+            return fast.args, fast.kwargs, fast.device, fast.gpu_id, fast.dtype, fast
+    inputs = _converted(args, kwargs, policy, gpu_id, host, single)
+    return inputs.args, inputs.kwargs, inputs.device, inputs.gpu_id, inputs.dtype, inputs
 
 
 def _converted(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
@@ -483,11 +488,6 @@ def _converted(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
         device = CPU if host else target_device(policy.framework, CPU, gpu_id)
     return Inputs(new_args, new_kwargs, device, None if host else gpu_id, conv.dtype, conv.first,
                   conv.first_at, conv.arrays, conv.watched, conv.guarded)
-
-
-def _prepared(inputs: Inputs) -> Prepared:
-    """A call's :class:`Inputs` as :data:`Prepared`."""
-    return inputs.args, inputs.kwargs, inputs.device, inputs.gpu_id, inputs.dtype, inputs
 
 
 def inputs_of(call: Prepared, args: tuple[Any, ...]) -> Inputs:
