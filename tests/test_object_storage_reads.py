@@ -103,19 +103,43 @@ def test_reading_a_plate_lists_nothing(s3: S3Server, s3_plate: str,
 
 
 def test_a_plate_reads_over_http(s3: S3Server, local_plate: Path) -> None:
-    import boto3
-
     bucket = s3.bucket()
-    policy = {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
-        "Resource": f"arn:aws:s3:::{bucket}/*"}]}
-    boto3.client("s3", endpoint_url=s3.endpoint).put_bucket_policy(
-        Bucket=bucket, Policy=json.dumps(policy))
+    _public(s3, bucket)
     upload(local_plate, ObjectLocation.parse(f"s3://{bucket}/plate.zarr"))
     remote = open_input(f"{s3.endpoint}/{bucket}/plate.zarr")
     (mine, planes), (theirs, expected) = _read_all(remote), _read_all(OmeZarrReader(local_plate))
     assert mine == theirs
     assert all(np.array_equal(a, b) for a, b in zip(planes, expected, strict=True))
+
+
+def _public(s3: S3Server, bucket: str) -> None:
+    """Let anyone read the bucket's objects over plain HTTP."""
+    import boto3
+
+    policy = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{bucket}/*"}]}
+    boto3.client("s3", endpoint_url=s3.endpoint).put_bucket_policy(
+        Bucket=bucket, Policy=json.dumps(policy))
+
+
+def test_a_deep_stack_is_bounded_by_one_listing_on_s3_and_read_over_http(
+        s3: S3Server, tmp_path: Path) -> None:
+    from memtype.omezarr.read import CLAIM_SLACK
+
+    planes = CLAIM_SLACK + 6  # more than a claim is taken on trust for
+    ZarrStore(tmp_path / "deep.zarr").save(np.arange(planes * 64, dtype=np.uint16)
+                                           .reshape(planes, 8, 8), "A/1/0", parents=True)
+    bucket = s3.bucket()
+    _public(s3, bucket)
+    upload(tmp_path / "deep.zarr", ObjectLocation.parse(f"s3://{bucket}/deep.zarr"))
+    mark = s3.mark()
+    assert len(open_input(f"s3://{bucket}/deep.zarr").records()) == planes
+    assert s3.since(mark)["LIST"] == 1  # the level's chunks counted once
+    over_http = open_input(f"{s3.endpoint}/{bucket}/deep.zarr")
+    records = over_http.records()
+    assert len(records) == planes
+    assert over_http.load_batch([records[-1].path])[0][0, 0] == (planes - 1) * 64
 
 
 def test_a_missing_bucket_is_one_clear_error(s3: S3Server) -> None:

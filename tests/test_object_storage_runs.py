@@ -226,3 +226,21 @@ def test_dask_workers_read_and_write_the_store_themselves(
                        if driver in agent)
     assert len({agent for agent, _ in puts if driver not in agent}) == 2  # both workers
     assert by_driver == ["A/1/zarr.json", "A/2/zarr.json", "A/3/zarr.json", "A/zarr.json"]
+
+
+def test_the_existing_output_rule_on_s3(s3: S3Server) -> None:
+    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
+
+    where = ObjectLocation.parse(f"s3://{s3.bucket()}/kept")
+    where.put("notes.txt", b"someone else's")
+    spec = ObjectOutputSpec(where.url, "zarr", "{well}_w{channel}.tif")
+    with pytest.raises(StoreExistsError, match="already exists; pass resume=True"):
+        spec.prepare(resume=False, overwrite=False)
+    with pytest.raises(StoreExistsError, match="memtype did not write"):
+        spec.prepare(resume=False, overwrite=True)
+    assert where.keys() == ["notes.txt"]  # untouched, and the lease given back
+    where.put(".memtype/run.json", b"{}")  # an earlier run's output
+    spec.prepare(resume=False, overwrite=True)
+    assert where.keys() == [LEASE]
+    spec.finish([])
+    assert where.keys() == []

@@ -104,9 +104,7 @@ class ObjectOutputSpec(OutputSpec):
         if not [k for k in where.list_some("", 2) if k != LEASE]:
             return
         if overwrite_foreign or (overwrite and self.written_by_memtype()):
-            for key in where.keys(""):
-                if key != LEASE:
-                    where.delete(key)
+            where.delete_all("", keep=(LEASE,))
         elif overwrite:
             raise StoreExistsError(
                 f"Output {self.root!r} holds objects memtype did not write (no run record "

@@ -296,11 +296,12 @@ class ObjectLocation:
         """Whether any object lies below ``prefix`` (one request)."""
         return bool(self.list_some(prefix, 1))
 
-    def delete_all(self, prefix: str = "") -> None:
-        """Remove every object below ``prefix`` (``""``: everything at the location)."""
+    def delete_all(self, prefix: str = "", *, keep: tuple[str, ...] = ()) -> None:
+        """Remove every object below ``prefix`` (``""``: everything at the location) but the
+        keys in ``keep``; 1000 a request."""
         import obstore
 
-        keys = self.keys(prefix)
+        keys = [k for k in self.keys(prefix) if k not in keep]
         with translated(self, f"delete {prefix or '/'!r} from"):
             for start in range(0, len(keys), 1000):
                 obstore.delete(self.client(), keys[start:start + 1000])
