@@ -147,3 +147,38 @@ def test_type_checking_imports_count() -> None:
     """memtype's front door imports the decorators only for type checkers (the rest lazily):
     that edge is in the graph."""
     assert {"memtype.decorators", "memtype.array_api_functions"} <= imported("memtype")
+
+
+def function_level_imports(module: str) -> list[str]:
+    """``module:line`` of each import of a memtype module inside a function of ``module``."""
+    tree = ast.parse(MODULES[module].read_text())
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if isinstance(node, ast.ImportFrom) and node.level:
+                names = ["memtype"]  # a relative import is one of memtype's own
+            if any(name == "memtype" or name.startswith("memtype.") for name in names):
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_the_core_imports_memtype_modules_at_the_top() -> None:
+    """Its dependencies show in its module headers (a heavy subpackage is reached through a
+    package's lazy names, memtype._lazy, never by an import inside a function)."""
+    assert [where for m in CORE for where in function_level_imports(m)] == []
+
+
+def test_function_level_imports_are_found(tmp_path: Path) -> None:
+    MODULES["memtype._probe_case"] = tmp_path / "case.py"
+    (tmp_path / "case.py").write_text("import os\n\ndef f():\n    import os\n"
+                                      "    from memtype.errors import MemtypeError\n"
+                                      "    from . import x\n")
+    try:
+        assert function_level_imports("memtype._probe_case") == [
+            "memtype._probe_case:5", "memtype._probe_case:6"]
+    finally:
+        del MODULES["memtype._probe_case"]

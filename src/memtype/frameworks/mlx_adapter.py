@@ -19,6 +19,7 @@ import ml_dtypes
 import mlx.core as mx
 import numpy as np
 
+from memtype.errors import MemoryConversionError
 from memtype.frameworks._device import Device
 from memtype.frameworks._facets import DeviceAdapter, Diagnostics
 from memtype.frameworks._host import base_ndarray, narrow_lossless, native_copy, negative_strides
@@ -59,8 +60,6 @@ def _namespace() -> ModuleType:
 
 
 def _refuse(dtype: np.dtype[Any]) -> Any:
-    from memtype.errors import MemoryConversionError
-
     held = ", ".join(str(d) for d in _dtypes())
     raise MemoryConversionError(
         f"mlx cannot hold dtype {dtype}; it holds {held}.", "numpy", "mlx")
