@@ -235,9 +235,11 @@ class Pipeline:
             ``docs/inputs.md``), any :class:`~memtype.storage.Store` (read by pattern), or a
             reader (:mod:`memtype.pipeline.readers`). ``report.input`` says which layout was
             read and what its metadata holds.
-        output : path
+        output : path or str
             The output directory: ``plate.zarr`` (or ``images/``), one ``<table>.csv`` per
-            side output, and ``.memtype/`` (the record of finished groups for ``resume``).
+            side output, and ``.memtype/`` (the record of finished groups for ``resume``);
+            or an ``s3://bucket/prefix`` holding the same objects (see
+            :mod:`memtype.pipeline.remote_output`).
         executor : {"inline", "threads", "dask"} or Executor
             Where groups run. ``"dask"`` uses ``client`` (any scheduler), or connects to
             ``scheduler``, or starts a LocalCluster of ``workers`` processes; the workers
