@@ -140,7 +140,8 @@ def _hull_features(labels: Ints, n: int) -> dict[str, Floats]:
             continue
         mask = labels[box] == number
         convex[number] = np.count_nonzero(morphology.convex_hull_image(mask))
-        low[number], high[number] = _feret(np.argwhere(mask).astype(np.float64))
+        edge = mask & ~ndi.binary_erosion(mask, border_value=0)  # the hull's candidates
+        low[number], high[number] = _feret(np.argwhere(edge).astype(np.float64))
     return {"ConvexArea": convex, "MinFeretDiameter": low, "MaxFeretDiameter": high}
 
 
@@ -158,24 +159,17 @@ def _feret(points: Floats) -> tuple[float, float]:
 
 
 def _hull_vertices(points: Floats) -> Floats:
-    """The convex hull's vertices in order (Andrew's monotone chain); collinear ones dropped."""
-    unique = np.unique(points, axis=0)
-    if len(unique) < 3:
-        return unique
-    chain: list[Floats] = []
-    for part in (unique, unique[::-1]):
-        half: list[Floats] = []
-        for point in part:
-            while len(half) >= 2 and _turn(half[-2], half[-1], point) <= 0:
-                half.pop()
-            half.append(point)
-        chain.extend(half[:-1])
-    return np.array(chain) if len(chain) >= 3 else unique[[0, -1]]
-
-
-def _turn(o: Floats, a: Floats, b: Floats) -> float:
-    """The z component of (a - o) x (b - o): > 0 for a left turn."""
-    return float((a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0]))
+    """The convex hull's vertices in order (scipy's Qhull) of distinct points sorted by row
+    then column (``numpy.argwhere``'s order); the two ends of a line, or the one point."""
+    if len(points) < 3:
+        return points
+    offsets = points - points[0]
+    along = points[-1] - points[0]
+    if not np.any(offsets[:, 0] * along[1] - offsets[:, 1] * along[0]):
+        return points[[0, -1]]  # collinear (sorted: the ends are the extremes)
+    spatial = require("scipy.spatial", "Measuring object shape")
+    vertices: Floats = points[spatial.ConvexHull(points).vertices]
+    return vertices
 
 
 def measure_size_shape(labels: Any) -> dict[str, np.ndarray]:
