@@ -163,3 +163,55 @@ def test_a_run_runs_a_step_once_for_its_plan_then_once_per_stack(four_sites: Pat
     report = Pipeline([np_counted, np_project]).run(four_sites, tmp_path / "out")
     assert report.ok, report.summary()
     assert SEEN == [(3, 48, 48)] * (1 + 8)  # the plan's one trial, then the group's 8 stacks
+
+
+# -- 16: a run keeps its own record of failures -------------------------------------------
+@mt.numpy
+def np_fail_in_a02(stack: np.ndarray, bad: int = -1) -> np.ndarray:
+    if int(stack.sum()) == bad:
+        raise ValueError("this stack is no good")
+    return stack.max(axis=0, keepdims=True)
+
+
+def _a02_first_stack_sum() -> int:
+    return int(TWO_CHANNELS.stack(1, 1, 1).sum())  # well A02, site 1, channel 1
+
+
+@pytest.mark.requires("tifffile", "zarr")
+def test_a_failed_group_is_written_to_the_failure_log_named_by_the_summary(
+        two_channels: Path, tmp_path: Path) -> None:
+    step = FunctionStep(np_fail_in_a02, bad=_a02_first_stack_sum())
+    report = Pipeline([step]).run(two_channels, tmp_path / "out")
+    [failed] = report.failed
+    log = tmp_path / "out" / "failures.log"
+    assert failed.log == str(log) and f"failed groups: {log}" in report.summary()
+    text = log.read_text()
+    assert "well=A02" in text and "site=1" in text and "channel=1" in text
+    assert "Traceback" in text and "this stack is no good" in text
+    assert "well=A01" not in text  # only the failure
+
+
+BROKEN = [True]
+"""Whether np_fail_in_a02_while_broken fails (the same pipeline, a fixed cause: inline runs)."""
+
+
+@mt.numpy
+def np_fail_in_a02_while_broken(stack: np.ndarray, bad: int = -1) -> np.ndarray:
+    if BROKEN[0] and int(stack.sum()) == bad:
+        raise ValueError("this stack is no good")
+    return stack.max(axis=0, keepdims=True)
+
+
+@pytest.mark.requires("tifffile", "zarr")
+def test_a_group_done_on_resume_is_no_longer_marked_failed(two_channels: Path,
+                                                           tmp_path: Path) -> None:
+    from memtype.pipeline.failures import failed_wells
+
+    out = tmp_path / "out"
+    step = FunctionStep(np_fail_in_a02_while_broken, bad=_a02_first_stack_sum())
+    BROKEN[0] = True
+    Pipeline([step]).run(two_channels, out)
+    assert list(failed_wells(str(out))) == ["A/2"]
+    BROKEN[0] = False
+    assert Pipeline([step]).run(two_channels, out, resume=True).ok
+    assert failed_wells(str(out)) == {}

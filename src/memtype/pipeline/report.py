@@ -172,6 +172,9 @@ class GroupResult:
         ValueError: too bright``; groups that failed with the same cause failed alike.
     disk_full : bool
         The failure was a full disk or an exhausted quota (``ENOSPC``, ``EDQUOT``).
+    log : str or None
+        For a failed group: the log its traceback was written to (``OUTPUT/failures.log``,
+        see :mod:`memtype.pipeline.failures`).
     """
 
     key: Key
@@ -186,6 +189,7 @@ class GroupResult:
     retried: list[StepStats] = field(default_factory=list)
     cause: str | None = None
     disk_full: bool = False
+    log: str | None = None
 
     @property
     def label(self) -> str:
@@ -371,6 +375,9 @@ class RunReport:
         if self.stopped:
             lines.append(f"STOPPED: {self.stopped}")
         lines.extend(f"FAILED {line}" for line in self.error_lines())
+        logs = sorted({g.log for g in self.failed if g.log})
+        if logs:
+            lines.append(f"tracebacks of the failed groups: {', '.join(logs)}")
         lines.extend(f"fallback {label}: {f.describe()}" for label, f in self.fallbacks)
         lines.extend(self._retried_lines())
         every = {s.name: StepStats(s.name) for s in self.steps}

@@ -369,6 +369,14 @@ def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
 
 
 def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
+    """Process one group (:func:`_execute_group`); a failure is also written to the run's
+    failure log beside the output (:mod:`memtype.pipeline.failures`)."""
+    from memtype.pipeline.failures import record_outcome
+
+    return record_outcome(ctx.output.root, _execute_group(ctx, task))
+
+
+def _execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
     """Process one group; a failure is recorded in the result, never raised.
 
     Any exception a step raises fails its group only, ``SystemExit`` included; only
