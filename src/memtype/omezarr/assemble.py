@@ -154,13 +154,14 @@ def write_fields(path: str, items: Sequence[Item], grid: Grid, *, rows: Sequence
                  written: list[str] | None = None, ome_version: str = "0.5",
                  pixel_size: tuple[float, float, float] | None = None,
                  pixel_unit: str = "micrometer",
-                 channel_names: Mapping[str, str] | None = None) -> None:
+                 channel_names: Mapping[str, str] | None = None,
+                 shards: str | Sequence[int] | None = None) -> None:
     """Write a group's stacks into the OME-Zarr plate at ``path``, one complete image per
     field, with up to ``pyramid_levels`` resolution levels (fewer where the image is too
     small), the physical ``pixel_size`` (z, y, x) in ``pixel_unit`` if known (else no unit
     and unit scales), the names ``channel_names`` gives the channel values, and its ROI
-    tables; each field saved is appended to ``written``."""
-    plate = ZarrStore(path, rows=rows, columns=columns, ome_version=ome_version)
+    tables; each field saved is appended to ``written``; ``shards`` as ``ZarrStore``'s."""
+    plate = ZarrStore(path, rows=rows, columns=columns, ome_version=ome_version, shards=shards)
     voxel = voxel_micrometres(pixel_size, pixel_unit)
     for (well, site), planes in by_field(items, grid).items():
         image, axes, names = field_image(planes, grid, channel_names)
@@ -177,11 +178,12 @@ def write_fields(path: str, items: Sequence[Item], grid: Grid, *, rows: Sequence
 
 def write_labels(path: str, labels: Mapping[str, Sequence[Item]], grid: Grid,
                  ome_version: str,
-                 voxel: tuple[float, float, float] | None = None) -> None:
+                 voxel: tuple[float, float, float] | None = None, *,
+                 shards: str | Sequence[int] | None = None) -> None:
     """Save label stacks as OME-Zarr labels of the plate's fields (one channel each), each
     with its masking ROI table ``<name>_ROI_table`` (the objects' bounding boxes, ``voxel``
     the size of a voxel (z, y, x) in micrometres, None: in pixels)."""
-    plate = ZarrStore(path, ome_version=ome_version)
+    plate = ZarrStore(path, ome_version=ome_version, shards=shards)
     for name, items in labels.items():
         for (well, site), planes in by_field(items, grid).items():
             image, axes, _ = field_image(planes, grid)

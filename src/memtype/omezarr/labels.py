@@ -56,7 +56,8 @@ def names(paths: PlatePaths, key: str) -> list[str]:
 
 def save(paths: PlatePaths, key: str, name: str, data: Any, *, overwrite: bool,
          colors: Mapping[int, Sequence[int]] | None, chunks: str | Sequence[int] | None,
-         codec: str, level: int | None, fsync: bool) -> None:
+         codec: str, level: int | None, fsync: bool,
+         shards: str | Sequence[int] | None = None) -> None:
     """Write label image ``name`` of the existing field ``key`` (see the module docstring)."""
     a = _ome.as_image(data, key)
     if a.dtype.kind not in "iu":
@@ -80,7 +81,7 @@ def save(paths: PlatePaths, key: str, name: str, data: Any, *, overwrite: bool,
     paths.layout.create_group(paths, group, {"labels": []}, fsync=fsync)
     tmp = f"{group}/{temp_name('', name)}"
     try:
-        _write.write_image(paths, tmp, levels, label_axes, doc, shape, codec, level)
+        _write.write_image(paths, tmp, levels, label_axes, doc, shape, codec, level, shards)
         with paths.lock(_ome.well_lock_name(well)):
             _commit(paths, group, tmp, name, overwrite, fsync)
     except BaseException as error:  # the half-written labels go; the error stays first

@@ -44,6 +44,35 @@ MICROMETRES = {**{f"{p}meter": f / 1e-6 for p, f in _PREFIXES.items()},
 """Micrometres in one of each OME-NGFF space unit (every name of :data:`SPACE_UNITS`)."""
 
 
+def shard_shape(shards: str | Sequence[int] | None, shape: tuple[int, ...],
+                chunks: tuple[int, ...], key: str) -> tuple[int, ...] | None:
+    """The shard shape of an array of ``shape`` stored in ``chunks`` (zarr v3 sharding):
+    None (no sharding), ``"image"`` (one shard holds the whole array) or an explicit tuple
+    (each a multiple of the chunk's side, cut to the array's size)."""
+    if shards is None:
+        return None
+    if shards == "image":
+        given: Sequence[int] = shape
+    elif (not isinstance(shards, str) and len(shards) == len(shape)
+          and all(type(s) is int and s > 0 and s % c == 0 for s, c in zip(shards, chunks))):
+        given = shards
+    else:
+        raise StoreFormatError(
+            f"Invalid shards {shards!r} for an array of shape {shape} in chunks {chunks} at "
+            f"{key!r}: expected None, 'image' or {len(shape)} positive ints, each a multiple "
+            "of the chunk's side.")
+    return tuple(-(-min(max(g, 1), max(s, 1)) // c) * c for g, s, c in zip(given, shape, chunks))
+
+
+def check_shards(shards: object, version: str) -> None:
+    """StoreFormatError for sharding asked of an OME-Zarr 0.4 (zarr v2) plate."""
+    if shards is not None and version != "0.5":
+        raise StoreFormatError(
+            f"shards={shards!r} asked of an OME-Zarr {version} plate: sharding is a zarr v3 "
+            "codec, OME-Zarr 0.5 only (0.4 readers such as Fiji's and OMERO's cannot read "
+            "shards); write 0.5, or leave shards=None.")
+
+
 def chunk_shape(chunks: str | Sequence[int], shape: tuple[int, ...], key: str) -> tuple[int, ...]:
     """Chunk shape from ``"plane"``, ``"image"`` or an explicit tuple."""
     if chunks == "plane":

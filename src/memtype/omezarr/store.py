@@ -100,6 +100,11 @@ class ZarrStore(Store):
     ome_version : {"0.5", "0.4"}, optional
         The OME-Zarr version of a new plate (default ``"0.5"``, zarr v3; ``"0.4"`` is zarr
         v2). An existing plate keeps its own; asking another raises ``StoreFormatError``.
+    shards : None, "image" or tuple of int
+        zarr v3 sharding of the arrays written (OME-Zarr 0.5 only): ``"image"`` stores each
+        resolution level of a field (or label image) as one shard file holding all its
+        chunks, so a plate is a few objects per field, not one per plane; a tuple gives the
+        shard shape (multiples of the chunk shape). Readers of 0.4 cannot read shards.
     """
 
     registry_name = "zarr"
@@ -110,7 +115,8 @@ class ZarrStore(Store):
                  codec: str = "blosc-lz4", level: int | None = None,
                  chunks: str | Sequence[int] = "plane", fsync: bool = False,
                  read_only: bool = False, follow_symlinks_outside: bool = False,
-                 ome_version: str | None = None) -> None:
+                 ome_version: str | None = None,
+                 shards: str | Sequence[int] | None = None) -> None:
         require("zarr", "ZarrStore (OME-Zarr plates)")  # before anything is created
         super().__init__(root, read_only=read_only)
         self.follow_symlinks_outside = bool(follow_symlinks_outside)
@@ -129,6 +135,8 @@ class ZarrStore(Store):
             check_name(c, "column", c)
         self.name = name or os.path.basename(self.root)
         self.codec, self.level, self.chunks, self.fsync = codec, level, chunks, bool(fsync)
+        _ome.check_shards(shards, self.ome_version)
+        self.shards = shards if shards is None or isinstance(shards, str) else tuple(shards)
         if not read_only:
             self._ensure_plate()
 
@@ -138,7 +146,7 @@ class ZarrStore(Store):
                 "name": self.name, "codec": self.codec, "level": self.level,
                 "chunks": self.chunks, "fsync": self.fsync, "read_only": self.read_only,
                 "follow_symlinks_outside": self.follow_symlinks_outside,
-                "ome_version": self.ome_version}
+                "ome_version": self.ome_version, "shards": self.shards}
 
     @property
     def ome_version(self) -> str:
@@ -243,7 +251,7 @@ class ZarrStore(Store):
         tmp = f"{parts[0]}/{parts[1]}/{temp_name('', parts[2])}"
         try:
             _write.write_image(self._paths, tmp, pyramid, ax, doc, shape, codec or self.codec,
-                             self.level if level is None else level)
+                               self.level if level is None else level, self.shards)
             with self._paths.metadata(key):
                 _plate_groups.commit_field(self._paths, tmp, key, overwrite, self.fsync)
         except BaseException as error:  # the half-written field goes; the error stays first
@@ -315,7 +323,8 @@ class ZarrStore(Store):
         key = self._field(path)
         _labels.check_label_name(name, key)
         _labels.save(self._paths, key, name, labels, overwrite=overwrite, colors=colors,
-                     chunks=chunks, codec=self.codec, level=self.level, fsync=self.fsync)
+                     chunks=chunks, codec=self.codec, level=self.level, fsync=self.fsync,
+                     shards=self.shards)
 
     def load_labels(self, path: PathLike, name: str, *, index: Any = None,
                     resolution: int = 0) -> Any:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memtype.omezarr.beneath import BeneathStore
+from memtype.omezarr.metadata import shard_shape
 from memtype.omezarr.paths import PlatePaths
 
 __all__ = ["write_image", "discard_temporary"]
@@ -14,7 +15,7 @@ __all__ = ["write_image", "discard_temporary"]
 
 def write_image(paths: PlatePaths, key: str, levels: Sequence[Any], axes: str,
                 doc: dict[str, Any], chunks: tuple[int, ...], codec: str,
-                level: int | None) -> None:
+                level: int | None, shards: str | Sequence[int] | None = None) -> None:
     """Write a complete field group at the new ``key`` (its arrays, level 0 first, then its
     metadata), every file through the plate's :class:`~memtype.omezarr.beneath.
     BeneathStore`."""
@@ -25,9 +26,10 @@ def write_image(paths: PlatePaths, key: str, levels: Sequence[Any], axes: str,
     paths.makedirs(key)
     store = BeneathStore(paths, key)
     for k, a in enumerate(levels):
+        level_chunks = tuple(min(c, max(s, 1)) for c, s in zip(chunks, a.shape))
         arr = zarr.create_array(
-            store=store, name=str(k), shape=a.shape, dtype=a.dtype,
-            chunks=tuple(min(c, max(s, 1)) for c, s in zip(chunks, a.shape)),
+            store=store, name=str(k), shape=a.shape, dtype=a.dtype, chunks=level_chunks,
+            shards=shard_shape(shards, a.shape, level_chunks, key),
             fill_value=0, config={"write_empty_chunks": True}, **options)
         arr[...] = a
     layout.write_ome(paths, key, doc, fsync=False)  # zarr made the group: its metadata replaced

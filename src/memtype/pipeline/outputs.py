@@ -66,6 +66,9 @@ class OutputSpec:
     label_steps: tuple[tuple[str, str, bool], ...] = ()
     """(step name, label name, materialized) of the steps whose output is a label image:
     written as OME-Zarr labels of the final plate's fields (see :meth:`write_images`)."""
+    shards: str | tuple[int, ...] | None = None
+    """zarr v3 sharding of the plates' arrays (OME-Zarr 0.5 only; see ``ZarrStore``):
+    ``"image"`` writes each field's level as one shard file."""
 
     def _disk(self) -> Any:
         """A DiskStore on the output directory."""
@@ -201,7 +204,8 @@ class OutputSpec:
                     self._plate_root(location), items, self._grid(), rows=self.rows,
                     columns=self.columns, pyramid_levels=self.pyramid_levels if final else 1,
                     written=done, ome_version=self.ome_version, pixel_size=self.pixel_size,
-                    pixel_unit=self.pixel_unit, channel_names=dict(self.channel_names))
+                    pixel_unit=self.pixel_unit, channel_names=dict(self.channel_names),
+                    shards=self.shards)
             else:
                 _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items, done)
         finally:
@@ -244,7 +248,8 @@ class OutputSpec:
         if labels:
             assemble.write_labels(self._plate_root(location), labels, self._grid(),
                                   self.ome_version,
-                                  assemble.voxel_micrometres(self.pixel_size, self.pixel_unit))
+                                  assemble.voxel_micrometres(self.pixel_size, self.pixel_unit),
+                                  shards=self.shards)
 
     def _grid(self) -> assemble.Grid:
         """How this run's plane names map onto a plate."""
