@@ -90,12 +90,14 @@ def test_a_reference_to_nothing_made_earlier_is_refused_when_the_pipeline_is_bui
         Pipeline([FunctionStep(mean_inside, inputs={"labels": "cells", "image": "channel:2"})])
 
 
-def test_a_channel_the_field_lacks_fails_the_group_naming_what_it_has(plate_dir: Path,
-                                                                     tmp_path: Path) -> None:
+@pytest.mark.parametrize("call", ["plan", "run"])
+def test_a_channel_the_plate_lacks_is_refused_before_any_group(plate_dir: Path, tmp_path: Path,
+                                                              call: str) -> None:
     steps = [FunctionStep(bright_objects, inputs={"image": "channel:DAPI"}, labels="n")]
-    report = Pipeline(["max_projection", *steps]).run(plate_dir, tmp_path / "out",
-                                                      max_failures=0)
-    assert report.failed and "has no channel 'DAPI'; it has 1, 2" in report.failed[0].error
+    pipeline = Pipeline(["max_projection", *steps])
+    with pytest.raises(InvalidArgumentError, match="has no channel 'DAPI'; it has 1, 2"):
+        pipeline.plan(plate_dir) if call == "plan" else pipeline.run(plate_dir, tmp_path / "o")
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("name", ["../../x", "/tmp/x", "a/b", ".hidden"])

@@ -314,6 +314,7 @@ class Pipeline:
         out = self._output_spec(os.fspath(output), compiled, tasks, plate, metadata)
         check_frameworks(self.steps)  # before the output is touched or any group runs
         _check_label_channels(self.steps, tasks[:1], compiled, self.output_format)
+        _check_channel_inputs(self.steps, tasks[:1], compiled, metadata)
         out.prepare(resume=resume, overwrite=overwrite,
                     overwrite_foreign=overwrite_foreign)
         check_resume(out.root,
@@ -400,6 +401,7 @@ class Pipeline:
             store = self.reader(source, pattern, layout)
             first = self._tasks(store, None)[0]
             _check_label_channels(self.steps, [first], store.pattern, self.output_format)
+            _check_channel_inputs(self.steps, [first], store.pattern, store.metadata)
             shapes, dtype = group_shapes(store, first, self.steps[0])
         else:
             shapes, dtype = image_shapes(source)
@@ -583,6 +585,32 @@ def _check_graph(steps: Sequence[FunctionStep]) -> None:
             made.append(step.name)
             if step.labels is not None:
                 made.append(step.labels)
+
+
+def _check_channel_inputs(steps: Sequence[FunctionStep], tasks: Sequence[GroupTask],
+                          pattern: FilenamePattern, metadata: PlateMetadata | None) -> None:
+    """Every channel a named input refers to is one of the plate's (its value or name).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A channel the first group does not have (found before any group runs).
+    """
+    from memtype.pipeline.analysis.fields import channel_field
+
+    channel = channel_field(pattern.fields)
+    if channel is None or not tasks:
+        return
+    names = {str(k): v for k, v in (metadata.channel_names.items() if metadata else ())}
+    values = sorted({str(dict(r.key).get(channel)) for r in tasks[0].records})
+    known = set(values) | {names[v] for v in values if v in names}
+    for step in steps:
+        for item in step.inputs:
+            if item.channel is not None and item.channel not in known:
+                have = ", ".join(f"{v} ({names[v]})" if v in names else v for v in values)
+                raise InvalidArgumentError(
+                    f"step {step.name!r}: inputs[{item.parameter!r}] = {item.reference!r}: "
+                    f"the plate has no channel {item.channel!r}; it has {have}.")
 
 
 def _check_label_channels(steps: Sequence[FunctionStep], tasks: Sequence[GroupTask],
