@@ -122,5 +122,6 @@ def test_a_stopped_server_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) ->
         where = ObjectLocation.parse(f"s3://{server.bucket()}/out")
         where.put("x", b".")
         server.stop()
-        with pytest.raises(StoreIOError, match=f"Cannot write 'y' to.*{server.endpoint}"):
+        with pytest.raises(StoreIOError, match=f"Cannot write 'y' to.*{server.endpoint} "
+                                               "could not be reached"):
             where.put("y", b".")

@@ -413,4 +413,12 @@ def translated(location: ObjectLocation, action: str) -> Iterator[None]:
             raise StoreNotFoundError(f"Cannot {action} {location.url!r}: not found "
                                      f"({_first_line(exc)}).") from exc
         raise StoreIOError(f"Cannot {action} {location.url!r}: {location.describe()} "
-                           f"failed ({_first_line(exc)}).") from exc
+                           f"{_what_failed(exc)} ({_first_line(exc)}).") from exc
+
+
+def _what_failed(exc: BaseException) -> str:
+    """What an obstore error says happened: no connection, or an error answered."""
+    text = str(exc)
+    if "error sending request" in text or "connect" in text.lower():
+        return "could not be reached (or stopped answering)"
+    return "answered with an error"
