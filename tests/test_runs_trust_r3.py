@@ -215,3 +215,94 @@ def test_a_group_done_on_resume_is_no_longer_marked_failed(two_channels: Path,
     BROKEN[0] = False
     assert Pipeline([step]).run(two_channels, out, resume=True).ok
     assert failed_wells(str(out)) == {}
+
+
+# -- 16: the overview marks failed wells, has a colour bar, and shows the chosen column ---
+OVERVIEW = (96, 2, 22, 34)
+"""tile, gap, margin, top of a 96-well overview's plate pictures."""
+
+
+def _tile(picture: np.ndarray, row: int, column: int, tile: int = 96, left: int = 0
+          ) -> np.ndarray:
+    _, gap, margin, top = OVERVIEW
+    y, x = top + row * (tile + gap), left + margin + column * (tile + gap)
+    return picture[y:y + tile, x:x + tile]
+
+
+@mt.numpy
+def np_count_or_fail_in_a02(stack: np.ndarray, bad: int = -1
+                            ) -> tuple[np.ndarray, dict[str, float]]:
+    if int(stack.sum()) == bad:
+        raise ValueError("this stack is no good")
+    projected = stack.max(axis=0, keepdims=True)
+    return projected, {"count": float((projected > projected.mean()).sum()),
+                       "area": float(projected.mean())}
+
+
+@pytest.mark.requires("tifffile", "zarr", "PIL")
+def test_the_overview_marks_a_failed_well_failed_and_has_a_colour_bar(
+        two_channels: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    step = FunctionStep(np_count_or_fail_in_a02, bad=_a02_first_stack_sum())
+    report = Pipeline([step]).run(two_channels, tmp_path / "out", max_failures=0)
+    picture = np.asarray(Image.open(report.outputs["overview"]).convert("RGB"))
+    failed = _tile(picture, 0, 1)  # A02
+    assert (failed[np.arange(96), np.arange(96)] == (200, 30, 30)).all()  # the red cross
+    assert (_tile(picture, 0, 6) == (40, 40, 40)).all()  # A07: never imaged, drawn empty
+    heat_left = 22 + 12 * 98 + 16
+    bar = picture[34 + 8 * (32 + 2) + 4:34 + 8 * (32 + 2) + 14, heat_left + 22:]
+    colours = {tuple(c) for c in bar.reshape(-1, 3)}
+    assert (68, 1, 84) in colours and (253, 231, 37) in colours  # the scale, low to high
+
+
+@pytest.mark.parametrize(("column", "title"), [
+    (None, "t: count"), ("area", "t: area, mean per well"), ("t:area", "t: area, mean per well"),
+    ("count", "t: count, mean per well")])
+def test_well_values_show_the_chosen_column(column: str | None, title: str) -> None:
+    from memtype.pipeline.overview import well_values
+
+    rows = [{"well": "A01", "site": 1, "count": "2", "area": "10"},
+            {"well": "A01", "site": 2, "count": "4", "area": "20"},
+            {"well": "B03", "site": 1, "count": "1", "area": "5"}]
+    shown, values = well_values({"t": rows}, column) or ("", {})
+    assert shown == title
+    expected = {"area": {"A/1": 15.0, "B/3": 5.0}, "count": {"A/1": 3.0, "B/3": 1.0}}
+    assert values == (expected["area"] if column and "area" in column
+                      else expected["count"] if column else {"A/1": 6.0, "B/3": 1.0})
+
+
+def test_a_column_no_table_has_is_said_and_the_default_shown() -> None:
+    from memtype.pipeline.overview import well_values
+
+    with pytest.warns(UserWarning, match="no side-output table has it"):
+        shown, _ = well_values({"t": [{"well": "A01", "count": 1}]}, "perimeter") or ("", {})
+    assert "no column 'perimeter'" in shown
+
+
+@pytest.mark.parametrize("column", ["", ":", "a:b:c", "t:"])
+def test_a_malformed_overview_column_is_refused_before_the_run(two_channels: Path,
+                                                              tmp_path: Path,
+                                                              column: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="overview_column"):
+        Pipeline([np_project]).run(two_channels, tmp_path / "out", overview_column=column)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.requires("tifffile", "zarr", "PIL")
+def test_memtype_run_takes_overview_column(two_channels: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from memtype.cli import main
+
+    pipeline = tmp_path / "p.py"
+    pipeline.write_text("import memtype as mt\nfrom memtype.pipeline import Pipeline\n\n"
+                        "@mt.numpy\ndef measure(stack):\n"
+                        "    return stack.max(axis=0, keepdims=True), {'area': 1.0}\n\n"
+                        "pipeline = Pipeline([measure])\n")
+    code = main(["run", str(pipeline), "--input", str(two_channels), "--output",
+                 str(tmp_path / "out"), "--overview-column", "measure:area"])
+    assert code == 0, capsys.readouterr()
+    assert (tmp_path / "out" / "plate_overview.png").exists()
+    code = main(["run", str(pipeline), "--input", str(two_channels), "--output",
+                 str(tmp_path / "out2"), "--overview-column", "a:b:c"])
+    assert code == 2 and "overview_column" in capsys.readouterr().err

@@ -82,6 +82,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--plate", type=int, choices=PLATE_SIZES, default=None,
                      help="the plate the OME-Zarr output declares: 96 (8 x 12) or 384 "
                           "(16 x 24) wells (default: the smallest that has every well)")
+    run.add_argument("--overview-column", default=None, metavar="[TABLE:]COLUMN",
+                     help="what plate_overview.png's heatmap shows: a side-output column's "
+                          "mean per well, e.g. area or nuclei:area (default: a table's "
+                          "count, else its rows per well)")
     run.add_argument("--ome-version", choices=("0.5", "0.4"), default=None,
                      help="OME-Zarr version of the output: 0.5 (zarr v3) or 0.4 (zarr v2, "
                           "for Fiji/MoBIE/OMERO); default: the pipeline file's (0.5)")
@@ -339,7 +343,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                               overwrite=args.overwrite,
                               progress=args.progress,
                               overwrite_foreign=args.overwrite_foreign, plate=args.plate,
-                              max_failures=args.max_failures)
+                              max_failures=args.max_failures,
+                              overview_column=args.overview_column)
     except ValueError as exc:  # configuration: pattern fields, task_by, output format
         raise CommandError(str(exc)) from None
     print(report.summary())

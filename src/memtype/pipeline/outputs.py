@@ -66,6 +66,9 @@ class OutputSpec:
     label_steps: tuple[tuple[str, str, bool], ...] = ()
     """(step name, label name, materialized) of the steps whose output is a label image:
     written as OME-Zarr labels of the final plate's fields (see :meth:`write_images`)."""
+    overview_column: str | None = None
+    """What the overview's heatmap shows (``"area"``, ``"nuclei:area"``; None: its default,
+    see :func:`memtype.pipeline.overview.well_values`)."""
     shards: str | tuple[int, ...] | None = None
     """zarr v3 sharding of the plates' arrays (OME-Zarr 0.5 only; see ``ZarrStore``):
     ``"image"`` writes each field's level as one shard file."""
@@ -156,7 +159,7 @@ class OutputSpec:
                 outputs["images"] = self._plate_root(location) \
                     if self.image_format == "zarr" else disk.path_of(location)
         tables_dir = f"{_STATE}/tables"
-        counts: tuple[str, dict[str, float]] | None = None
+        tables: dict[str, list[dict[str, Any]]] = {}
         if disk.is_dir(tables_dir):
             labels = {group_file_label(k) for k in keys}
             for name in disk.list_dir(tables_dir):
@@ -166,20 +169,23 @@ class OutputSpec:
                         rows.extend(parse_table(disk.load(part)))
                 disk.save(rows_to_table(rows), f"{name}.csv", overwrite=True)
                 outputs[name] = disk.path_of(f"{name}.csv")
-                counts = counts or _rows_per_well(name, rows)
+                tables[name] = rows
                 if self.image_format == "zarr" and "images" in outputs:
                     assemble.write_tables(outputs["images"], self._grid(), name, rows)
         if self.image_format == "zarr" and "images" in outputs:
-            outputs["overview"] = self._overview(outputs["images"], counts)
+            outputs["overview"] = self._overview(outputs["images"], tables)
         return outputs
 
-    def _overview(self, plate: str, counts: tuple[str, dict[str, float]] | None) -> str:
-        """Write ``plate_overview.png`` (see :mod:`memtype.pipeline.overview`)."""
-        from memtype.pipeline.overview import write_overview
+    def _overview(self, plate: str, tables: dict[str, list[dict[str, Any]]]) -> str:
+        """Write ``plate_overview.png`` (see :mod:`memtype.pipeline.overview`): the heatmap
+        of ``overview_column``, the failed wells marked."""
+        from memtype.pipeline.failures import failed_wells
+        from memtype.pipeline.overview import well_values, write_overview
 
+        counts = well_values(tables, self.overview_column)
         name, values = counts if counts else ("", None)
         return write_overview(plate, os.path.join(self.root, "plate_overview.png"), values,
-                              name)
+                              name, failed_wells(self.root))
 
     # -- worker side -----------------------------------------------------------------
     def write_images(self, step: str, final: bool, items: Sequence[Item], group: Key,
@@ -307,33 +313,3 @@ def _write_tiff(disk: Any, directory: str, pattern: FilenamePattern,
             paths.append(f"{directory}/{pattern.format(**dict(key))}")
     written.extend(paths)
     disk.save_batch(arrays, paths, overwrite=True, parents=True)
-
-
-def _rows_per_well(name: str,
-                   rows: Sequence[dict[str, Any]]) -> tuple[str, dict[str, float]] | None:
-    """(what, one number per plate well ``"B/3"``) of a table with a well column, or None:
-    the sum of its ``count`` column over the well's sites (of the first channel where there
-    is a channel column), else how many rows the well has (its objects)."""
-    if not rows or any("well" not in row for row in rows):
-        return None
-    channel = rows[0].get("channel")
-    use_count = all(_number(row.get("count")) is not None for row in rows)
-    values: dict[str, float] = {}
-    for row in rows:
-        if use_count and row.get("channel") != channel:
-            continue
-        row_name, column = split_well(str(row["well"]))
-        well = f"{row_name}/{column}"
-        values[well] = values.get(well, 0.0) + (_number(row["count"]) or 0.0 if use_count
-                                                else 1.0)
-    if use_count:
-        return f"{name}: count" + (f", channel {channel}" if channel is not None else ""), values
-    return f"{name}: rows per well", values
-
-
-def _number(value: Any) -> float | None:
-    """``value`` as a float (CSV cells are text), or None."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -11,6 +12,7 @@ from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.frameworks import get_framework, gpu_index
 from memtype.pipeline.executors import Executor, make_executor
 from memtype.pipeline.outputs import OutputSpec, zarr_roles
+from memtype.pipeline.overview import check_overview_column
 from memtype.pipeline.patterns import (
     DEFAULT_PATTERN,
     FilenamePattern,
@@ -225,7 +227,8 @@ class Pipeline:
             overwrite_foreign: bool = False,
             budgets: Mapping[str, int] | None = None,
             max_failures: int = DEFAULT_MAX_FAILURES,
-            plate: int | None = None, layout: str | None = None) -> RunReport:
+            plate: int | None = None, layout: str | None = None,
+            overview_column: str | None = None) -> RunReport:
         """Run every step on every group and write the results.
 
         Parameters
@@ -257,6 +260,10 @@ class Pipeline:
         layout : str, optional
             Reads the input as this layout (``"imagexpress"``, ``"phenix"``, ``"ome-zarr"``,
             ``"ome-tiff"``, ``"pattern"``) instead of detecting it.
+        overview_column : str, optional
+            What the plate overview's heatmap shows: a side-output column's mean per well
+            (``"area"``, or ``"nuclei:area"`` for table ``nuclei``); by default a table's
+            ``count`` (see :func:`memtype.pipeline.overview.well_values`).
         progress : bool or Progress, optional
             Show a progress bar (default: when stderr is a terminal).
         intermediate_budget : int, optional
@@ -306,12 +313,14 @@ class Pipeline:
         """
         start = time.perf_counter()
         budgets = device_budgets(budgets)  # checked before anything is read or written
+        overview_column = check_overview_column(overview_column)
         watch = FailureWatch(max_failures)
         store = self.reader(source, pattern, layout)
         compiled = store.pattern
         tasks = self._tasks(store, output_inside_input(store, os.fspath(output)))
         metadata = store.metadata  # read here: the workers receive it with the reader
         out = self._output_spec(os.fspath(output), compiled, tasks, plate, metadata)
+        out = dataclasses.replace(out, overview_column=overview_column)
         check_frameworks(self.steps)  # before the output is touched or any group runs
         _check_label_channels(self.steps, tasks[:1], compiled, self.output_format)
         _check_channel_inputs(self.steps, tasks[:1], compiled, metadata)
