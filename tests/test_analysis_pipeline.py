@@ -299,3 +299,23 @@ def test_an_object_set_never_takes_a_tables_name(name: str) -> None:
     again = FunctionStep(bright_objects, inputs={"image": "channel:2"}, labels=name)
     with pytest.raises(InvalidArgumentError, match=f"labels={name!r} is"):
         Pipeline(["max_projection", first, again])
+
+
+@pytest.mark.parametrize("method", ["propagation", "watershed", "distance"])
+def test_every_object_and_measurement_operation_runs_by_name(plate_dir: Path, tmp_path: Path,
+                                                             method: str) -> None:
+    steps = ["max_projection",
+             FunctionStep("identify_primary", inputs={"image": "channel:1"}, labels="nuclei"),
+             FunctionStep("identify_secondary", inputs={"primary": "nuclei", "image": "channel:2"},
+                          labels="cells", method=method),
+             FunctionStep("measure_neighbors", inputs={"labels": "cells"}, distance=3),
+             FunctionStep("measure_size_shape", inputs={"labels": "nuclei"}),
+             FunctionStep("measure_image_quality", inputs={"image": "channel:2"})]
+    Pipeline(steps).run(plate_dir, tmp_path / "out").raise_for_failures()
+    cells = _rows(tmp_path / "out" / "cells.csv")
+    nuclei = _rows(tmp_path / "out" / "nuclei.csv")
+    image = _rows(tmp_path / "out" / "image.csv")
+    assert cells and "Neighbors_NumberOfNeighbors_3" in cells[0]
+    assert "AreaShape_Area" in nuclei[0] and "Children_cells_Count" in nuclei[0]
+    assert any(c.startswith("ImageQuality_") and c.endswith("_2") for c in image[0])
+    assert all(int(r["Children_cells_Count"]) <= 1 for r in nuclei)
