@@ -35,7 +35,11 @@ from memtype.pipeline.catalog.declarations import HOST
 
 if TYPE_CHECKING:
     from memtype.pipeline.executors import Executor
-    from memtype.pipeline.steps import FunctionStep, GroupTask
+
+Step = Any
+"""A :class:`~memtype.pipeline.FunctionStep` (``steps`` imports this module: no import back)."""
+Group = Any
+"""A :class:`~memtype.pipeline.steps.GroupTask`."""
 
 __all__ = ["PASSES", "PlatePass", "pass_steps", "run_passes", "PASSES_DIR"]
 
@@ -161,7 +165,7 @@ def pass_function(name: str, params: Mapping[str, Any]) -> tuple[Any, dict[str, 
         **spec.parameters, **params, "plate_pass": name}
 
 
-def pass_steps(steps: Sequence[FunctionStep]) -> list[int]:
+def pass_steps(steps: Sequence[Step]) -> list[int]:
     """The indices of the plate-wide passes, which must come first.
 
     Raises
@@ -193,7 +197,7 @@ def _channel_value(key: Any, channel: str | None) -> str:
     return str(dict(key).get(channel, "")) if channel else ""
 
 
-def accumulate_groups(ctx: _MapContext, tasks: Sequence[GroupTask]) -> list[dict[str, Any]]:
+def accumulate_groups(ctx: _MapContext, tasks: Sequence[Group]) -> list[dict[str, Any]]:
     """Map: the groups' images, one at a time, added to one accumulator per channel and pass."""
     out: list[dict[str, Any]] = [{} for _ in ctx.passes]
     for task in tasks:
@@ -216,7 +220,7 @@ def accumulate_groups(ctx: _MapContext, tasks: Sequence[GroupTask]) -> list[dict
     return out
 
 
-def _batches(tasks: Sequence[GroupTask], workers: int) -> list[list[GroupTask]]:
+def _batches(tasks: Sequence[Group], workers: int) -> list[list[Group]]:
     """The groups dealt into a few map tasks per worker (each returns one accumulator per
     channel: the fewer results, the less the driver receives and merges; several per
     worker keep the workers evenly busy)."""
@@ -245,9 +249,9 @@ def _save(root: str, step: str, functions: Mapping[str, np.ndarray[Any, Any]]) -
                   overwrite=True, parents=True)
 
 
-def run_passes(steps: Sequence[FunctionStep], executor: Executor, store: Any,
-               tasks: Sequence[GroupTask], channel: str | None, root: str,
-               resume: bool) -> list[FunctionStep]:
+def run_passes(steps: Sequence[Step], executor: Executor, store: Any,
+               tasks: Sequence[Group], channel: str | None, root: str,
+               resume: bool) -> list[Step]:
     """The steps with each plate-wide pass computed (or read back on resume) and turned
     into the step that applies it to each channel."""
     indices = pass_steps(steps)
@@ -281,13 +285,13 @@ def run_passes(steps: Sequence[FunctionStep], executor: Executor, store: Any,
     return out
 
 
-def _params(step: FunctionStep) -> dict[str, Any]:
+def _params(step: Step) -> dict[str, Any]:
     """A pass step's parameters."""
     return {k: v for k, v in step.chain[0].kwargs.items() if k != "plate_pass"}
 
 
-def _applying(step: FunctionStep, functions: Mapping[str, np.ndarray[Any, Any]],
-              channel: str | None, params: Mapping[str, Any]) -> FunctionStep:
+def _applying(step: Step, functions: Mapping[str, np.ndarray[Any, Any]],
+              channel: str | None, params: Mapping[str, Any]) -> Step:
     """The step that applies a pass: one function per channel (routed by the channel)."""
     from memtype import DtypeConversion, memory_types
 
