@@ -244,3 +244,18 @@ def test_the_existing_output_rule_on_s3(s3: S3Server) -> None:
     assert where.keys() == [LEASE]
     spec.finish([])
     assert where.keys() == []
+
+
+def test_a_tiff_output_on_s3(s3: S3Server, plate_dir: Path, tmp_path: Path) -> None:
+    steps = [FunctionStep(max_project, name="project"),
+             FunctionStep(count_blobs, outputs=("counts",), threshold=0.2, min_area=9)]
+    assert Pipeline(steps, output_format="tiff").run(plate_dir, tmp_path / "local").ok
+    url = f"s3://{s3.bucket()}/tiff"
+    report = Pipeline(steps, output_format="tiff").run(plate_dir, url)
+    assert report.ok and report.outputs["images"] == f"{url}/images"
+    where = ObjectLocation.parse(url)
+    local = sorted(p.relative_to(tmp_path / "local").as_posix()
+                   for p in (tmp_path / "local").rglob("*")
+                   if p.is_file() and p.parts[-2] != "done" and ".memtype" not in p.parts)
+    assert [k for k in where.keys() if not k.startswith(".memtype/")] == local
+    assert all(where.get(k) == (tmp_path / "local" / k).read_bytes() for k in local)
