@@ -4,7 +4,7 @@ A step's name (``<step>.zarr``), a side-output table's (``<table>.csv``, ``<fiel
 <table>``), a label image's (``<field>/labels/<name>``) and a channel's are written as one
 component of a path inside the output. Each is checked where it is declared, by
 :func:`check_path_name`: 1 to 128 characters, letters, digits, ``_``, ``-`` and ``.``,
-starting with a letter or a digit. So a name is never empty, never ``.`` or ``..``, never
+starting with a letter, a digit or ``_``. So a name is never empty, never ``.`` or ``..``, never
 hidden (``.memtype`` is the run's own state), never holds a separator (``a/b``, ``a\\b``)
 and is never absolute: it names one entry of the folder it is written in, and nothing
 outside the output.
@@ -26,11 +26,11 @@ __all__ = ["MAX_NAME_LENGTH", "check_path_name", "check_table_name"]
 MAX_NAME_LENGTH = 128
 """The longest name (characters): with a suffix (``.zarr``, ``.csv``) well under the 255
 bytes a file name may have on common file systems."""
-_NAME = re.compile(r"[^\W_][\w.\-]*")
+_NAME = re.compile(r"\w[\w.\-]*")
 _ROI_SUFFIX = "_ROI_table"
 """The ending of every ROI table memtype writes (``FIELD_ROI_TABLES``, ``<labels>_ROI_table``)."""
 _RULE = (f"a name of 1 to {MAX_NAME_LENGTH} letters, digits, '_', '-' or '.', starting with "
-         "a letter or a digit (e.g. 'nuclei')")
+         "a letter, a digit or '_' (e.g. 'nuclei')")
 
 
 def check_path_name(name: object, what: str, reserved: Iterable[str] = ()) -> str:

@@ -131,7 +131,8 @@ def side_output_rows(fixed: Key, value: Any, fields: Sequence[str] = (),
         (:func:`~memtype.pipeline.naming.check_table_name`).
     """
     if table:  # a default name (the step's) is first checked here, before it is written
-        check_table_name(table, "A side output's table name")
+        check_table_name(table, "A side output's table name (the step's name unless "
+                                "the step names it with outputs=(...))")
     rows = _value_rows(value)
     reserved = set(fields) | {k for k, _ in fixed}
     clash = sorted({c for row in rows for c in row if c in reserved})
