@@ -259,3 +259,22 @@ def test_a_tiff_output_on_s3(s3: S3Server, plate_dir: Path, tmp_path: Path) -> N
                    if p.is_file() and p.parts[-2] != "done" and ".memtype" not in p.parts)
     assert [k for k in where.keys() if not k.startswith(".memtype/")] == local
     assert all(where.get(k) == (tmp_path / "local" / k).read_bytes() for k in local)
+
+
+def test_a_running_run_renews_its_lease(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from memtype.pipeline import remote_output
+    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
+
+    monkeypatch.setattr(remote_output, "RENEW_S", 0.1)
+    where = ObjectLocation.parse(f"s3://{s3.bucket()}/renewed")
+    spec = ObjectOutputSpec(where.url, "zarr", "{well}_w{channel}.tif")
+    spec.prepare(resume=False, overwrite=False)
+    first = _json(where.get(LEASE) or b"")["renewed"]
+    deadline = time.monotonic() + 10
+    while _json(where.get(LEASE) or b"")["renewed"] == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _json(where.get(LEASE) or b"")["renewed"] > first  # renewed with If-Match
+    spec.finish([])
+    assert where.head(LEASE) is None
