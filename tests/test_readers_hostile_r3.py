@@ -110,12 +110,13 @@ def test_an_htd_linked_from_outside_the_input_is_never_parsed(tmp_path: Path) ->
     reader = ImageXpressReader(root)
     with pytest.warns(UserWarning, match="lead outside"):
         reader.records()
-    meta = reader.metadata
+    with pytest.warns(UserWarning, match="plate.HTD is a link out of the input, not read"):
+        meta = reader.metadata
     assert "SECRET" not in meta.channel_names.values()
     assert meta.detected_from != "plate.HTD"
 
 
-@pytest.mark.parametrize("key", ["TimePoints", "NWavelengths", "XSites"])
+@pytest.mark.parametrize("key", ["TimePoints", "NWavelengths", "XSites", "ZSteps"])
 def test_htd_counts_beyond_the_plate_on_disk_are_refused(key: str, tmp_path: Path) -> None:
     """Before: counts of 10^12 looped for ever (memtype inspect hung on a one-image plate)."""
     extra = {"ZSeries": "TRUE"} if key == "ZSteps" else {}
@@ -156,8 +157,10 @@ def test_an_htd_that_is_not_a_file_is_not_the_plates_metadata(make: object,
     its names, as the walk reads it (a folder or a dangling link holds no metadata)."""
     root = _imagexpress(tmp_path / "plate")
     make(root)  # type: ignore[operator]
-    summary = inspect_plate(root)
+    with pytest.warns(UserWarning, match="plate.HTD is .*not read"):
+        summary = inspect_plate(root)
     assert summary.metadata.layout == "imagexpress" and summary.images == 1
+    assert any(label == "note" and "plate.HTD is" in value for label, value in summary.rows())
 
 
 def test_an_htd_line_over_the_csv_field_limit_names_the_file(tmp_path: Path) -> None:

@@ -334,7 +334,7 @@ class ImageXpressReader(FileReader):
         if found is None:
             return PlateMetadata(self.layout, source, channel_names=tiff.channel_names,
                                  pixel_size_um=tiff.pixel_size_um, z_step_um=tiff.z_step_um,
-                                 field_positions=positions)
+                                 field_positions=positions, notes=_unusable_htds(self.root))
         path, htd = found
         _check_announced(htd, len(records), repr(os.path.join(self.root, path)))
         present = {r.key for r in records}
@@ -386,6 +386,21 @@ def _disagreements(htd: HtdInfo, wells: set[str], path: str) -> tuple[str, ...]:
     if unselected:
         notes.append(f"{path} does not select {len(unselected)} well(s) whose images are on "
                      f"disk ({_few(unselected)}; WellsSelection<row>); they are read.")
+    return tuple(notes)
+
+
+def _unusable_htds(root: str) -> tuple[str, ...]:
+    """A note for each ``.HTD`` at the root that is not read: a folder, a link to nothing, a
+    link out of the input (the plate is then read from its names alone)."""
+    notes = []
+    for name in sorted(os.listdir(root)):
+        if name.lower().endswith(".htd") and not file_inside(root, name):
+            full = os.path.join(root, name)
+            link, there = os.path.islink(full), os.path.exists(full)
+            what = ("a link to nothing" if link and not there else "a link out of the input"
+                    if link and not dir_inside(root, name) else "not a file")
+            notes.append(f"{name} is {what}, not read: the plate is read from its file names "
+                         "alone (no .HTD channel names or missing images).")
     return tuple(notes)
 
 
