@@ -35,13 +35,18 @@ def coins_objects() -> tuple[np.ndarray, np.ndarray]:
     return labels, image
 
 
-@pytest.fixture(scope="module", params=["float64", "uint8"])
+@pytest.fixture(scope="module", params=["float64", "uint8", "float32", "float32-signed"])
 def coins(request: pytest.FixtureRequest) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """Coins in [0, 1] (values float32 cannot hold: sorted by value then object) and as
-    uint8 (held exactly: sorted as one packed key)."""
+    """Coins through each sort: in [0, 1] as float64 (values float32 cannot hold: sorted by
+    value, then object), as uint8 (a 32-bit key), as float32 and float32 around 0 (a 64-bit
+    key over the float's bits, negative values included)."""
     labels, image = coins_objects()
     if request.param == "uint8":
         image = np.round(image * 255).astype(np.uint8)
+    elif request.param == "float32":
+        image = image.astype(np.float32)
+    elif request.param == "float32-signed":
+        image = (image - 0.5).astype(np.float32)
     return labels, image, measure_intensity(labels, image, image_name="Coins")
 
 
@@ -76,7 +81,9 @@ def test_equals_regionprops(coins: tuple, feature: str, prop: str) -> None:
     import skimage.measure
 
     labels, image, measured = coins
-    table = skimage.measure.regionprops_table(labels, image, properties=("label", prop))
+    # memtype measures in float64; regionprops sums a float32 image in float32
+    table = skimage.measure.regionprops_table(labels, image.astype(np.float64),
+                                              properties=("label", prop))
     np.testing.assert_allclose(measured[f"Intensity_{feature}_Coins"][table["label"] - 1],
                                table[prop], rtol=1e-12)
 
@@ -86,7 +93,7 @@ def test_center_of_mass_equals_regionprops_weighted_centroid(coins: tuple, axis:
     import skimage.measure
 
     labels, image, measured = coins
-    table = skimage.measure.regionprops_table(labels, image,
+    table = skimage.measure.regionprops_table(labels, image.astype(np.float64),
                                               properties=("label", "centroid_weighted"))
     column = "centroid_weighted-1" if axis == "X" else "centroid_weighted-0"
     np.testing.assert_allclose(
@@ -163,7 +170,8 @@ def test_nan_pixels_are_left_out() -> None:
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int32, np.float32])
 def test_dtypes_measure_the_same_values(coins: tuple, dtype: type) -> None:
     labels, image, _ = coins
-    raw = (image * 255).round()
+    scale = 255 if image.dtype.kind == "f" else 1  # whole numbers 0..255 from each fixture
+    raw = (np.abs(image.astype(np.float64)) * scale).round()
     expected = measure_intensity(labels, raw, image_name="C")
     measured = measure_intensity(labels, raw.astype(dtype), image_name="C")
     np.testing.assert_allclose(measured["Intensity_UpperQuartileIntensity_C"],

@@ -77,11 +77,18 @@ class _Pixels:
 def _sorted_by_object(pixels: _Pixels) -> tuple[Floats, Ints]:
     """The pixel values sorted by object then value, and where each object's run starts.
 
-    Values that float32 holds exactly (8- and 16-bit cameras, float32 images) are sorted as
-    one uint64 key per pixel, object number above an order-preserving map of the value's
-    bits, and read back from it; others by value, then stably by object.
+    Whole numbers 0..65535 (8- and 16-bit cameras) are sorted as one uint32 key per pixel,
+    object number above value; values float32 holds exactly as one uint64 key, object number
+    above an order-preserving map of the value's bits; both are read back from the keys.
+    Other values are sorted by value, then stably by object.
     """
     starts = (np.cumsum(pixels.count) - pixels.count).astype(np.intp)
+    values = pixels.value
+    if pixels.n < 2**16 and values.size and values.min() >= 0 and values.max() < 2**16 \
+            and np.array_equal(values, np.floor(values)):  # 8- or 16-bit counts: 32-bit keys
+        small = (pixels.label.astype(np.uint32) << np.uint32(16)) | values.astype(np.uint32)
+        small.sort()
+        return (small & np.uint32(0xFFFF)).astype(np.float64), starts
     narrow = pixels.value.astype(np.float32)
     if pixels.n < 2**32 and np.array_equal(narrow, pixels.value):
         bits = narrow.view(np.uint32)
