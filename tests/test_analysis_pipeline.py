@@ -319,3 +319,14 @@ def test_every_object_and_measurement_operation_runs_by_name(plate_dir: Path, tm
     assert "AreaShape_Area" in nuclei[0] and "Children_cells_Count" in nuclei[0]
     assert any(c.startswith("ImageQuality_") and c.endswith("_2") for c in image[0])
     assert all(int(r["Children_cells_Count"]) <= 1 for r in nuclei)
+
+
+def test_a_blurred_field_is_flagged_in_the_quality_table() -> None:
+    from memtype.pipeline.analysis.summaries import quality_flags
+
+    image = [{"well": "A01", "site": str(s), "ImageQuality_FocusScore_1": str(1.0 + s / 100)}
+             for s in range(1, 10)]
+    image.append({"well": "A02", "site": "1", "ImageQuality_FocusScore_1": "0.01"})
+    flags = quality_flags(image)
+    assert [f["Flagged"] for f in flags] == [0] * 9 + [1]
+    assert flags[-1]["well"] == "A02" and "FocusScore_1" in flags[-1]["Reasons"]

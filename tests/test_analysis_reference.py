@@ -18,7 +18,7 @@ from tests.pipeline_support import ROOT
 
 EXAMPLE = ROOT / "examples" / "screen_analysis.yaml"
 PLATE = SyntheticPlate(wells=2, sites=2, channels=2, z_planes=2, size=64, cells=(3, 5))
-TABLES = ("nuclei", "cells", "cytoplasm", "image", "well_summary")
+TABLES = ("nuclei", "cells", "cytoplasm", "image", "well_summary", "qc")
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +74,15 @@ def test_every_cell_has_its_nucleus_and_the_well_summary_its_conditions(inline: 
     assert int(wells["A02"]["cells_Count"]) == len(in_a02)
     areas = [float(r["AreaShape_Area"]) for r in in_a02]
     assert float(wells["A02"]["cells_Median_AreaShape_Area"]) == pytest.approx(np.median(areas))
+
+
+def test_every_field_has_its_quality_verdict(inline: Path) -> None:
+    qc = _rows(inline / "qc.csv")
+    assert sorted((r["well"], r["site"]) for r in qc) == \
+        sorted((r["well"], r["site"]) for r in _rows(inline / "image.csv"))
+    wells = {r["well"]: r for r in _rows(inline / "well_summary.csv")}
+    assert all(int(wells[w]["QC_FlaggedFields"]) == sum(int(r["Flagged"]) for r in qc
+                                                        if r["well"] == w) for w in wells)
 
 
 def test_the_illumination_functions_are_kept_in_the_output(inline: Path) -> None:

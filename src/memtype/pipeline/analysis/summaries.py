@@ -21,10 +21,15 @@ import numpy as np
 
 from memtype.errors import InvalidArgumentError, StoreFormatError, StoreNotFoundError
 
-__all__ = ["Summary", "WELL_TABLE", "read_plate_map", "well_summary", "write_summaries"]
+__all__ = ["Summary", "WELL_TABLE", "QC_TABLE", "read_plate_map", "well_summary",
+           "quality_flags", "write_summaries"]
 
 WELL_TABLE = "well_summary"
 """The per-well table's name (``well_summary.csv``)."""
+QC_TABLE = "qc"
+"""The fields flagged by image quality (``qc.csv``: one row per field, ``Flagged``,
+``Reasons``), written when the per-image table has ``ImageQuality_`` columns."""
+_QUALITY = "ImageQuality_"
 
 _KEYS = frozenset({"well", "site", "field", "s", "fov", "ObjectNumber", "label", "Plate", "t",
                    "time", "timepoint", "z", "channel", "c", "w"})
@@ -120,9 +125,9 @@ def _numeric(rows: Sequence[Mapping[str, str]]) -> dict[str, np.ndarray[Any, Any
     return out
 
 
-def _by_well(rows: Sequence[Mapping[str, str]]) -> dict[str, list[Mapping[str, str]]]:
+def _by_well(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     """Rows grouped by their well."""
-    out: dict[str, list[Mapping[str, str]]] = {}
+    out: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         out.setdefault(_well_name(str(row["well"])), []).append(row)
     return out
@@ -151,21 +156,49 @@ def well_summary(tables: Mapping[str, Sequence[Mapping[str, str]]], wells: Seque
     return rows
 
 
+def quality_flags(image: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
+    """Per field, whether its image quality stands out from the plate's (blur, saturation:
+    :func:`memtype.pipeline.analysis.quality.flag_fields`) and why; [] without quality
+    columns."""
+    from memtype.pipeline.analysis.quality import flag_fields
+
+    columns = [c for c in (image[0] if image else {}) if c.startswith(_QUALITY)]
+    if not columns:
+        return []
+    values = [{c: float(row[c]) for c in columns if row[c] != ""} for row in image]
+    keys = [c for c in image[0] if c in _KEYS]
+    return [{**{k: row[k] for k in keys}, "Flagged": int(bool(why)), "Reasons": "; ".join(why)}
+            for row, why in zip(image, flag_fields(values), strict=True)]
+
+
 def write_summaries(root: str, summary: Summary | None, tables: Sequence[str],
                     wells: Sequence[str], default_plate: str) -> dict[str, str]:
     """Write ``well_summary.csv`` from the run's tables in ``root``; returns ``{name: path}``.
 
     ``tables``: the object sets' and the per-image table's names (those written).
     """
-    from memtype.pipeline.tables import rows_to_table
-
     summary = summary or Summary()
     conditions = read_plate_map(summary.plate_map) if summary.plate_map else {}
     read = {name: _read_rows(os.path.join(root, f"{name}.csv")) for name in tables
             if os.path.isfile(os.path.join(root, f"{name}.csv"))}
     plate = summary.plate_id or default_plate
     rows = well_summary(read, wells, plate, conditions)
-    path = os.path.join(root, f"{WELL_TABLE}.csv")
+    flags = quality_flags(read.get("image", []))
+    flagged = {w: sum(int(f["Flagged"]) for f in fields)
+               for w, fields in _by_well(flags).items()}
+    for row in rows if flags else ():
+        row["QC_FlaggedFields"] = flagged.get(row["well"], 0)
+    written = {WELL_TABLE: _write(root, WELL_TABLE, rows)}
+    if flags:
+        written[QC_TABLE] = _write(root, QC_TABLE, flags)
+    return written
+
+
+def _write(root: str, name: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    """Write ``<name>.csv`` in ``root``; its path."""
+    from memtype.pipeline.tables import rows_to_table
+
+    path = os.path.join(root, f"{name}.csv")
     with open(path, "w", newline="", encoding="utf-8") as fh:
-        csv.writer(fh).writerows(rows_to_table(rows))
-    return {WELL_TABLE: path}
+        csv.writer(fh).writerows(rows_to_table(dict(r) for r in rows))
+    return path
