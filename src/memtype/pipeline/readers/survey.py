@@ -40,8 +40,8 @@ def survey(root: str) -> str | None:
     listed = ", ".join(f"{name}: {what}" for name, what in found[:6])
     more = f", and {len(found) - 6} more" if len(found) > 6 else ""
     return (f"{root!r} holds {len(found)} plate(s) or image(s) in its folders ({listed}{more}), "
-            f"not one plate at its root; {_SUPPORTED} Run on each plate's folder "
-            f"(--input {os.path.join(root, found[0][0])!r}).")
+            f"not one plate at its root; {_SUPPORTED} Give each plate's folder as the input "
+            f"(e.g. {os.path.join(root, found[0][0])!r}).")
 
 
 def ome_zarr_image(root: str, folder: str) -> bool:
