@@ -4,6 +4,7 @@ stores are tested: every read, write, listing and delete zarr may ask of a store
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,13 @@ class TestBeneathStore(StoreTests[BeneathStore, cpu.Buffer]):
     async def get(self, store: BeneathStore, key: str) -> Buffer:
         return self.buffer_cls.from_bytes(Path(store.paths.root, store.prefix, key).read_bytes())
 
-    @pytest.fixture
-    def store_kwargs(self, tmp_path: Path) -> dict[str, Any]:
+    @pytest.fixture(params=["", "A/1/0"], ids=["plate", "field"])
+    def store_kwargs(self, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
+        """A store of the whole plate, and one of a field (as ZarrStore opens its arrays)."""
         root = tmp_path / "plate.zarr"
         root.mkdir()
-        return {"paths": PlatePaths(str(root), False, layout_for("0.5")), "prefix": ""}
+        return {"paths": PlatePaths(str(root), False, layout_for("0.5")),
+                "prefix": request.param}
 
     @pytest_asyncio.fixture
     async def store(self, open_kwargs: dict[str, Any]) -> BeneathStore:
@@ -53,7 +56,8 @@ class TestBeneathStore(StoreTests[BeneathStore, cpu.Buffer]):
         return self.store_cls(**store_kwargs)
 
     def test_store_repr(self, store: BeneathStore) -> None:
-        assert str(store) == f"memtype-plate://{store.paths.root}"
+        where = os.path.normpath(os.path.join(store.paths.root, store.prefix))
+        assert str(store) == f"memtype-plate://{where}"
 
     def test_store_supports_writes(self, store: BeneathStore) -> None:
         assert store.supports_writes
