@@ -330,3 +330,16 @@ def test_a_blurred_field_is_flagged_in_the_quality_table() -> None:
     flags = quality_flags(image)
     assert [f["Flagged"] for f in flags] == [0] * 9 + [1]
     assert flags[-1]["well"] == "A02" and "FocusScore_1" in flags[-1]["Reasons"]
+
+
+def test_a_pipeline_file_written_as_python_imports_as_the_same_pipeline(tmp_path: Path) -> None:
+    from memtype.pipeline.modules import import_pipeline_file
+    from memtype.pipeline.pipeline_file import dump_pipeline_python
+
+    pipeline = read_pipeline_spec(SPEC + "summary: {plate_id: P2}\n", "a.yaml")
+    path = tmp_path / "as_python.py"
+    path.write_text(dump_pipeline_python(pipeline))
+    again = import_pipeline_file(path).pipeline
+    assert [(s.name, s.spec, s.inputs, s.labels) for s in again.steps] == \
+        [(s.name, s.spec, s.inputs, s.labels) for s in pipeline.steps]
+    assert again.summary == pipeline.summary and again.name == "counted"

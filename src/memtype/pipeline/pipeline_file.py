@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from memtype.pipeline.steps import FunctionStep
 
 __all__ = ["SUFFIXES", "is_pipeline_spec", "load_pipeline_spec", "read_pipeline_spec",
-           "dump_pipeline_spec"]
+           "dump_pipeline_spec", "dump_pipeline_python"]
 
 SUFFIXES = (".yaml", ".yml")
 """The file names read as a pipeline written as data."""
@@ -255,3 +255,29 @@ def _step_data(step: FunctionStep) -> Any:
     if step.variable_components != ("z",):
         options["variable_components"] = list(step.variable_components)
     return {name: options} if options else name
+
+
+def dump_pipeline_python(pipeline: Pipeline) -> str:
+    """The pipeline as a Python pipeline file (``pipeline = Pipeline([...])``), where every
+    step is a named operation or catalog function: the starting point for adding functions.
+
+    Raises
+    ------
+    PipelineSpecError
+        A step runs a Python function (its source is not the pipeline's to write).
+    """
+    lines = ["from memtype.pipeline import FunctionStep, Pipeline",
+             *(["from memtype.pipeline.analysis.summaries import Summary"]
+               if pipeline.summary is not None else []),
+             "", "pipeline = Pipeline(["]
+    for step in pipeline.steps:
+        data = _step_data(step)
+        name, options = (data, {}) if isinstance(data, str) else next(iter(data.items()))
+        arguments = "".join(f", {k}={v!r}" for k, v in options.items())
+        lines.append(f"    FunctionStep({name!r}{arguments}),")
+    settings = f"], name={pipeline.name!r}"
+    if pipeline.summary is not None:
+        summary = ", ".join(f"{k}={v!r}" for k, v in pipeline.summary.as_data().items())
+        settings += f", summary=Summary({summary})"
+    lines.append(settings + ")")
+    return "\n".join(lines) + "\n"
