@@ -278,3 +278,26 @@ def test_a_running_run_renews_its_lease(s3: S3Server, monkeypatch: pytest.Monkey
     assert _json(where.get(LEASE) or b"")["renewed"] > first  # renewed with If-Match
     spec.finish([])
     assert where.head(LEASE) is None
+
+
+def test_a_sharded_output_on_s3(s3: S3Server, tmp_path: Path) -> None:
+    from memtype.pipeline.outputs import OutputSpec
+    from memtype.pipeline.remote_output import ObjectOutputSpec
+
+    url = f"s3://{s3.bucket()}/sharded"
+    image = np.random.default_rng(3).integers(0, 4000, (2, 3, 32, 32), dtype=np.uint16)
+    items = [([(("well", "B03"), ("channel", c + 1), ("z", z + 1)) for z in range(3)],
+              image[c]) for c in range(2)]
+    group = (("well", "B03"),)
+    for spec in (OutputSpec(str(tmp_path), "zarr", "{well}_w{channel}_z{z}.tif",
+                            ("B",), ("3",), pyramid_levels=2, shards="image"),
+                 ObjectOutputSpec(url, "zarr", "{well}_w{channel}_z{z}.tif", ("B",), ("3",),
+                                  pyramid_levels=2, shards="image")):
+        spec.prepare(resume=False, overwrite=False)
+        spec.write_images("final", True, items, group)
+        spec.mark_done(group, ["final"])
+        spec.finish([group])
+    where = ObjectLocation.parse(url)
+    assert_same_output(tmp_path, where)
+    assert [k for k in where.keys("plate.zarr/B/3") if "/c/" in k] == [
+        "plate.zarr/B/3/0/0/c/0/0/0/0", "plate.zarr/B/3/0/1/c/0/0/0/0"]  # a shard a level
