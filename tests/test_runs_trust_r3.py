@@ -306,3 +306,53 @@ def test_memtype_run_takes_overview_column(two_channels: Path, tmp_path: Path,
     code = main(["run", str(pipeline), "--input", str(two_channels), "--output",
                  str(tmp_path / "out2"), "--overview-column", "a:b:c"])
     assert code == 2 and "overview_column" in capsys.readouterr().err
+
+
+# -- 18: TIFF outputs say what their pixels measure ---------------------------------------
+@pytest.mark.requires("tifffile")
+@pytest.mark.parametrize(("dtype", "imagej"), [(np.uint16, True), (np.float64, False)])
+def test_a_tiff_carries_its_pixel_size_and_unit(tmp_path: Path, dtype: type,
+                                                imagej: bool) -> None:
+    import tifffile
+
+    from memtype.storage import DiskStore
+
+    DiskStore(tmp_path).save(np.ones((3, 8, 8), dtype), "x.tif", pixel_size=(2.0, 0.5, 0.25))
+    with tifffile.TiffFile(tmp_path / "x.tif") as tif:
+        x_resolution = tif.pages[0].tags["XResolution"].value
+        assert x_resolution[0] / x_resolution[1] == pytest.approx(4.0)  # pixels per unit
+        if imagej:
+            assert tif.imagej_metadata["unit"] == "micron"
+            assert tif.imagej_metadata["spacing"] == pytest.approx(2.0)
+        else:
+            ome = tif.ome_metadata
+            assert 'PhysicalSizeX="0.25"' in ome and 'PhysicalSizeZ="2.0"' in ome
+            assert 'PhysicalSizeXUnit="µm"' in ome
+
+
+@pytest.mark.requires("tifffile")
+@pytest.mark.parametrize("options", [{"pixel_size": (0.0, 1.0)}, {"pixel_size": (1.0,)},
+                                     {"pixel_size": (float("nan"), 1.0)},
+                                     {"pixel_size": (1.0, 1.0), "unit": "furlong"},
+                                     {"unit": "micrometer"}], ids=repr)
+def test_a_bad_tiff_pixel_size_is_refused(tmp_path: Path, options: dict[str, object]) -> None:
+    from memtype.errors import StoreFormatError
+    from memtype.storage import DiskStore
+
+    with pytest.raises(StoreFormatError, match="TIFF"):
+        DiskStore(tmp_path).save(np.ones((8, 8), np.uint16), "x.tif", **options)
+    assert not (tmp_path / "x.tif").exists()
+
+
+@pytest.mark.requires("tifffile")
+def test_a_runs_tiff_output_carries_the_pixel_size(two_channels: Path, tmp_path: Path) -> None:
+    import tifffile
+
+    pipeline = Pipeline([np_project], output_format="tiff", pixel_size=(2.0, 0.5, 0.5))
+    report = pipeline.run(two_channels, tmp_path / "out")
+    assert report.ok, report.summary()
+    first = sorted((tmp_path / "out" / "images").rglob("*.tif"))[0]
+    with tifffile.TiffFile(first) as tif:
+        x_resolution = tif.pages[0].tags["XResolution"].value
+        assert x_resolution[0] / x_resolution[1] == pytest.approx(2.0)
+        assert tif.imagej_metadata["unit"] == "micron"

@@ -213,7 +213,8 @@ class OutputSpec:
                     pixel_unit=self.pixel_unit, channel_names=dict(self.channel_names),
                     shards=self.shards)
             else:
-                _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items, done)
+                _write_tiff(self._disk(), location, FilenamePattern(self.pattern), items, done,
+                            self._tiff_size())
         finally:
             if written is not None:
                 written.extend((location, path) for path in done)
@@ -256,6 +257,12 @@ class OutputSpec:
                                   self.ome_version,
                                   assemble.voxel_micrometres(self.pixel_size, self.pixel_unit),
                                   shards=self.shards)
+
+    def _tiff_size(self) -> dict[str, Any]:
+        """The TIFF options of a plane's pixel size (y, x) and unit (none where unknown)."""
+        if self.pixel_size is None:
+            return {}
+        return {"pixel_size": self.pixel_size[1:], "unit": self.pixel_unit}
 
     def _grid(self) -> assemble.Grid:
         """How this run's plane names map onto a plate."""
@@ -303,8 +310,10 @@ class OutputSpec:
 
 
 def _write_tiff(disk: Any, directory: str, pattern: FilenamePattern,
-                items: Sequence[Item], written: list[str]) -> None:
-    """One TIFF file per slice, named by the pattern (each appended to ``written`` first)."""
+                items: Sequence[Item], written: list[str],
+                size: dict[str, Any] | None = None) -> None:
+    """One TIFF file per slice, named by the pattern (each appended to ``written`` first),
+    with the pixel size and unit ``size`` holds (``pixel_size=``, ``unit=``)."""
     arrays: list[np.ndarray[Any, Any]] = []
     paths: list[str] = []
     for keys, stack in items:
@@ -312,4 +321,4 @@ def _write_tiff(disk: Any, directory: str, pattern: FilenamePattern,
             arrays.append(plane)
             paths.append(f"{directory}/{pattern.format(**dict(key))}")
     written.extend(paths)
-    disk.save_batch(arrays, paths, overwrite=True, parents=True)
+    disk.save_batch(arrays, paths, overwrite=True, parents=True, **(size or {}))

@@ -476,8 +476,12 @@ class Pipeline:
             A plate output whose pattern or ``task_by`` cannot make complete plate fields.
         """
         output_cls = _output_class(output)
-        if self.output_format != "zarr":
-            return output_cls(output, "tiff", pattern.template)
+        size, unit = self.pixel_size, self.pixel_unit
+        if size is None and metadata is not None and metadata.pixel_size_um is not None:
+            size, unit = (metadata.z_step_um or 1.0, *metadata.pixel_size_um), "micrometer"
+        if self.output_format != "zarr":  # TIFF files carry the pixel size too
+            return output_cls(output, "tiff", pattern.template, pixel_size=size,
+                              pixel_unit=unit)
         roles = zarr_roles(pattern.fields)
         split = [f for f in self.task_by if roles.get(f) in ("t", "c", "z")]
         if split:
@@ -487,9 +491,6 @@ class Pipeline:
                 "or use output_format='tiff'.")
         wells = {str(r.get("well")) for t in tasks for r in t.records}
         rows, columns = _plate_grid(wells, plate)
-        size, unit = self.pixel_size, self.pixel_unit
-        if size is None and metadata is not None and metadata.pixel_size_um is not None:
-            size, unit = (metadata.z_step_um or 1.0, *metadata.pixel_size_um), "micrometer"
         names = tuple((str(k), v) for k, v in metadata.channel_names.items()) if metadata else ()
         return output_cls(output, "zarr", pattern.template, rows, columns, self.pyramid_levels,
                           ome_version=self.ome_version, pixel_size=size, pixel_unit=unit,

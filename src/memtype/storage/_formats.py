@@ -29,6 +29,7 @@ import csv
 import importlib.util
 import io
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -147,7 +148,44 @@ def _prepare_tiff(data: Any, path: str, options: dict[str, Any]) -> np.ndarray[A
         raise _bad_dtype(path, "TIFF", a.dtype, expected)
     _check_tiff_compression(options.get("compression"), path)
     options["axes"] = _tiff_axes(options.get("axes"), a.ndim, path)
+    _check_physical(options, path)
     return a
+
+
+_SYMBOLS = {"angstrom": "Å", "attometer": "am", "centimeter": "cm", "decimeter": "dm",
+            "exameter": "Em", "femtometer": "fm", "foot": "ft", "gigameter": "Gm",
+            "hectometer": "hm", "inch": "in", "kilometer": "km", "megameter": "Mm",
+            "meter": "m", "micrometer": "µm", "mile": "mi", "millimeter": "mm",
+            "nanometer": "nm", "parsec": "pc", "petameter": "Pm", "picometer": "pm",
+            "terameter": "Tm", "yard": "yd", "yoctometer": "ym", "yottameter": "Ym",
+            "zeptometer": "zm", "zettameter": "Zm"}
+TIFF_UNITS = {name: (symbol, "micron" if name == "micrometer" else symbol)
+              for name, symbol in _SYMBOLS.items()}
+"""Each OME-NGFF space unit -> (its OME-XML symbol, ImageJ's unit name) for a TIFF's pixel
+size."""
+
+
+def _check_physical(options: dict[str, Any], path: str) -> None:
+    """Check ``pixel_size`` (``(y, x)`` or ``(z, y, x)``, finite and > 0) and ``unit`` (a
+    name of :data:`TIFF_UNITS`, default ``"micrometer"``; only with a pixel size)."""
+    size, unit = options.get("pixel_size"), options.get("unit")
+    if size is None:
+        if unit is not None:
+            raise StoreFormatError(f"TIFF unit={unit!r} for {path!r} needs pixel_size= too.")
+        return
+    try:
+        numbers = tuple(float(v) for v in size)
+    except (TypeError, ValueError):
+        numbers = ()
+    if len(numbers) not in (2, 3) or not all(math.isfinite(v) and v > 0 for v in numbers):
+        raise StoreFormatError(
+            f"TIFF pixel_size for {path!r} must be (y, x) or (z, y, x), finite and > 0; "
+            f"received {size!r}.")
+    unit = "micrometer" if unit is None else unit
+    if unit not in TIFF_UNITS:
+        raise StoreFormatError(f"TIFF unit for {path!r} must be one of {list(TIFF_UNITS)}; "
+                               f"received {unit!r}.")
+    options["pixel_size"], options["unit"] = numbers, unit
 
 
 TIFF_AXES = {2: "YX", 3: "ZYX", 4: "CZYX", 5: "TCZYX"}
@@ -188,7 +226,9 @@ def _check_tiff_compression(compression: Any, path: str) -> None:
 def _write_tiff(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) -> None:
     """Write a single-series grey-scale TIFF that names its axes: an ImageJ hyperstack
     where ImageJ can hold it (uint8, uint16, float32; axes in ImageJ's T, Z, C order), else
-    an OME-TIFF. Fiji opens either with Z, C and T as such; tifffile reads the axes."""
+    an OME-TIFF. Fiji opens either with Z, C and T as such; tifffile reads the axes. With
+    ``pixel_size`` the file carries it and its unit: the TIFF resolution (pixels per unit)
+    and ImageJ's ``unit`` and ``spacing``, or OME's ``PhysicalSizeX/Y/Z`` and their units."""
     tifffile = require("tifffile", "Writing TIFF files")
 
     compression = options.get("compression")
@@ -200,12 +240,33 @@ def _write_tiff(a: np.ndarray[Any, Any], fh: BinaryIO, options: dict[str, Any]) 
     # tag, so memtype reads (1, Y, X) back as (1, Y, X) (read_tiff, array_header).
     shape_tag = [(TIFF_SHAPE_TAG, 2, 0, json.dumps({"shape": list(a.shape), "axes": axes}),
                   True)]
+    size, unit = options.get("pixel_size"), options.get("unit") or "micrometer"
+    resolution = None if size is None else (1.0 / size[-1], 1.0 / size[-2])
     if a.dtype.name in TIFF_CORE and order == sorted(order):
-        tifffile.imwrite(fh, a, imagej=True, metadata={"axes": axes}, compression=compression,
-                         extratags=shape_tag)
+        tifffile.imwrite(fh, a, imagej=True, metadata={"axes": axes, **_imagej_size(size, unit)},
+                         compression=compression, extratags=shape_tag, resolution=resolution)
         return
-    tifffile.imwrite(fh, a, ome=True, photometric="minisblack", metadata={"axes": axes},
-                     compression=compression, extratags=shape_tag)
+    tifffile.imwrite(fh, a, ome=True, photometric="minisblack",
+                     metadata={"axes": axes, **_ome_size(size, unit)},
+                     compression=compression, extratags=shape_tag, resolution=resolution)
+
+
+def _imagej_size(size: tuple[float, ...] | None, unit: str) -> dict[str, Any]:
+    """ImageJ's metadata for a pixel size: its unit, and the z spacing where given."""
+    if size is None:
+        return {}
+    return {"unit": TIFF_UNITS[unit][1], **({"spacing": size[0]} if len(size) == 3 else {})}
+
+
+def _ome_size(size: tuple[float, ...] | None, unit: str) -> dict[str, Any]:
+    """OME-XML's PhysicalSizeX/Y (and Z) with their unit."""
+    if size is None:
+        return {}
+    symbol = TIFF_UNITS[unit][0]
+    out: dict[str, Any] = {}
+    for axis, value in zip("ZYX"[3 - len(size):], size, strict=True):
+        out[f"PhysicalSize{axis}"], out[f"PhysicalSize{axis}Unit"] = value, symbol
+    return out
 
 
 # -- .png --------------------------------------------------------------------------------
@@ -285,7 +346,8 @@ def _table() -> dict[str, FileFormat]:
     """Extension -> format."""
     npy = FileFormat("npy", _prepare_npy, _write_npy, read_npy, _NONE, frozenset({"mmap"}))
     tiff = FileFormat("tiff", _prepare_tiff, _write_tiff, read_tiff,
-                      frozenset({"compression", "axes"}), frozenset({"key"}))
+                      frozenset({"compression", "axes", "pixel_size", "unit"}),
+                      frozenset({"key"}))
     png = FileFormat("png", _prepare_png, _write_png, read_png,
                      frozenset({"compress_level"}), _NONE)
     jsn = FileFormat("json", _prepare_json, _write_bytes, read_json, frozenset({"indent"}), _NONE)
