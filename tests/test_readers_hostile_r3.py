@@ -393,7 +393,10 @@ def test_an_ome_tiff_reference_to_an_absent_file_is_named_missing(tmp_path: Path
     (('DimensionOrder="XYZCT"', 'DimensionOrder="XYQQT"'), "DimensionOrder is 'XYQQT'"),
     (('SizeX="10"', 'SizeX="ten"'), "SizeX=> is 'ten'"),
     (('PlaneCount="2"', f'PlaneCount="{10**12}"'), "PlaneCount=> is '1000000000000'"),
-], ids=["sizes-beyond-the-pages", "dimension-order", "size-text", "plane-count"])
+    (('SizeX="10" SizeY="8"', 'SizeX="1000000" SizeY="1000000"'),
+     "<Pixels SizeY=1000000 SizeX=1000000> but its first page is 8 x 10"),
+], ids=["sizes-beyond-the-pages", "dimension-order", "size-text", "plane-count",
+        "plane-size-beyond-the-page"])
 def test_ome_tiff_sizes_are_bounded_by_the_file_before_tifffile_builds_on_them(
         edit: tuple[str, str], said: str, tmp_path: Path) -> None:
     """Before: SizeC = SizeZ = 10^6 on 2 planes ended in MemoryError; a bad DimensionOrder

@@ -104,10 +104,16 @@ def _refuse_companion(ome: ET.Element, path: str) -> None:
             "(or bioformats2raw, for an OME-Zarr plate).")
 
 
-def _check_pixels(image: ET.Element, pages: int, where: str) -> None:
+def _name(image: ET.Element, index: int) -> str:
+    """An ``<Image>``'s ID (``Image <index>`` without one)."""
+    return image.get("ID") or f"Image {index}"
+
+
+def _check_pixels(image: ET.Element, tif: Any, where: str) -> None:
     """Check what tifffile builds an image's series from, before it does: ``DimensionOrder``,
-    the sizes (whole, from 1; the planes at most the file's pages), the ``<TiffData>``
-    numbers (whole, from 0, within the file's pages), and no Modulo annotation.
+    the sizes (whole, from 1; the planes at most the file's pages; ``SizeX``/``SizeY`` those
+    of the image's first page), and the ``<TiffData>`` numbers (whole, from 0, within the
+    file's pages).
 
     Raises
     ------
@@ -127,13 +133,20 @@ def _check_pixels(image: ET.Element, pages: int, where: str) -> None:
     channel = next(iter(_children(pixels, "Channel")), None)
     spp = 1 if channel is None else whole(channel.get("SamplesPerPixel", 1), where,
                                           "<Channel SamplesPerPixel=>", minimum=1)
+    pages = len(tif.pages)
     planes = math.ceil(size["C"] / spp) * size["Z"] * size["T"]
     bounded(planes, pages, where, f"<Pixels SizeC={size['C']} SizeZ={size['Z']} "
             f"SizeT={size['T']}> in a file of {pages} page(s)")
-    for data in _children(pixels, "TiffData"):
+    data = _children(pixels, "TiffData")
+    for entry in data:
         for key in ("IFD", "PlaneCount", "NumPlanes", "FirstC", "FirstZ", "FirstT"):
-            if key in data.attrib:
-                whole(data.get(key), where, f"<TiffData {key}=>", maximum=max(pages, planes))
+            if key in entry.attrib:
+                whole(entry.get(key), where, f"<TiffData {key}=>", maximum=max(pages, planes))
+    first = tif.pages[int(data[0].get("IFD", 0)) if data else 0]
+    if (first.imagelength, first.imagewidth) != (size["Y"], size["X"]):
+        raise StoreFormatError(
+            f"{where}: <Pixels SizeY={size['Y']} SizeX={size['X']}> but its first page is "
+            f"{first.imagelength} x {first.imagewidth}; expected the sizes of its pages.")
 
 
 def _refuse_modulo(ome: ET.Element, where: str) -> None:
@@ -213,31 +226,37 @@ class OmeTiffReader(FileReader):
         """The OME-TIFF files under the root."""
         return [p for p in self._walk(exclude) if _OME.fullmatch(p.rsplit("/", 1)[-1])]
 
-    def _read_xml(self, path: str) -> tuple[ET.Element, int]:
-        """A file's OME-XML root and its number of pages (tifffile opens no other file).
+    @contextlib.contextmanager
+    def _opened(self, path: str) -> Iterator[tuple[ET.Element, Any]]:
+        """A file's OME-XML root and the file open in tifffile (which opens no other file).
 
         Raises
         ------
         StoreFormatError
             The file is not a TIFF, or no OME-XML can be read from it (a truncated file's
-            description is lost with its end; a ``ValueError``).
+            description is lost with its end), or a page it names cannot be read (a
+            ``ValueError``).
         """
         tifffile = require("tifffile", "Reading OME-TIFF files")
         try:
             with self.open_file(path) as fh, tifffile.TiffFile(fh, _multifile=False) as tif:
                 xml = tif.ome_metadata
-                pages = len(tif.pages)
-            ome = ET.fromstring(xml) if xml else None
+                ome = ET.fromstring(xml) if xml else None
+                if ome is None:
+                    raise StoreFormatError(
+                        f"{path!r} in {self.root!r} is not a readable OME-TIFF (no OME-XML in "
+                        "its first page's description: truncated or corrupt).")
+                yield ome, tif
         except MemtypeError:
             raise
         except (ValueError, OSError, LookupError, ET.ParseError, tifffile.TiffFileError) as exc:
             raise StoreFormatError(f"{path!r} in {self.root!r} is not a readable OME-TIFF "
                                    f"({exc}).") from exc
-        if ome is None:
-            raise StoreFormatError(f"{path!r} in {self.root!r} is not a readable OME-TIFF (no "
-                                   "OME-XML in its first page's description: truncated or "
-                                   "corrupt).")
-        return ome, pages
+
+    def _read_xml(self, path: str) -> ET.Element:
+        """A file's OME-XML root (see :meth:`_opened`)."""
+        with self._opened(path) as (ome, _):
+            return ome
 
     def _listed(self, path: str) -> _Listed:
         """A file's OME-XML, checked (see :class:`_Listed`).
@@ -248,23 +267,23 @@ class OmeTiffReader(FileReader):
             Unreadable, or metadata not of its kind: a bad ``DimensionOrder``, sizes beyond
             the file's pages, an image whose planes are split over files (a ``ValueError``).
         """
-        ome, pages = self._read_xml(path)
         where = f"OME-TIFF {path!r} in {self.root!r}"
-        _refuse_modulo(ome, where)
         own: list[int] = []
         elsewhere: dict[str, set[_Place]] = {}
-        for index, image in enumerate(_children(ome, "Image")):
-            places = self._places(image, ome.get("UUID"), path)
-            name = image.get("ID") or f"Image {index}"
-            if places == {_SELF}:
-                own.append(index)
-                _check_pixels(image, pages, where)
-            elif _SELF in places:
-                raise StoreFormatError(
-                    f"{where}: <Image ID={name!r}> has planes in this file and in "
-                    f"{_describe(places - {_SELF})}; an image split over files is not read.")
-            else:
-                elsewhere[name] = places
+        with self._opened(path) as (ome, tif):
+            _refuse_modulo(ome, where)
+            for index, image in enumerate(_children(ome, "Image")):
+                places = self._places(image, ome.get("UUID"), path)
+                if places == {_SELF}:
+                    own.append(index)
+                    _check_pixels(image, tif, where)
+                elif _SELF in places:
+                    raise StoreFormatError(
+                        f"{where}: <Image ID={_name(image, index)!r}> has planes in this file "
+                        f"and in {_describe(places - {_SELF})}; an image split over files is "
+                        "not read.")
+                else:
+                    elsewhere[_name(image, index)] = places
         try:
             xml = _reduced(ome, own)
         except RecursionError:  # the serializer recurses: a hostile nesting depth
@@ -424,7 +443,7 @@ class OmeTiffReader(FileReader):
         source = self.detect(self.root) or ""
         missing = tuple(self._unreadable)
         path = records[0].path.partition("#")[0]
-        ome = self._read_xml(path)[0]
+        ome = self._read_xml(path)
         where = f"OME-TIFF {path!r} in {self.root!r}"
         pixels = next((e for e in ome.iter() if _local(e.tag) == "Pixels"), None)
         names = {i: str(c.get("Name")) for i, c in enumerate(
