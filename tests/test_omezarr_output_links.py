@@ -56,6 +56,22 @@ def test_resume_refuses_a_plate_that_is_a_link(tmp_path: Path) -> None:
     assert _tree(elsewhere) == before
 
 
+@pytest.mark.parametrize("overwrite", [False, True], ids=["resume", "overwrite"])
+def test_a_run_state_that_is_a_link_is_refused(overwrite: bool, tmp_path: Path) -> None:
+    """Before: ``OUTPUT/.memtype`` linked to another run's state was believed (its done
+    markers read from outside the output, its groups skipped)."""
+    other = tmp_path / "other"
+    OutputSpec(str(other), "zarr", PATTERN).prepare(resume=False, overwrite=False)
+    (other / ".memtype" / "done" / "A01.json").write_text("{}")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".memtype").symlink_to(other / ".memtype", target_is_directory=True)
+    spec = OutputSpec(str(out), "zarr", PATTERN)
+    with pytest.raises(StorePathError, match="symbolic link"):
+        spec.prepare(resume=not overwrite, overwrite=overwrite)
+    assert sorted(p.name for p in (other / ".memtype" / "done").iterdir()) == ["A01.json"]
+
+
 def test_a_worker_refuses_a_link_planted_during_the_run(tmp_path: Path) -> None:
     out = tmp_path / "out"
     spec = OutputSpec(str(out), "zarr", PATTERN)

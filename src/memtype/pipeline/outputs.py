@@ -85,7 +85,7 @@ class OutputSpec:
         return base + ".zarr" if self.image_format == "zarr" else base
 
     def _plate_root(self, location: str) -> str:
-        """The path of the plate at ``location`` in the output.
+        """The path of the plate (or of the run's state) at ``location`` in the output.
 
         Raises
         ------
@@ -96,9 +96,9 @@ class OutputSpec:
         path = os.path.join(self.root, location)
         if os.path.islink(path):
             raise StorePathError(
-                f"Output plate {path!r} is a symbolic link (to {os.readlink(path)!r}); memtype "
-                "writes plates only inside the output, never through a link. Remove the link "
-                "or choose another output.")
+                f"Output entry {path!r} is a symbolic link (to {os.readlink(path)!r}); memtype "
+                "writes plates and its run state only inside the output, never through a "
+                "link. Remove the link or choose another output.")
         return path
 
     # -- driver side -----------------------------------------------------------------
@@ -122,6 +122,10 @@ class OutputSpec:
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise StoreExistsError(f"Output {self.root!r} exists and is a file; expected a "
                                    "directory (or a path that does not exist yet).")
+        if os.path.isdir(self.root) and not overwrite_foreign:
+            for name in os.listdir(self.root):  # before .memtype/done is believed
+                if name.endswith(".zarr") or name == _STATE:
+                    self._plate_root(name)
         if os.path.isdir(self.root) and os.listdir(self.root):
             if overwrite_foreign or (overwrite and self.written_by_memtype()):
                 self._disk().delete_all("")
@@ -139,10 +143,6 @@ class OutputSpec:
                 raise StoreExistsError(
                     f"Output {self.root!r} holds no earlier run to resume (no {_STATE}/done "
                     "inside) and files memtype did not write; choose another directory.")
-        if self.image_format == "zarr" and os.path.isdir(self.root):
-            for name in os.listdir(self.root):
-                if name.endswith(".zarr"):
-                    self._plate_root(name)
         self._disk().ensure_directory(f"{_STATE}/done")
 
     def is_done(self, key: Key) -> bool:
