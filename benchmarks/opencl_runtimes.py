@@ -9,7 +9,11 @@ kernel builds) and the median of 5 later calls, wall seconds. The probe is timed
 parent: ``runtime()`` with an empty verdict cache (one child process per candidate) and
 with the cache filled.
 
-Run: ``python benchmarks/opencl_runtimes.py [--rounds 3]``; writes
+With ``--demo``, each round also runs ``memtype demo`` (4 wells x 4 sites x 2 channels x
+8 planes of 512x512, inline) once per runtime, alternating, and reports its wall seconds and
+the nuclei it counted.
+
+Run: ``python benchmarks/opencl_runtimes.py [--rounds 3] [--demo]``; writes
 ``benchmarks/results/opencl_runtimes.md``.
 """
 
@@ -74,10 +78,23 @@ def _run(code: str, env: dict[str, str]) -> dict[str, float | str]:
     return result
 
 
+def _demo(env: dict[str, str], out: str) -> tuple[float, str]:
+    """``memtype demo`` once: wall seconds and its "nuclei" line."""
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "memtype", "demo", "--out", out,
+                           "--overwrite", "--no-progress"], env=env, capture_output=True,
+                          text=True, check=True)
+    wall = time.perf_counter() - t0
+    nuclei = next(line for line in done.stdout.splitlines() if line.startswith("nuclei"))
+    return wall, nuclei
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--demo", action="store_true", help="also time memtype demo")
     args = parser.parse_args()
+    demos: dict[str, list[tuple[float, str]]] = {"pocl": [], "intel": []}
     runtimes = ["pocl", "intel"]
     seen: dict[str, list[dict[str, float | str]]] = {r: [] for r in runtimes}
     probes: list[dict[str, float | str]] = []
@@ -85,6 +102,10 @@ def main() -> None:
         for k in range(args.rounds):
             for runtime in runtimes if k % 2 == 0 else runtimes[::-1]:
                 seen[runtime].append(_run(WORK, _env(runtime, cache, vendors)))
+                if args.demo:
+                    with tempfile.TemporaryDirectory() as out:
+                        demos[runtime].append(_demo(_env(runtime, cache, vendors),
+                                                    os.path.join(out, "demo")))
             with tempfile.TemporaryDirectory() as fresh:
                 probes.append(_run(PROBE_COST, _env("pocl,intel", fresh, vendors)))
     lines = [f"# pyclesperanto on pip's CPU OpenCL runtimes ({time.strftime('%Y-%m-%d')})", "",
@@ -104,6 +125,15 @@ def main() -> None:
               "Probe (both runtimes, `runtime()` in a fresh process): empty cache "
               f"{statistics.median(float(p['cold']) for p in probes):.3f} s, filled cache "
               f"{1000 * statistics.median(float(p['warm']) for p in probes):.2f} ms."]
+    if args.demo:
+        lines += ["", "`memtype demo` end to end (wall seconds, median over rounds):", ""]
+        for runtime in runtimes:
+            walls = [w for w, _ in demos[runtime]]
+            lines.append(f"- {runtime}: {statistics.median(walls):.1f} s "
+                         f"({demos[runtime][0][1]})")
+        demo_ratio = statistics.median(p[0] / i[0] for p, i in zip(demos["pocl"],
+                                                                  demos["intel"]))
+        lines.append(f"- pocl / Intel: {demo_ratio:.2f}x (median of per-round ratios)")
     OUT.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
