@@ -44,3 +44,15 @@ def test_a_table_named_like_an_roi_table_is_refused(name: str) -> None:
 def test_a_table_name_otherwise_follows_the_path_rule() -> None:
     with pytest.raises(InvalidArgumentError, match="becomes a file or folder name"):
         check_table_name("a/b", "outputs[0]")
+
+
+@pytest.mark.parametrize(("name", "refused"), [("nuclei", False), ("cells", False),
+                                               ("FOV", True), ("Well", True)])
+def test_a_labels_name_never_makes_a_fields_roi_table(name: str, refused: bool) -> None:
+    from memtype.pipeline.naming import check_labels_name
+
+    if refused:
+        with pytest.raises(InvalidArgumentError, match="ROI table"):
+            check_labels_name(name, "labels")
+    else:
+        assert check_labels_name(name, "labels") == name

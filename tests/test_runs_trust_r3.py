@@ -356,3 +356,9 @@ def test_a_runs_tiff_output_carries_the_pixel_size(two_channels: Path, tmp_path:
         x_resolution = tif.pages[0].tags["XResolution"].value
         assert x_resolution[0] / x_resolution[1] == pytest.approx(2.0)
         assert tif.imagej_metadata["unit"] == "micron"
+
+
+@pytest.mark.parametrize("name", ["FOV", "well", "fov"])
+def test_labels_whose_roi_table_would_replace_a_fields_own_are_refused(name: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="ROI table"):
+        FunctionStep(np_project, labels=name)

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["MAX_NAME_LENGTH", "check_path_name", "check_table_name"]
+__all__ = ["MAX_NAME_LENGTH", "check_path_name", "check_table_name", "check_labels_name"]
 
 MAX_NAME_LENGTH = 128
 """The longest name (characters): with a suffix (``.zarr``, ``.csv``) well under the 255
@@ -95,4 +95,27 @@ def check_table_name(name: object, what: str) -> str:
             f"({', '.join(FIELD_ROI_TABLES)} and <labels>{_ROI_SUFFIX} in every field), which "
             f"a side output of that name would replace; choose another name (e.g. "
             f"{checked[:-len(_ROI_SUFFIX)] + '_rois'!r}).")
+    return checked
+
+
+def check_labels_name(name: object, what: str) -> str:
+    """Check a label image's name (:func:`check_path_name`): its masking ROI table,
+    ``<name>_ROI_table``, is never one of the field's own (``FOV``, ``well`` are refused).
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``name`` is not a ``str``.
+    InvalidArgumentError
+        ``name`` breaks the rule, or its ROI table would replace a field's.
+    """
+    from memtype.omezarr.assemble import FIELD_ROI_TABLES  # imports zarr: only when asked
+
+    checked = check_path_name(name, what)
+    table = f"{checked}{_ROI_SUFFIX}"
+    if table.casefold() in {t.casefold() for t in FIELD_ROI_TABLES}:
+        raise InvalidArgumentError(
+            f"{what} {checked!r} would name its objects' ROI table {table!r}, which every "
+            f"field already has (the field's own, {', '.join(FIELD_ROI_TABLES)}); choose "
+            "another name (e.g. 'nuclei').")
     return checked

@@ -225,7 +225,7 @@ class FunctionStep:
             raise InvalidArgumentError(
                 f"FunctionStep: labels must be a name of letters, digits, '_' or '-' "
                 f"(e.g. 'nuclei'); received {labels!r}.")
-        self.labels = labels
+        self.labels = labels if labels is None else _labels_name(labels)
         if self.inputs and passes_input:
             raise InvalidArgumentError(
                 "FunctionStep: a step with inputs= always passes the channels on; "
@@ -416,6 +416,14 @@ def _plate_pass(name: str) -> str | None:
     from memtype.pipeline.analysis.passes import PASSES
 
     return name if name in PASSES else None
+
+
+def _labels_name(labels: str) -> str:
+    """A label image's name, checked (:func:`~memtype.pipeline.naming.check_labels_name`:
+    its ROI table never replaces a field's own)."""
+    from memtype.pipeline.naming import check_labels_name
+
+    return check_labels_name(labels, "FunctionStep: labels")
 
 
 def _table_names(outputs: Sequence[str]) -> tuple[str, ...]:
