@@ -3,21 +3,22 @@ by the object-store client alone.
 
 The server is moto's (``python -m moto.server``) in a child process on a free localhost port
 (so it does not share the client's interpreter). The plate: 24 wells (4 x 6), one field each,
-2 channels x 4 z of 256 x 256 uint16 (32 MiB of pixels, blosc-lz4 chunks of one plane,
-OME-Zarr 0.5; unsharded: memtype's writer has no sharding yet). Each round, in alternating
-order:
+2 channels x 4 z of 256 x 256 uint16 (24 MiB of pixels, blosc-lz4 chunks of one plane,
+OME-Zarr 0.5), unsharded and with ``shards="image"`` (each level one zarr v3 shard). Each
+round, in alternating order:
 
 * **write, memtype**: what a run's output does for each well on an ``s3://`` output
   (:class:`memtype.pipeline.remote_output.ObjectOutputSpec`): the field written into the
   worker's staging folder by the local writer (pyramid of one level, channel windows, ROI
   tables), its objects uploaded (16 at a time), its done-marker; then the driver's plate,
-  row and well documents and the lease;
+  row and well documents and the lease; and the same sharded;
 * **write, limit**: the same objects (the bytes memtype wrote, held in memory) put with
   obstore directly, 16 at a time: what any writer of those bytes pays;
 * **write, zarr + obstore / zarr + fsspec**: the plate's arrays written by zarr-python itself
   through ``zarr.storage.ObjectStore`` (obstore) and ``zarr.storage.FsspecStore`` (s3fs),
   the same shapes, chunks and codec: the two clients doing the same work;
-* **read, memtype**: ``open_input(url)``: records and every plane (``load_batch``);
+* **read, memtype**: ``open_input(url)``: records and every plane (``load_batch``), of the
+  unsharded and of the sharded plate;
 * **read, limit**: the objects a run reads (the plate's, wells' and fields' documents, the
   full-resolution level's document and chunks) fetched with obstore, 16 at a time;
 * **read, zarr + obstore / zarr + fsspec**: every field's array read whole by zarr.
@@ -98,12 +99,14 @@ def images() -> dict[str, np.ndarray[Any, Any]]:
             for w in WELLS}
 
 
-def write_memtype(url: str, fields: dict[str, np.ndarray[Any, Any]]) -> None:
-    """The output path of a run writing to ``url`` (staging, upload, markers, documents)."""
+def write_memtype(url: str, fields: dict[str, np.ndarray[Any, Any]],
+                  shards: str | None = None) -> None:
+    """The output path of a run writing to ``url`` (staging, upload, markers, documents);
+    ``shards="image"``: each level one zarr v3 shard."""
     from memtype.pipeline.remote_output import ObjectOutputSpec
 
-    spec = ObjectOutputSpec(url, "zarr", PATTERN, tuple("ABCD"), tuple(str(c) for c in
-                                                                        range(1, 7)))
+    spec = ObjectOutputSpec(url, "zarr", PATTERN, tuple("ABCD"),
+                            tuple(str(c) for c in range(1, 7)), shards=shards)
     spec.prepare(resume=False, overwrite=False)
     keys = []
     for well, image in fields.items():
@@ -229,6 +232,13 @@ def counts(fields: dict[str, np.ndarray[Any, Any]]) -> dict[str, float]:
         mark = server.mark()
         read_zarr("fsspec", f"{url}/plate.zarr", server.endpoint)
         fsspec_read = server.since(mark)
+        sharded = f"s3://{server.bucket()}/sharded"
+        write_memtype(sharded, fields, "image")
+        sharded_objects = [k for k in plate_objects(sharded)
+                           if k.startswith("plate.zarr/A/1/1/")]
+        mark = server.mark()
+        read_memtype(f"{sharded}/plate.zarr")
+        sharded_read = server.since(mark)
     n = len(fields)
     return {"objects per field": len(field_objects),
             "chunk objects per field": sum("/c/" in k for k in field_objects),
@@ -236,6 +246,9 @@ def counts(fields: dict[str, np.ndarray[Any, Any]]) -> dict[str, float]:
             "write LIST per field": wrote["LIST"] / n,
             "read requests per field": sum(read.values()) / n,
             "read LIST": read["LIST"],
+            "sharded: objects per field": len(sharded_objects),
+            "sharded: chunk (shard) objects per field": sum("/c/" in k for k in sharded_objects),
+            "sharded: read requests per field": sum(sharded_read.values()) / n,
             "zarr+fsspec read requests per field": sum(fsspec_read.values()) / n,
             "zarr+fsspec read LIST per field": fsspec_read["LIST"] / n}
 
@@ -266,8 +279,9 @@ def main() -> None:
     counted = counts(fields)
     proc, endpoint = start_server()
     os.environ["AWS_ENDPOINT_URL"] = endpoint
-    cases = ["write memtype", "write limit", "write zarr+obstore", "write zarr+fsspec",
-             "read memtype", "read limit", "read zarr+obstore", "read zarr+fsspec"]
+    cases = ["write memtype", "write memtype sharded", "write limit", "write zarr+obstore",
+             "write zarr+fsspec", "read memtype", "read memtype sharded", "read limit",
+             "read zarr+obstore", "read zarr+fsspec"]
     times: dict[str, list[float]] = {c: [] for c in cases}
     try:
         bucket = new_bucket(endpoint)
@@ -276,12 +290,14 @@ def main() -> None:
         objects = {k: v for k, v in plate_objects(base).items() if k.startswith("plate.zarr/")}
         plate = f"{base}/plate.zarr"
         keys = [k for k in (k[len("plate.zarr/"):] for k in objects) if _read_by_run(k)]
+        write_memtype(f"s3://{bucket}/sharded", fields, "image")
+        sharded = f"s3://{bucket}/sharded/plate.zarr"
         for r in range(args.rounds):
             order = cases if r % 2 == 0 else cases[::-1]
             for case in order:
                 url = f"s3://{bucket}/r{r}-{case.replace(' ', '-').replace('+', '-')}"
                 times[case].append(timed(_case(case, url, plate, endpoint, fields, objects,
-                                               keys)))
+                                               keys, sharded)))
                 print(f"round {r + 1} {case}: {times[case][-1]:.2f} s", flush=True)
     finally:
         proc.terminate()
@@ -291,10 +307,13 @@ def main() -> None:
 
 def _case(case: str, url: str, plate: str, endpoint: str,
           fields: dict[str, np.ndarray[Any, Any]], objects: dict[str, bytes],
-          keys: list[str]) -> Callable[[], Any]:
-    """The work of one case (``url``: a fresh prefix for writes; ``plate``: the one read)."""
+          keys: list[str], sharded: str) -> Callable[[], Any]:
+    """The work of one case (``url``: a fresh prefix for writes; ``plate``, ``sharded``: the
+    plates read)."""
     return {
         "write memtype": lambda: write_memtype(url, fields),
+        "write memtype sharded": lambda: write_memtype(url, fields, "image"),
+        "read memtype sharded": lambda: read_memtype(sharded),
         "write limit": lambda: put_all(url, objects),
         "write zarr+obstore": lambda: write_zarr("obstore", url, endpoint, fields),
         "write zarr+fsspec": lambda: write_zarr("fsspec", url, endpoint, fields),
@@ -316,7 +335,8 @@ def write_report(path: str, times: dict[str, list[float]], counted: dict[str, fl
         f"{platform.python_version()}, this project's shared 2-core box, other jobs running; "
         f"{rounds} alternating rounds, medians; `python benchmarks/object_storage.py`.",
         f"24 wells x 1 field x {CHANNELS} channels x {PLANES} z x {SIZE}x{SIZE} uint16 "
-        f"({mib:.0f} MiB of pixels), OME-Zarr 0.5, one plane a chunk, blosc-lz4; unsharded.",
+        f"({mib:.0f} MiB of pixels), OME-Zarr 0.5, one plane a chunk, blosc-lz4; "
+        "'sharded': shards='image' (each level one shard).",
         "",
         "| work | median s | rounds | vs limit |",
         "|---|---|---|---|",
