@@ -301,3 +301,24 @@ def test_a_sharded_output_on_s3(s3: S3Server, tmp_path: Path) -> None:
     assert_same_output(tmp_path, where)
     assert [k for k in where.keys("plate.zarr/B/3") if "/c/" in k] == [
         "plate.zarr/B/3/0/0/c/0/0/0/0", "plate.zarr/B/3/0/1/c/0/0/0/0"]  # a shard a level
+
+
+def test_a_run_gone_without_finishing_gives_its_lease_back(
+        s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    import time
+
+    from memtype.pipeline import remote_output
+    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
+
+    monkeypatch.setattr(remote_output, "RENEW_S", 0.1)
+    where = ObjectLocation.parse(f"s3://{s3.bucket()}/abandoned")
+    spec = ObjectOutputSpec(where.url, "zarr", "{well}_w{channel}.tif")
+    spec.prepare(resume=False, overwrite=False)  # then the run raised: no finish
+    assert where.head(LEASE) is not None
+    del spec
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while where.head(LEASE) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert where.head(LEASE) is None

@@ -17,7 +17,8 @@ with its images, pyramid levels, labels and tables; ``<table>.csv``; ``.memtype/
   too; the plate overview picture is not drawn for an object-store output.
 * **One run at a time.** ``.memtype/lease.json`` is created with ``If-None-Match: *`` (only
   one creator wins), renewed every :data:`RENEW_S` seconds with ``If-Match`` on its ETag,
-  and deleted at the end. A second run finds it and is refused, naming the holder; a lease
+  and deleted at the end (or, by its renewing thread, once a run that raised is gone). A
+  second run finds it and is refused, naming the holder; a lease
   left by a process that died (same host and a pid no longer running, or not renewed for
   :data:`LEASE_TTL_S` seconds) is taken over with ``If-Match``, so of two runs taking over
   one wins.
@@ -404,15 +405,28 @@ class _Lease:
         self.where.put(LEASE, self._bytes(), if_match=str(head.get("e_tag", "")))
 
     def _renew(self) -> None:
-        """Renew the lease until the run ends (or its output object is gone)."""
+        """Renew the lease until the run ends; a run gone without finishing (it raised,
+        its output object was freed) gives the lease back if it still holds it."""
         while not self.stop.wait(RENEW_S):
             if self.owner() is None:
+                self._give_back()
                 return
             try:
                 self.where.put(LEASE, self._bytes(), if_match=self.tag)
                 self.tag = str((self.where.head(LEASE) or {}).get("e_tag", ""))
             except OSError:  # taken over, or the store is unreachable: stop renewing
                 return
+
+
+    def _give_back(self) -> None:
+        """Delete the lease if it is still this run's (its ETag unchanged)."""
+        try:
+            if str((self.where.head(LEASE) or {}).get("e_tag", "")) == self.tag:
+                self.where.delete(LEASE)
+        except OSError:  # unreachable: the lease expires after LEASE_TTL_S
+            return
+        if _Lease._held.get(self.where.url) is self:
+            _Lease._held.pop(self.where.url, None)
 
 
 def _is_dead(held: dict[str, Any]) -> bool:
