@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memtype.errors import ArgumentTypeError, ShapeError
+from memtype.errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from memtype.pipeline.analysis.intensity import (
     INTENSITY_FEATURES,
     LOCATION_FEATURES,
@@ -208,3 +208,10 @@ def test_tiny_scattered_objects_with_ties_equal_cellprofiler(seed: int, scale: f
     expected = cellprofiler_intensity(labels, image)[name]
     measured = measure_intensity(labels, image, image_name="C")[f"Intensity_{name}_C"]
     np.testing.assert_allclose(measured, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_refuses_object_numbers_beyond_the_pixel_count() -> None:
+    labels = np.zeros((4, 4), np.int64)
+    labels[0, 0] = 2**31
+    with pytest.raises(InvalidArgumentError, match=r"largest number of 2147483648.*relabel"):
+        measure_intensity(labels, np.zeros((4, 4)), image_name="C")

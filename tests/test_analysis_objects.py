@@ -275,3 +275,10 @@ def test_relate_child_outside_every_parent() -> None:
     parent_of, per_parent = objects.relate(children, parents)
     np.testing.assert_array_equal(parent_of, [0])
     assert per_parent.size == 0
+
+
+def test_relate_refuses_object_numbers_beyond_the_pixel_count() -> None:
+    children = np.zeros((4, 4), np.int64)
+    children[1, 1] = 10**12
+    with pytest.raises(InvalidArgumentError, match="renumber"):
+        objects.relate(children, np.zeros((4, 4), np.int32))

@@ -44,8 +44,19 @@ def as_labels(array: Any, *, name: str = "labels") -> npt.NDArray[np.intp]:
 
 
 def object_count(labels: npt.NDArray[np.intp]) -> int:
-    """The number of rows of a per-object table: the largest object number (0 when empty)."""
-    return int(labels.max()) if labels.size else 0
+    """The number of rows of a per-object table: the largest object number (0 when empty).
+
+    A number above the field's pixel count is refused: its table would be mostly absent rows
+    (a 1024 x 1024 field numbered up to 2**31 would need gigabytes).
+    """
+    count = int(labels.max()) if labels.size else 0
+    if count > labels.size:
+        raise InvalidArgumentError(
+            f"Invalid value for argument `labels`. Expected object numbers 1..N with N at "
+            f"most the field's {labels.size} pixels (one table row per number). Received: "
+            f"a largest number of {count}; renumber the objects first "
+            f"(skimage.segmentation.relabel_sequential).")
+    return count
 
 
 def same_shape(first: npt.NDArray[Any], second: npt.NDArray[Any], names: str) -> None:

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from memtype import require
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline.analysis._inputs import as_field, as_labels, same_shape
+from memtype.pipeline.analysis._inputs import as_field, as_labels, object_count, same_shape
 
 __all__ = ["THRESHOLD_METHODS", "identify_primary", "identify_secondary",
            "identify_tertiary", "relate", "threshold_value"]
@@ -536,7 +536,7 @@ def relate(children: Any, parents: Any) -> tuple[npt.NDArray[np.int64], npt.NDAr
     child = as_labels(children, name="children")
     parent = as_labels(parents, name="parents")
     same_shape(child, parent, "`children` and `parents`")
-    n_child, n_parent = int(child.max(initial=0)), int(parent.max(initial=0))
+    n_child, n_parent = object_count(child), object_count(parent)
     both = (child > 0) & (parent > 0)
     pair = child[both].astype(np.int64) * (n_parent + 1) + parent[both]
     keys, counts = np.unique(pair, return_counts=True)
