@@ -282,3 +282,14 @@ def test_relate_refuses_object_numbers_beyond_the_pixel_count() -> None:
     children[1, 1] = 10**12
     with pytest.raises(InvalidArgumentError, match="renumber"):
         objects.relate(children, np.zeros((4, 4), np.int32))
+
+
+@pytest.mark.parametrize("function", ["secondary", "tertiary"])
+def test_numbers_beyond_int32_are_refused_not_wrapped(function: str) -> None:
+    labels = np.zeros((4, 4), np.int64)
+    labels[1, 1] = 2**33
+    with pytest.raises(InvalidArgumentError, match="renumber"):
+        if function == "secondary":
+            objects.identify_secondary(labels, np.ones((4, 4)))
+        else:
+            objects.identify_tertiary(labels, np.zeros((4, 4), np.int32))

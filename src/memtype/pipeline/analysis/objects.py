@@ -446,6 +446,7 @@ def identify_secondary(
     """
     _choice(method, ("propagation", "watershed", "distance"), "method")
     seeds = as_labels(primary, name="primary")
+    object_count(seeds)  # numbers beyond the pixel count refused (the result is int32)
     data, valid = _float_field(image, "image")
     same_shape(seeds, data, "`primary` and `image`")
     if method == "distance":
@@ -495,6 +496,7 @@ def identify_tertiary(larger: Any, smaller: Any, *, shrink_smaller: bool = True)
     big = as_labels(larger, name="larger")
     small = as_labels(smaller, name="smaller")
     same_shape(big, small, "`larger` and `smaller`")
+    object_count(big)  # numbers beyond the pixel count refused (the result is int32)
     removed = small > 0
     if shrink_smaller:
         removed &= ~_outline(small)
