@@ -81,7 +81,7 @@ def follow_route(x: Any, route: Route, gpu_id: int | str | Device | None,
     sdev = src.device_of(x)
     ddev = target_device(dfw, sdev, gpu_id)
     if sfw is dfw:
-        return x if sdev == ddev else _moved(src, x, ddev)
+        return x if sdev == ddev or not isinstance(src, DeviceAdapter) else src.to_device(x, ddev)
     dst = load_adapter(dfw.name)
     if not sdev.is_gpu and not ddev.is_gpu:
         assert route.host is not None  # both types live on the host
@@ -95,7 +95,7 @@ def _gpu_to_gpu(x: Any, route: Route, src: Adapter, dst: Adapter,
                 sdev: Device, ddev: Device, allow_cpu_roundtrip: bool) -> Any:
     sfw, dfw = route.sfw, route.dfw
     if sdev.kind == ddev.kind and route.device_dlpack is not None:  # one accelerator kind
-        moved = x if sdev == ddev else _moved(src, x, ddev)
+        moved = x if sdev == ddev or not isinstance(src, DeviceAdapter) else src.to_device(x, ddev)
         out = route.device_dlpack(moved, ddev)
         if out is not None:
             return out
@@ -161,11 +161,3 @@ def _dlpack_importer(src: Adapter, dst: Adapter) -> Callable[[Any, Device], Any 
 def _identity(x: Any) -> Any:
     return x
 
-
-def _moved(adapter: Adapter, x: Any, device: Device) -> Any:
-    """``x`` moved to another ``device`` of its own framework (one with devices)."""
-    if not isinstance(adapter, DeviceAdapter):
-        raise MemoryConversionError(
-            f"expected an adapter with devices (a DeviceAdapter) to move an array to {device}; "
-            f"received {type(adapter).__name__}, which has none.")
-    return adapter.to_device(x, device)

@@ -191,8 +191,6 @@ class Policy:
     """:attr:`write_count` where a caller's array of the function's type is watched."""
     on_host: Callable[[Any], bool] | None = field(init=False)
     """The adapter's ``on_host``; None for a host-only framework (every array is)."""
-    device_of: Callable[[Any], Device] = field(init=False)
-    """The adapter's ``device_of``, without a lookup for host arrays."""
     current_device: Callable[[], int] | None = field(init=False)
     """The framework's device context, if it has one (GPU-only types fed host data)."""
     gpu_only: bool = field(init=False)
@@ -221,7 +219,6 @@ class Policy:
                            and not adapter.immutable else None)
         device = adapter if isinstance(adapter, DeviceAdapter) else None  # host-only: None
         object.__setattr__(self, "on_host", None if device is None else device.on_host)
-        object.__setattr__(self, "device_of", _device_lookup(adapter))
         object.__setattr__(self, "current_device", device.current_device
                            if device is not None and device.has_device_context else None)
         object.__setattr__(self, "gpu_only", self.framework.gpu_only)
@@ -421,24 +418,10 @@ def _same_type(args: tuple[Any, ...], policy: Policy) -> Inputs | None:
     image = new[first]
     adapter = policy.adapter
     arrays = [new[i] for i, v in enumerate(args) if _known.get(type(v)) is fw]
-    return Inputs(tuple(new), _NO_KWARGS, policy.device_of(image), None,
+    on_host = policy.on_host  # None: a host-only framework
+    device = CPU if on_host is None or on_host(image) else adapter.device_of(image)
+    return Inputs(tuple(new), _NO_KWARGS, device, None,
                   adapter.dtype_of(args[first]), image, first, arrays, watched)
-
-
-def _on_cpu(x: Any) -> Device:
-    """The device of an array of a host-only framework."""
-    return CPU
-
-
-def _device_lookup(adapter: Adapter) -> Callable[[Any], Device]:
-    """A framework's ``device_of``, short-cut for host arrays (``on_host`` is the fast check)."""
-    if not isinstance(adapter, DeviceAdapter):
-        return _on_cpu
-    if not adapter.has_host_check:
-        return adapter.device_of
-    on_host = adapter.on_host
-    device_of = adapter.device_of
-    return lambda x: CPU if on_host(x) else device_of(x)
 
 
 Prepared = tuple[tuple[Any, ...], dict[str, Any], Device, int | None, np.dtype[Any] | None,
@@ -463,7 +446,7 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
             counter, on_host = policy.watch, policy.on_host
             image = policy.same_type(v) if policy.isolates else v
             return ((image,), _NO_KWARGS,
-                    CPU if on_host is None or on_host(v) else policy.device_of(v), None,
+                    CPU if on_host is None or on_host(v) else policy.adapter.device_of(v), None,
                     policy.adapter.dtype_of(v), None if counter is None else counter(v))
         fast = None if single is not None else _same_type(args, policy)
         if fast is not None:
