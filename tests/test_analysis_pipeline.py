@@ -219,6 +219,26 @@ def test_the_well_summary_joins_the_plate_map(plate_dir: Path, tmp_path: Path) -
     assert float(wells["A02"]["nuclei_Mean_Mean"]) == pytest.approx(np.mean(means))
 
 
+@pytest.mark.requires("anndata")
+def test_the_well_summary_is_a_table_of_the_ome_zarr_plate(plate_dir: Path,
+                                                           tmp_path: Path) -> None:
+    import anndata
+
+    from memtype.pipeline.analysis.summaries import Summary
+
+    plate_map = tmp_path / "map.csv"
+    plate_map.write_text("well,compound\nA01,DMSO\nA02,taxol\n")
+    steps = ["max_projection",
+             FunctionStep(bright_objects, inputs={"image": "channel:1"}, labels="nuclei")]
+    Pipeline(steps, summary=Summary(plate_map=str(plate_map))).run(
+        plate_dir, tmp_path / "out").raise_for_failures()
+    table = anndata.read_zarr(tmp_path / "out" / "plate.zarr" / "tables" / "well_summary")
+    assert list(table.obs["compound"]) == ["DMSO", "taxol"]
+    counts = {r["well"]: float(r["nuclei_Count"])
+              for r in _rows(tmp_path / "out" / "well_summary.csv")}
+    assert list(table[:, "nuclei_Count"].X.ravel()) == [counts["A01"], counts["A02"]]
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("compound\nDMSO\n", "expected a 'well' column"),
     ("well,compound\nA01,x\nA1,y\n", "line 3: well A01 is named twice"),

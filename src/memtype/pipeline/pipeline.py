@@ -454,7 +454,10 @@ class Pipeline:
         tables = [*(s.labels for s in self.steps if s.inputs and s.labels), IMAGE_TABLE]
         wells = sorted({str(r.get("well")) for t in tasks for r in t.records})
         plate = os.path.basename(os.path.normpath(str(getattr(store, "root", "") or "plate")))
-        return write_summaries(root, self.summary, tables, wells, plate or "plate")
+        zarr = os.path.join(root, "plate.zarr")
+        return write_summaries(root, self.summary, tables, wells, plate or "plate",
+                               zarr if self.output_format == "zarr" and os.path.isdir(zarr)
+                               else None)
 
     def _settings(self, pattern: FilenamePattern, out: OutputSpec) -> dict[str, Any]:
         """The run settings that shape its results (for the resume record)."""

@@ -172,10 +172,14 @@ def quality_flags(image: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
 
 
 def write_summaries(root: str, summary: Summary | None, tables: Sequence[str],
-                    wells: Sequence[str], default_plate: str) -> dict[str, str]:
-    """Write ``well_summary.csv`` from the run's tables in ``root``; returns ``{name: path}``.
+                    wells: Sequence[str], default_plate: str,
+                    plate_path: str | None = None) -> dict[str, str]:
+    """Write ``well_summary.csv`` (and ``qc.csv``) from the run's tables in ``root``;
+    returns ``{name: path}``.
 
-    ``tables``: the object sets' and the per-image table's names (those written).
+    ``tables``: the object sets' and the per-image table's names (those written);
+    ``plate_path``: the run's OME-Zarr plate, which gets the well summary as its table
+    ``tables/well_summary`` (the plate map's conditions as text columns).
     """
     summary = summary or Summary()
     conditions = read_plate_map(summary.plate_map) if summary.plate_map else {}
@@ -189,6 +193,11 @@ def write_summaries(root: str, summary: Summary | None, tables: Sequence[str],
     for row in rows if flags else ():
         row["QC_FlaggedFields"] = flagged.get(row["well"], 0)
     written = {WELL_TABLE: _write(root, WELL_TABLE, rows)}
+    if plate_path is not None and rows:
+        from memtype.omezarr.tables import write_table
+
+        text = ["Plate", "well", *next(iter(conditions.values()), {})]
+        write_table(plate_path, WELL_TABLE, rows, keys=text)
     if flags:
         written[QC_TABLE] = _write(root, QC_TABLE, flags)
     return written
