@@ -161,6 +161,8 @@ MALFORMED: dict[str, tuple[str, Callable[[dict[str, Any]], None], str]] = {
                            "well.images[0].path"),
     "image-not-an-object": ("A/1", lambda ome: ome["well"].update(images=["0"]),
                             "well.images[0]"),
+    "acquisition-not-an-id": ("A/1", lambda ome: ome["well"]["images"][0].update(
+        acquisition=[1]), "well.images[0].acquisition"),
     "multiscales-empty": ("A/1/0", lambda ome: ome.update(multiscales=[]), "multiscales"),
     "datasets-empty": ("A/1/0", _multiscale(lambda m: m.update(datasets=[])),
                        "multiscales[0].datasets"),
@@ -192,6 +194,17 @@ def test_malformed_metadata_names_the_file_and_the_key(version: str, case: str,
         _read(root)
     message = str(info.value)
     assert str(path.relative_to(root)) in message and key in message
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_acquisitions_that_are_not_a_list_name_the_file(version: str, tmp_path: Path) -> None:
+    root = _plate(tmp_path / "plate.zarr", version)
+    for i, well in enumerate(("A/1", "B/2")):
+        _edit(root, well, lambda ome, i=i: ome["well"]["images"][0].update(acquisition=i))
+    path = _edit(root, "", lambda ome: ome["plate"].update(acquisitions=5))
+    with pytest.raises(StoreFormatError, match="plate.acquisitions") as info:
+        _read(root)
+    assert path.name in str(info.value)
 
 
 @pytest.mark.parametrize(("version", "name", "content"), [

@@ -28,7 +28,8 @@ from typing import Any
 from memtype.errors import StoreFormatError, StorePathError
 from memtype.omezarr.metadata import DEFAULT_AXES, MICROMETRES
 
-__all__ = ["PlateDocuments", "FieldImage", "CLAIM_SLACK"]
+__all__ = ["PlateDocuments", "FieldImage", "CLAIM_SLACK", "axes_of", "pixel_size",
+           "acquisition_starts", "channel_names", "grid_size"]
 
 CLAIM_SLACK = 64
 """How many times more planes than its stored chunks can hold an array may claim (arrays may
@@ -188,6 +189,10 @@ class PlateDocuments:
                 raise StoreFormatError(f"OME-Zarr metadata {where!r}: well.images[{i}].path "
                                        f"is {name!r}; expected one name (e.g. '0').")
             acquisition = image.get("acquisition")
+            if not (acquisition is None or type(acquisition) in (int, str)):
+                raise StoreFormatError(
+                    f"OME-Zarr metadata {where!r}: well.images[{i}].acquisition is "
+                    f"{_shown(acquisition)}; expected an acquisition id (an int).")
             sites[acquisition] = site = sites.get(acquisition, 0) + 1
             field = self._field(path, f"{path}/{name}", site, acquisition, absent)
             if field is not None:
@@ -287,6 +292,48 @@ class PlateDocuments:
         _, file = self.header(level)
         return zarr.open_array(store=self.store, path=level, mode="r",
                                zarr_format=3 if file.endswith("zarr.json") else 2)
+
+
+def acquisition_starts(documents: PlateDocuments,
+                       sizes: list[tuple[Any, int]]) -> dict[Any, int]:
+    """The first time point of each acquisition: 1 for all where the plate's fields name at
+    most one; else the acquisitions follow one another in time, in the order of
+    ``plate.acquisitions`` (by ``id``; those it does not list after, by id), each taking as
+    many time points as its longest field (NGFF 0.4's acquisitions: a plate imaged several
+    times, as Fractal's converters write multiplexing cycles, each field of a cycle at the same
+    place as in the others — the same site)."""
+    longest: dict[Any, int] = {}
+    for acquisition, size in sizes:
+        longest[acquisition] = max(longest.get(acquisition, 1), size)
+    if len(longest) <= 1:
+        return dict.fromkeys(longest, 1)
+    found = documents.attributes("")
+    where = documents.name(found[1] if found else "")
+    acquisitions = _list(documents.plate().get("acquisitions", []), where, "plate.acquisitions")
+    listed = [a.get("id") for a in acquisitions if isinstance(a, dict)]
+    order = sorted(longest, key=lambda a: (a not in listed,
+                                           listed.index(a) if a in listed else 0, str(a)))
+    first, start = {}, 1
+    for acquisition in order:
+        first[acquisition], start = start, start + longest[acquisition]
+    return first
+
+
+def channel_names(image: FieldImage) -> dict[int, str]:
+    """The channel names an image's ``omero`` block gives, by channel number from 1 (channels
+    without a ``label`` left out; a malformed block gives none)."""
+    omero = image.attributes.get("omero")
+    channels = omero.get("channels") if isinstance(omero, dict) else None
+    return {i: str(c["label"]) for i, c in enumerate(channels if isinstance(channels, list)
+                                                    else [], 1)
+            if isinstance(c, dict) and c.get("label")}
+
+
+def grid_size(plate: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(rows, columns) the plate declares, None where it declares none."""
+    rows, columns = plate.get("rows"), plate.get("columns")
+    return (len(rows) if isinstance(rows, list) and rows else None,
+            len(columns) if isinstance(columns, list) and columns else None)
 
 
 def axes_of(multiscale: dict[str, Any], where: str, ndim: int) -> tuple[str, ...]:

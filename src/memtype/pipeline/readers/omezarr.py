@@ -25,7 +25,14 @@ import numpy as np
 
 from memtype import require
 from memtype.errors import MemtypeError, StoreFormatError
-from memtype.omezarr.read import FieldImage, PlateDocuments, pixel_size
+from memtype.omezarr.read import (
+    FieldImage,
+    PlateDocuments,
+    acquisition_starts,
+    channel_names,
+    grid_size,
+    pixel_size,
+)
 from memtype.pipeline.patterns import ImageRecord
 from memtype.pipeline.readers.base import PlateMetadata, Reader, record, walk_inside
 from memtype.storage.remote import ObjectLocation, is_url, translated
@@ -96,7 +103,7 @@ class OmeZarrReader(Reader):
         self._fields = None  # listed afresh
         images = self._images()
         shapes = [dict(zip(f.axes, f.shape, strict=True)) for f in images]
-        first_t = _acquisition_times(self._documents().plate(),
+        first_t = acquisition_starts(self._documents(),
                                      [(f.acquisition, s.get("t", 1))
                                       for f, s in zip(images, shapes, strict=True)])
         found: list[ImageRecord] = []
@@ -121,17 +128,11 @@ class OmeZarrReader(Reader):
         step: float | None = None
         if images:
             first = images[0]
-            omero = first.attributes.get("omero")
-            channels = omero.get("channels") if isinstance(omero, dict) else None
-            for i, channel in enumerate(channels if isinstance(channels, list) else [], 1):
-                if isinstance(channel, dict) and channel.get("label"):
-                    names[i] = str(channel["label"])
+            names = channel_names(first)
             size, step = pixel_size(first.attributes, documents.name(first.file), first.axes)
-        rows, columns = plate.get("rows"), plate.get("columns")
-        return PlateMetadata(self.layout, documents.detect() or "",
-                             len(rows) if isinstance(rows, list) and rows else None,
-                             len(columns) if isinstance(columns, list) and columns else None,
-                             names, size, step, missing=tuple(self._absent))
+        rows, columns = grid_size(plate)
+        return PlateMetadata(self.layout, documents.detect() or "", rows, columns, names, size,
+                             step, missing=tuple(self._absent))
 
     def _array(self, level: str) -> tuple[Any, tuple[str, ...]]:
         """The full-resolution array ``level`` (opened once) and its axes."""
@@ -163,27 +164,6 @@ class OmeZarrReader(Reader):
     def header(self, path: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
         array, _ = self._array(path.partition("#")[0])
         return tuple(array.shape[-2:]), np.dtype(array.dtype)
-
-
-def _acquisition_times(plate: dict[str, Any], sizes: list[tuple[Any, int]]) -> dict[Any, int]:
-    """The first time point of each acquisition: 1 for all where the plate's fields name at
-    most one; else the acquisitions follow one another in time, in the order of
-    ``plate.acquisitions`` (by ``id``; those it does not list after, by id), each taking as
-    many time points as its longest field (NGFF 0.4's acquisitions: a plate imaged several
-    times, as Fractal's converters write multiplexing cycles, each field of a cycle at the same
-    place as in the others — the same site)."""
-    longest: dict[Any, int] = {}
-    for acquisition, size in sizes:
-        longest[acquisition] = max(longest.get(acquisition, 1), size)
-    if len(longest) <= 1:
-        return dict.fromkeys(longest, 1)
-    listed = [a.get("id") for a in plate.get("acquisitions", []) if isinstance(a, dict)]
-    order = sorted(longest, key=lambda a: (a not in listed,
-                                           listed.index(a) if a in listed else 0, str(a)))
-    first, start = {}, 1
-    for acquisition in order:
-        first[acquisition], start = start, start + longest[acquisition]
-    return first
 
 
 def _read(array: Any, index: tuple[Any, ...], path: str, root: str) -> np.ndarray[Any, Any]:
