@@ -434,7 +434,7 @@ it."""
 
 
 def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
-            gpu_id: int | None, *, host: bool = False) -> Prepared:
+            gpu_id: int | None, host: bool = False) -> Prepared:
     """Convert a call's array arguments.
 
     ``host=True`` puts every array on the host (the CPU fallback after out-of-memory).

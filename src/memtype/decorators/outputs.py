@@ -96,8 +96,10 @@ class Outputs:
         if fw is self._out and self._ndims is not None:  # the common case, kept short
             if len(self._out_adapter.shape_of(image)) not in self._ndims:
                 self._check(image, fw)
-            if opts.keeps_dtype and self._out_adapter.dtype_of(image) == dtype:
-                return image
+            if opts.keeps_dtype:
+                same = self._out_adapter.dtype_of(image)
+                if same is dtype or same == dtype:  # ``is``: the usual case, and the cheaper test
+                    return image
         else:
             if self.keeps_result and fw is not None:  # a computing variant: kept in fw
                 return self._returning(fw).output(image, dtype, gpu_id, opts)
