@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from memtype.errors import StoreFormatError
-from memtype.frameworks import Device, DeviceAdapter, PinnedSpills
+from memtype.frameworks import Device, DeviceAdapter, PinnedSpills, data_nbytes
 from memtype.storage._atomic import atomic_write
 from memtype.storage.memory import nbytes_of
 
@@ -176,7 +176,7 @@ class SpillFiles:
             raw = np.empty(st.st_size, np.uint8)
             if fh.readinto(raw.data) != st.st_size:
                 raise StoreFormatError(f"Spill file {path!r} was truncated while reading.")
-        count = int(np.prod(spilled.shape)) * spilled.dtype.itemsize
+        count = data_nbytes(spilled.shape, spilled.dtype)
         data = raw[:count].view(spilled.dtype).reshape(spilled.shape)
         if not spilled.masked:
             return data
