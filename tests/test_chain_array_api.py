@@ -22,7 +22,7 @@ def centre(image: Any, xp: Any) -> Any:
     return image - xp.mean(image)
 
 
-@mt.array_api(output_type="torch")
+@mt.array_api(memory_type="torch")
 def centre_to_torch(image: Any, xp: Any) -> Any:
     return image - xp.mean(image)
 
