@@ -363,3 +363,11 @@ def test_a_pipeline_file_written_as_python_imports_as_the_same_pipeline(tmp_path
     assert [(s.name, s.spec, s.inputs, s.labels) for s in again.steps] == \
         [(s.name, s.spec, s.inputs, s.labels) for s in pipeline.steps]
     assert again.summary == pipeline.summary and again.name == "counted"
+
+
+def test_a_routing_dict_without_every_channel_is_refused_at_plan_time(plate_dir: Path) -> None:
+    pipeline = Pipeline(["max_projection",
+                         FunctionStep({1: ["threshold_otsu", "label"]}, group_by="channel",
+                                      labels="nuclei")])
+    with pytest.raises(InvalidArgumentError, match="has no function for channel=2"):
+        pipeline.plan(plate_dir)

@@ -322,6 +322,7 @@ class Pipeline:
         out = self._output_spec(os.fspath(output), compiled, tasks, plate, metadata)
         out = dataclasses.replace(out, overview_column=overview_column)
         check_frameworks(self.steps)  # before the output is touched or any group runs
+        _check_routes(self.steps, tasks[:1])
         _check_label_channels(self.steps, tasks[:1], compiled, self.output_format)
         _check_channel_inputs(self.steps, tasks[:1], compiled, metadata)
         out.prepare(resume=resume, overwrite=overwrite,
@@ -409,6 +410,7 @@ class Pipeline:
         if isinstance(source, (str, os.PathLike)) or is_store(source) or _is_reader(source):
             store = self.reader(source, pattern, layout)
             first = self._tasks(store, None)[0]
+            _check_routes(self.steps, [first])
             _check_label_channels(self.steps, [first], store.pattern, self.output_format)
             _check_channel_inputs(self.steps, [first], store.pattern, store.metadata)
             shapes, dtype = group_shapes(store, first, self.steps[0])
@@ -624,6 +626,29 @@ def _check_channel_inputs(steps: Sequence[FunctionStep], tasks: Sequence[GroupTa
                 raise InvalidArgumentError(
                     f"step {step.name!r}: inputs[{item.parameter!r}] = {item.reference!r}: "
                     f"the plate has no channel {item.channel!r}; it has {have}.")
+
+
+def _check_routes(steps: Sequence[FunctionStep], tasks: Sequence[GroupTask]) -> None:
+    """Every value of a routing step's ``group_by`` field in the first group has a route.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A value without one (every group would fail on it), found before any group runs.
+    """
+    for step in steps:
+        if step.routes is None or step.group_by is None or not tasks:
+            continue
+        values = sorted({str(dict(r.key).get(step.group_by)) for r in tasks[0].records})
+        routed = {str(k) for k in step.routes}
+        missing = [v for v in values if v not in routed]
+        if missing:
+            raise InvalidArgumentError(
+                f"step {step.name!r} routes by {step.group_by} and has no function for "
+                f"{step.group_by}={', '.join(missing)} (the plate has {', '.join(values)}; "
+                f"it has {sorted(routed)}); give every value one, or, to work on one channel "
+                "beside the others, name it: inputs={'image': 'channel:"
+                f"{sorted(routed)[0]}'}}.")
 
 
 def _check_label_channels(steps: Sequence[FunctionStep], tasks: Sequence[GroupTask],
