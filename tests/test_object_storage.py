@@ -125,3 +125,17 @@ def test_a_stopped_server_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) ->
         with pytest.raises(StoreIOError, match=f"Cannot write 'y' to.*{server.endpoint} "
                                                "could not be reached"):
             where.put("y", b".")
+
+
+@pytest.mark.requires("boto3")
+def test_no_credentials_anywhere_is_one_clear_error(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: object) -> None:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                "AWS_PROFILE", "AWS_SKIP_SIGNATURE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata request
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path) + "/none")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path) + "/none")
+    where = ObjectLocation.parse("s3://memtype-no-credentials/plate.zarr")
+    with pytest.raises(StoreAccessError, match="No credentials for 's3://memtype-no-cred"):
+        where.get("zarr.json")  # was obstore's bare ValueError

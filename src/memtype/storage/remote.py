@@ -328,7 +328,7 @@ def _open(url: str) -> Any:
 
     if url.lower().startswith("s3://"):
         return S3Store.from_url(url, retry_config=RETRY,
-                                credential_provider=_credential_provider(),
+                                credential_provider=_credential_provider(url),
                                 client_options=_client_options(
                                     os.environ.get("AWS_ENDPOINT_URL", "")))
     return HTTPStore.from_url(url, retry_config=RETRY,
@@ -345,18 +345,32 @@ def _client_options(endpoint: str) -> Any:
         else options
 
 
-def _credential_provider() -> Any:
+def _credential_provider(url: str) -> Any:
     """boto3's credential chain where the environment has no key and boto3 is installed
-    (profiles, ``~/.aws/config``, SSO, instance roles); else None (the environment's)."""
+    (profiles, ``~/.aws/config``, SSO, instance roles); else None (the environment's).
+
+    Raises
+    ------
+    StoreAccessError
+        boto3's chain finds no credentials at all (obstore's provider would raise a bare
+        ``ValueError``).
+    """
     import importlib.util
 
     if "AWS_ACCESS_KEY_ID" in os.environ or importlib.util.find_spec("boto3") is None:
         return None
     if os.environ.get("AWS_SKIP_SIGNATURE", "").lower() in ("1", "true"):
         return None
+    import boto3
     from obstore.auth.boto3 import Boto3CredentialProvider
 
-    return Boto3CredentialProvider()
+    session = boto3.Session()
+    if session.get_credentials() is None:
+        raise StoreAccessError(
+            f"No credentials for {url!r}: expected AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (or an AWS profile: AWS_PROFILE, ~/.aws/credentials), or "
+            "AWS_SKIP_SIGNATURE=1 for a public bucket; received none of them.")
+    return Boto3CredentialProvider(session)
 
 
 def _raise_if_no_bucket(exc: BaseException, location: ObjectLocation) -> None:
