@@ -26,7 +26,10 @@ VERSIONS = ("0.4", "0.5")
 
 def _plate(root: Path, version: str, shape: tuple[int, ...] = (2, 3, 8, 8),
            **save: Any) -> Path:
-    """A memtype plate: wells A/1 and B/2, one field each, CZYX of value 7 (uint16)."""
+    """A memtype plate: wells A/1 and B/2, one field each, CZYX of value 7 (uint16); pixels
+    of 0.5 micrometres unless ``save`` gives a scale."""
+    if "scale" not in save:
+        save = {**save, "scale": (1, 1, 0.5, 0.5), "unit": "micrometer"}
     plate = ZarrStore(root, ome_version=version)
     for well in ("A/1", "B/2"):
         plate.save(np.full(shape, 7, np.uint16), f"{well}/0", parents=True, **save)
@@ -230,8 +233,10 @@ def test_broken_documents_name_the_file(version: str, name: str, content: str,
 def test_a_plate_without_units_has_no_pixel_size(version: str, tmp_path: Path) -> None:
     """Before: a scale without a unit was reported as micrometres (``1 x 1 µm``)."""
     root = _plate(tmp_path / "plate.zarr", version, scale=(1, 1, 0.5, 0.5))
-    meta = OmeZarrReader(root).metadata
+    with pytest.warns(UserWarning, match="name no unit, so it has no pixel size"):
+        meta = OmeZarrReader(root).metadata
     assert meta.pixel_size_um is None and meta.z_step_um is None
+    assert len(meta.notes) == 1 and "A/1/0/" in meta.notes[0]
 
 
 @pytest.mark.parametrize(("unit", "um"), [("micrometer", 0.5), ("nanometer", 0.0005),

@@ -29,7 +29,7 @@ from memtype.errors import StoreFormatError, StorePathError
 from memtype.omezarr.metadata import DEFAULT_AXES, MICROMETRES
 
 __all__ = ["PlateDocuments", "FieldImage", "CLAIM_SLACK", "axes_of", "pixel_size",
-           "acquisition_starts", "channel_names", "grid_size"]
+           "acquisition_starts", "channel_names", "grid_size", "missing_unit"]
 
 CLAIM_SLACK = 64
 """How many times more planes than its stored chunks can hold an array may claim (arrays may
@@ -384,6 +384,18 @@ def pixel_size(attributes: dict[str, Any], where: str,
           for i, a in enumerate(axes)}
     size = (by["y"], by["x"]) if "y" in units and "x" in units else None
     return size, by.get("z") if "z" in units else None
+
+
+def missing_unit(attributes: dict[str, Any], where: str,
+                 axes: tuple[str, ...]) -> str | None:
+    """What to say of an image whose ``y``/``x`` axes name no unit (its scale then gives no
+    pixel size, see :func:`pixel_size`); None where they name one."""
+    units = _units(attributes["multiscales"][0], where)
+    if "y" in units and "x" in units or not {"y", "x"} <= set(axes):
+        return None
+    return (f"{where}: the image's y and x axes name no unit, so it has no pixel size (a "
+            "scale in an unknown unit is no size); the output is written without a unit. "
+            "Give one with pixel_size= (--pixel-size) if you know it.")
 
 
 def _units(multiscale: dict[str, Any], where: str) -> dict[str, float]:

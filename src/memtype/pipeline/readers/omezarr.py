@@ -31,6 +31,7 @@ from memtype.omezarr.read import (
     acquisition_starts,
     channel_names,
     grid_size,
+    missing_unit,
     pixel_size,
 )
 from memtype.pipeline.patterns import ImageRecord
@@ -126,13 +127,15 @@ class OmeZarrReader(Reader):
         names: dict[int, str] = {}
         size: tuple[float, float] | None = None
         step: float | None = None
+        notes: list[str] = []
         if images:
-            first = images[0]
+            first, where = images[0], documents.name(images[0].file)
             names = channel_names(first)
-            size, step = pixel_size(first.attributes, documents.name(first.file), first.axes)
+            size, step = pixel_size(first.attributes, where, first.axes)
+            notes += filter(None, [missing_unit(first.attributes, where, first.axes)])
         rows, columns = grid_size(plate)
         return PlateMetadata(self.layout, documents.detect() or "", rows, columns, names, size,
-                             step, missing=tuple(self._absent))
+                             step, missing=tuple(self._absent), notes=tuple(notes))
 
     def _array(self, level: str) -> tuple[Any, tuple[str, ...]]:
         """The full-resolution array ``level`` (opened once) and its axes."""
