@@ -25,18 +25,12 @@ FAILURE_LOG = "failures.log"
 _FAILED = ".memtype/failed"
 
 
-def _label(key: Key) -> str:
-    """A file-name-safe label of a group (as the output's records are named)."""
-    from memtype.pipeline.outputs import group_file_label
-
-    return group_file_label(key)
-
-
-def record_outcome(root: str, result: GroupResult) -> GroupResult:
+def record_outcome(root: str, result: GroupResult, label: str) -> GroupResult:
     """Record a failed group in the log (``result.log`` set to its path), or clear the
-    record of a group that is now done; returns ``result``. A log that cannot be written
-    (a full disk) is said in the result's error, never raised over it."""
-    relative = f"{_FAILED}/{_label(result.key)}.json"
+    record of a group that is now done; returns ``result``. ``label``: the group's file
+    name label (``OutputSpec``'s). A log that cannot be written (a full disk) is said in the
+    result's error, never raised over it."""
+    relative = f"{_FAILED}/{label}.json"
     record = os.path.join(root, relative)
     if result.status == "done":
         if os.path.lexists(record):

@@ -372,8 +372,10 @@ def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
     """Process one group (:func:`_execute_group`); a failure is also written to the run's
     failure log beside the output (:mod:`memtype.pipeline.failures`)."""
     from memtype.pipeline.failures import record_outcome
+    from memtype.pipeline.outputs import group_file_label
 
-    return record_outcome(ctx.output.root, _execute_group(ctx, task))
+    return record_outcome(ctx.output.root, _execute_group(ctx, task),
+                          group_file_label(task.key))
 
 
 def _execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
