@@ -54,9 +54,9 @@ from typing import Any
 
 VARIANTS = ("bare", "full", "noseg")
 # the functions that write issue 24's outputs (for --profile): the first five hold the rest
-OUTPUTS = ("_stage_labels", "_write_labels", "_write_zarr_tables", "_write_field_rois",
+OUTPUTS = ("_stage_labels", "_write_labels", "write_tables", "_write_field_rois",
            "_window")
-PARTS = ("_write_zarr_labels", "save_labels", "_write_object_rois", "write_table",
+PARTS = ("write_labels", "save_labels", "write_object_rois", "write_table",
          "write_roi_table", "write_overview")
 
 
@@ -73,17 +73,18 @@ def _strip(variant: str) -> None:
     """Turn this process's demo into ``variant`` (a fresh process per measurement)."""
     if variant == "full":
         return
+    from memtype.omezarr import assemble
+    from memtype.omezarr import pyramid as _pyramid
     from memtype.pipeline import demo, outputs
-    from memtype.storage import _pyramid
 
     def nothing(*_: Any, **__: Any) -> None:
         return None
 
     outputs.OutputSpec._stage_labels = nothing  # type: ignore[method-assign]
     outputs.OutputSpec._write_labels = nothing  # type: ignore[method-assign]
-    outputs._write_zarr_tables = nothing
-    outputs._write_field_rois = nothing
-    outputs._write_object_rois = nothing
+    assemble.write_tables = nothing
+    assemble._write_field_rois = nothing
+    assemble.write_object_rois = nothing
     _pyramid._window = lambda sample: {"min": 0.0, "max": 1.0,
                                        "start": 0.0, "end": 1.0}
     if variant == "noseg":
@@ -101,8 +102,9 @@ def _timed(spent: dict[str, float]) -> None:
     """Wrap the functions that write the outputs (in ``full``), adding the CPU seconds of
     the calling thread in them to ``spent``: the run is inline, so every output is written
     by the main thread, and other threads' work (or spinning) is not counted."""
+    from memtype.omezarr import assemble
+    from memtype.omezarr import pyramid as _pyramid
     from memtype.pipeline import outputs
-    from memtype.storage import _pyramid
 
     def wrap(owner: Any, name: str) -> None:
         function = getattr(owner, name)
@@ -118,8 +120,8 @@ def _timed(spent: dict[str, float]) -> None:
 
     for name in ("_stage_labels", "_write_labels"):
         wrap(outputs.OutputSpec, name)
-    for name in ("_write_zarr_tables", "_write_field_rois"):
-        wrap(outputs, name)
+    for name in ("write_tables", "_write_field_rois"):
+        wrap(assemble, name)
     wrap(_pyramid, "_window")
 
 
