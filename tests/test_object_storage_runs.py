@@ -322,3 +322,30 @@ def test_a_run_gone_without_finishing_gives_its_lease_back(
     while where.head(LEASE) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert where.head(LEASE) is None
+
+
+_UPLOAD_PEAK = """
+import sys, tracemalloc
+from memtype.pipeline.remote_output import _UPLOADS, _upload
+from memtype.storage.remote import ObjectLocation
+root, url, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tracemalloc.start()
+_upload(ObjectLocation.parse(url), root, [f"{i}.bin" for i in range(count)])
+print(tracemalloc.get_traced_memory()[1], _UPLOADS)
+"""
+
+
+def test_an_upload_holds_no_more_than_its_concurrent_objects_in_memory(
+        s3: S3Server, tmp_path: Path) -> None:
+    size, count = 1 << 20, 64
+    for i in range(count):
+        (tmp_path / f"{i}.bin").write_bytes(bytes([i]) * size)
+    url = f"s3://{s3.bucket()}/uploaded"
+    done = subprocess.run(  # a child: the moto server's own memory is not counted
+        [sys.executable, "-c", _UPLOAD_PEAK, str(tmp_path), url, str(count)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=120,
+        capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    peak, gate = (int(v) for v in done.stdout.split())
+    assert peak < 2 * gate * size, f"{peak / size:.0f} MiB held for {gate} uploads at once"
+    assert ObjectLocation.parse(url).get("63.bin") == bytes([63]) * size

@@ -283,7 +283,8 @@ def _staged_files(root: str) -> tuple[list[str], dict[str, set[str]]]:
 
 
 def _upload(where: ObjectLocation, root: str, keys: list[str]) -> None:
-    """Upload staged files (``_UPLOADS`` at a time), straight from this process."""
+    """Upload staged files (``_UPLOADS`` at a time), straight from this process; a file is
+    read only once its upload may start, so memory holds ``_UPLOADS`` files, not the group."""
     import obstore
 
     async def run() -> None:
@@ -291,9 +292,9 @@ def _upload(where: ObjectLocation, root: str, keys: list[str]) -> None:
         client = where.client()
 
         async def one(key: str) -> None:
-            with open(os.path.join(root, key), "rb") as fh:
-                data = fh.read()
             async with gate:
+                with open(os.path.join(root, key), "rb") as fh:
+                    data = fh.read()
                 await obstore.put_async(client, key, data)
 
         await asyncio.gather(*(one(k) for k in keys))
