@@ -349,3 +349,28 @@ def test_an_upload_holds_no_more_than_its_concurrent_objects_in_memory(
     peak, gate = (int(v) for v in done.stdout.split())
     assert peak < 2 * gate * size, f"{peak / size:.0f} MiB held for {gate} uploads at once"
     assert ObjectLocation.parse(url).get("63.bin") == bytes([63]) * size
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b"\xff\xfe", b"null"])
+def test_a_damaged_lease_is_one_clear_error(s3: S3Server, body: bytes) -> None:
+    from memtype.errors import StoreFormatError
+    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
+
+    where = ObjectLocation.parse(f"s3://{s3.bucket()}/damaged")
+    where.put(LEASE, body)
+    spec = ObjectOutputSpec(where.url, "zarr", "{well}_w{channel}.tif")
+    with pytest.raises(StoreFormatError, match=r"lease\.json' is not the JSON object"):
+        spec.prepare(resume=True, overwrite=False)
+    assert where.get(LEASE) == body  # left as it was
+
+
+def test_a_damaged_done_marker_is_one_clear_error(s3: S3Server) -> None:
+    from memtype.errors import StoreFormatError
+    from memtype.pipeline.remote_output import ObjectOutputSpec
+
+    where = ObjectLocation.parse(f"s3://{s3.bucket()}/damaged-marker")
+    where.put(".memtype/done/A01.json", b"\x00garbage")
+    spec = ObjectOutputSpec(where.url, "zarr", "{well}_w{channel}.tif")
+    spec.prepare(resume=True, overwrite=False)
+    with pytest.raises(StoreFormatError, match=r"done/A01\.json' is not the JSON object"):
+        spec.finish([(("well", "A01"),)])

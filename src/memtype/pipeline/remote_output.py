@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from memtype.errors import StoreExistsError
+from memtype.errors import StoreExistsError, StoreFormatError
 from memtype.pipeline.outputs import OutputSpec, group_file_label
 from memtype.pipeline.patterns import Key, key_label
 from memtype.pipeline.tables import parse_table, rows_to_table
@@ -215,9 +215,28 @@ def _marker(key: Key) -> str:
 
 
 def _load_json(where: ObjectLocation, key: str) -> dict[str, Any] | None:
-    """The JSON object at ``key``, or None."""
+    """The JSON object at ``key``, or None when there is no such object.
+
+    Raises
+    ------
+    StoreFormatError
+        The object is not a JSON object (a ``ValueError``), naming it.
+    """
     raw = where.get(key)
-    return None if raw is None else dict(json.loads(raw.decode("utf-8")))
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        doc = exc
+    if not isinstance(doc, dict):
+        shown = f"{type(doc).__name__}: {doc}" if isinstance(doc, Exception) else \
+            type(doc).__name__
+        raise StoreFormatError(
+            f"{where.child(key).url!r} is not the JSON object memtype writes there; "
+            f"received {raw[:80]!r} ({shown[:200]}). Delete it if no run is writing this "
+            "output, or choose another prefix.")
+    return doc
 
 
 _STAGING: dict[int, tempfile.TemporaryDirectory[str]] = {}
