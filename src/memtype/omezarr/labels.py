@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import StoreExistsError, StoreFormatError, StoreNotFoundError
-from memtype.omezarr import metadata as _ome
+from memtype.omezarr import metadata as _metadata
 from memtype.omezarr import pyramid as _pyramid
 from memtype.omezarr import write as _write
 from memtype.omezarr.paths import PlatePaths, group_at, remove_at, rename_at
@@ -59,7 +59,7 @@ def save(paths: PlatePaths, key: str, name: str, data: Any, *, overwrite: bool,
          codec: str, level: int | None, fsync: bool,
          shards: str | Sequence[int] | None = None) -> None:
     """Write label image ``name`` of the existing field ``key`` (see the module docstring)."""
-    a = _ome.as_image(data, key)
+    a = _metadata.as_image(data, key)
     if a.dtype.kind not in "iu":
         raise StoreFormatError(
             f"Cannot save a {a.dtype} array as labels {name!r} of {key!r}: labels are integer "
@@ -75,14 +75,14 @@ def save(paths: PlatePaths, key: str, name: str, data: Any, *, overwrite: bool,
     label_axes = "".join(axes[i] for i in keep)
     levels = _pyramid.pyramid(a, len(multiscale["datasets"]), "nearest")
     doc = _label_doc(name, multiscale, keep, colors, levels[0])
-    shape = _ome.chunk_shape("plane" if chunks is None else chunks, a.shape, key)
+    shape = _metadata.chunk_shape("plane" if chunks is None else chunks, a.shape, key)
     well = key.rsplit("/", 1)[0]
     group = f"{key}/labels"
     paths.layout.create_group(paths, group, {"labels": []}, fsync=fsync)
     tmp = f"{group}/{temp_name('', name)}"
     try:
         _write.write_image(paths, tmp, levels, label_axes, doc, shape, codec, level, shards)
-        with paths.lock(_ome.well_lock_name(well)):
+        with paths.lock(_metadata.well_lock_name(well)):
             _commit(paths, group, tmp, name, overwrite, fsync)
     except BaseException as error:  # the half-written labels go; the error stays first
         _write.discard_temporary(paths, tmp, error)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memtype.errors import StoreExistsError, StoreFormatError, StoreNotFoundError
-from memtype.omezarr import metadata as _ome
+from memtype.omezarr import metadata as _metadata
 from memtype.omezarr.metadata import plate_with_wells, well_doc, well_lock_name
 from memtype.omezarr.paths import PlatePaths, group_at, remove_at, rename_at
 from memtype.storage._atomic import temp_name
@@ -33,7 +33,7 @@ def ensure_plate(paths: PlatePaths, name: str, rows: Sequence[str], columns: Seq
         return
     os.makedirs(paths.root, exist_ok=True)
     layout = paths.layout
-    layout.create_group(paths, "", _ome.plate_doc(name, rows, columns, layout.version),
+    layout.create_group(paths, "", _metadata.plate_doc(name, rows, columns, layout.version),
                         fsync=fsync)
 
 

@@ -58,9 +58,9 @@ from memtype.errors import (
     StorePathError,
 )
 from memtype.omezarr import labels as _labels
-from memtype.omezarr import layout as _ngff
-from memtype.omezarr import metadata as _ome
-from memtype.omezarr import plate as _plate_groups
+from memtype.omezarr import layout as _layout
+from memtype.omezarr import metadata as _metadata
+from memtype.omezarr import plate as _plate
 from memtype.omezarr import pyramid as _pyramid
 from memtype.omezarr import write as _write
 from memtype.omezarr.beneath import BeneathStore
@@ -123,9 +123,9 @@ class ZarrStore(Store):
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise StoreNotADirectoryError(
                 f"Plate root {self.root!r} is a file; expected a directory.")
-        _ngff.check_codec(codec)
+        _layout.check_codec(codec)
         self._paths = PlatePaths(self.root, self.follow_symlinks_outside,
-                                 _ngff.layout_for(ome_version or "0.5"))
+                                 _layout.layout_for(ome_version or "0.5"))
         self._open_layout(ome_version)
         self.rows = [str(r) for r in rows] if rows is not None else []
         self.columns = [str(c) for c in columns] if columns is not None else []
@@ -135,7 +135,7 @@ class ZarrStore(Store):
             check_name(c, "column", c)
         self.name = name or os.path.basename(self.root)
         self.codec, self.level, self.chunks, self.fsync = codec, level, chunks, bool(fsync)
-        _ome.check_shards(shards, self.ome_version)
+        _metadata.check_shards(shards, self.ome_version)
         self.shards = shards if shards is None or isinstance(shards, str) else tuple(shards)
         if not read_only:
             self._ensure_plate()
@@ -155,7 +155,7 @@ class ZarrStore(Store):
 
     def _open_layout(self, asked: str | None) -> None:
         """Take the version of an existing plate (StoreFormatError if another was asked)."""
-        found = _ngff.detect(self._paths) if os.path.isdir(self.root) else None
+        found = _layout.detect(self._paths) if os.path.isdir(self.root) else None
         if found is None:
             return
         if asked is not None and asked != found.version:
@@ -170,7 +170,7 @@ class ZarrStore(Store):
         """The store path of a field: ``"B/3/0"``."""
         return f"{row}/{column}/{field}"
 
-    # -- paths and groups (see _plate_paths and _plate_groups) ---------------------------
+    # -- paths and groups (see memtype.omezarr.paths and .plate) -----------------------
     def _parts(self, path: PathLike) -> tuple[str, list[str]]:
         """(key, components) of a plate path, checked: at most row/column/field."""
         key = self.key(path)
@@ -182,13 +182,13 @@ class ZarrStore(Store):
 
     def _ensure_plate(self) -> None:
         """Create the plate directory and metadata if missing (race-free)."""
-        _plate_groups.ensure_plate(self._paths, self.name, self.rows, self.columns, self.fsync)
+        _plate.ensure_plate(self._paths, self.name, self.rows, self.columns, self.fsync)
 
     def _ensure_groups(self, parts: list[str], parents: bool) -> None:
         """Make sure the row and well groups along ``parts`` exist (the plate is created on
         demand); missing ones are created only with ``parents``."""
         self._ensure_plate()
-        _plate_groups.ensure_groups(self._paths, parts, parents, self.fsync)
+        _plate.ensure_groups(self._paths, parts, parents, self.fsync)
 
     # -- save / load ----------------------------------------------------------------------
     def save(self, data: Any, path: PathLike, *, overwrite: bool = False,
@@ -236,14 +236,14 @@ class ZarrStore(Store):
         """
         self._require_writable("save", path)
         key = self._field(path)
-        a = _ome.as_image(data, key)
-        ax = _ome.check_axes(axes, a.ndim, key)
+        a = _metadata.as_image(data, key)
+        ax = _metadata.check_axes(axes, a.ndim, key)
         levels = _pyramid.check_levels(pyramid_levels, downsample, a.shape, key)
         pyramid = _pyramid.pyramid(a, levels, downsample)
         omero = _pyramid.omero(channel_names, channel_colors, pyramid, ax, key)
-        doc = _ome.image_doc(ax, scale, unit, key, levels, omero)
-        shape = _ome.chunk_shape(self.chunks if chunks is None else chunks, a.shape, key)
-        _ngff.check_codec(codec or self.codec)
+        doc = _metadata.image_doc(ax, scale, unit, key, levels, omero)
+        shape = _metadata.chunk_shape(self.chunks if chunks is None else chunks, a.shape, key)
+        _layout.check_codec(codec or self.codec)
         parts = key.split("/")
         self._ensure_groups(parts[:2], parents)
         if not overwrite and self._paths.exists(key):
@@ -253,7 +253,7 @@ class ZarrStore(Store):
             _write.write_image(self._paths, tmp, pyramid, ax, doc, shape, codec or self.codec,
                                self.level if level is None else level, self.shards)
             with self._paths.metadata(key):
-                _plate_groups.commit_field(self._paths, tmp, key, overwrite, self.fsync)
+                _plate.commit_field(self._paths, tmp, key, overwrite, self.fsync)
         except BaseException as error:  # the half-written field goes; the error stays first
             _write.discard_temporary(self._paths, tmp, error)
             raise
@@ -278,7 +278,7 @@ class ZarrStore(Store):
         import zarr
 
         key = self._field(path)
-        with self._paths.lock(_ome.well_lock_name(key.rsplit("/", 1)[0]), shared=True):
+        with self._paths.lock(_metadata.well_lock_name(key.rsplit("/", 1)[0]), shared=True):
             if not self._paths.exists(key):
                 raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
             with self._paths.metadata(key):
@@ -288,7 +288,7 @@ class ZarrStore(Store):
                                       zarr_format=self._paths.layout.zarr_format)
             return self._read(arr, index, key)
 
-    # -- labels (segmentations beside their image; see _labels) ------------------------------
+    # -- labels (segmentations beside their image; see memtype.omezarr.labels) ---------------
     def save_labels(self, labels: Any, path: PathLike, name: str, *, overwrite: bool = False,
                     colors: Mapping[int, Sequence[int]] | None = None,
                     chunks: str | Sequence[int] | None = None) -> None:
@@ -335,7 +335,7 @@ class ZarrStore(Store):
         key = self._field(path)
         _labels.check_label_name(name, key)
         group = f"{key}/labels/{name}"
-        with self._paths.lock(_ome.well_lock_name(key.rsplit("/", 1)[0]), shared=True):
+        with self._paths.lock(_metadata.well_lock_name(key.rsplit("/", 1)[0]), shared=True):
             if not self._paths.exists(group):
                 raise StoreNotFoundError(f"No labels {name!r} for {key!r} in the plate "
                                          f"{self.root!r}; it has {self.list_labels(key)}.")
@@ -349,7 +349,7 @@ class ZarrStore(Store):
     def plate_metadata(self) -> dict[str, Any]:
         """The plate's OME ``plate`` metadata: ``rows``, ``columns``, ``wells``, ``name``."""
         with self._paths.metadata(""):
-            return _plate_groups.plate_attributes(self._paths)
+            return _plate.plate_attributes(self._paths)
 
     def image_metadata(self, path: PathLike) -> dict[str, Any]:
         """The OME metadata of field ``path``: ``multiscales`` and ``omero``."""
@@ -375,7 +375,7 @@ class ZarrStore(Store):
 
     def _resolution(self, key: str, resolution: object) -> str:
         """The path of pyramid level ``resolution`` of field ``key``; an error if absent."""
-        return _plate_groups.level_path(self._paths, key, resolution)
+        return _plate.level_path(self._paths, key, resolution)
 
     # -- queries -----------------------------------------------------------------------
     def exists(self, path: PathLike) -> bool:
@@ -425,7 +425,7 @@ class ZarrStore(Store):
         import numpy as np
 
         with self._paths.metadata(key):
-            shape, name = _plate_groups.level_header(self._paths, key)
+            shape, name = _plate.level_header(self._paths, key)
             dtype = np.dtype(name)
         return StoreStat(key, False, int(np.prod(shape)) * dtype.itemsize, mtime, shape,
                          str(dtype))
@@ -453,7 +453,7 @@ class ZarrStore(Store):
             raise StoreIsADirectoryError(
                 f"{key!r} is not empty; use delete_all to remove it with its contents."
             )
-        _plate_groups.remove(self._paths, key, parts, self.fsync)
+        _plate.remove(self._paths, key, parts, self.fsync)
 
     def delete_all(self, path: PathLike) -> None:
         self._require_writable("delete", path)
@@ -461,10 +461,10 @@ class ZarrStore(Store):
         if not self._paths.exists(key):
             raise StoreNotFoundError(f"Nothing at {key or self.root!r} in the plate.")
         if parts:
-            _plate_groups.remove(self._paths, key, parts, self.fsync)
+            _plate.remove(self._paths, key, parts, self.fsync)
             return
         for row in self._paths.children(""):
-            _plate_groups.remove(self._paths, row, [row], self.fsync)
+            _plate.remove(self._paths, row, [row], self.fsync)
 
     def move(self, src: PathLike, dst: PathLike, *, overwrite: bool = False,
              parents: bool = False) -> None:
@@ -492,5 +492,5 @@ class ZarrStore(Store):
         if self._paths.exists(dkey):
             if not overwrite:
                 raise StoreExistsError(f"{dkey!r} already exists; pass overwrite=True.")
-            _plate_groups.remove(self._paths, dkey, dparts, self.fsync)
-        _plate_groups.place_copy(self._paths, skey, sparts, dkey, dparts, move, self.fsync)
+            _plate.remove(self._paths, dkey, dparts, self.fsync)
+        _plate.place_copy(self._paths, skey, sparts, dkey, dparts, move, self.fsync)
