@@ -161,7 +161,24 @@ def _pip_pocl() -> Path | None:
     return None
 
 
+def _pip_library(key: str) -> Path | None:
+    """The library of pip runtime ``key`` (``"pocl"``, ``"intel"``), if installed."""
+    package, prefix, _ = _PIP_RUNTIMES[key]
+    return _pip_pocl() if key == "pocl" else _package_library(package, prefix)
+
+
+def _turned_off() -> bool:
+    """Whether ``MEMTYPE_NO_OPENCL`` (``--no-opencl``) turns OpenCL off."""
+    return os.environ.get(OFF_VARIABLE, "") not in ("", "0")
+
+
+def _fallback_off() -> bool:
+    """Whether ``MEMTYPE_OPENCL_FALLBACK=0`` turns the pip runtimes off."""
+    return os.environ.get(FALLBACK_VARIABLE, "1") == "0"
+
+
 def _version(package: str) -> str:
+    """The installed version of ``package``, or "" when it is not installed."""
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
@@ -199,11 +216,11 @@ def candidates() -> list[Candidate]:
     if vendors:
         names = ", ".join(v.name for v in vendors)
         found.append(Candidate("system", f"installed platform ({names})", None))
-    if os.environ.get(FALLBACK_VARIABLE, "1") == "0":
+    if _fallback_off():
         return found
     for key in pip_order():
-        package, prefix, name = _PIP_RUNTIMES[key]
-        library = _pip_pocl() if key == "pocl" else _package_library(package, prefix)
+        package, _, name = _PIP_RUNTIMES[key]
+        library = _pip_library(key)
         if library is not None:
             version = _version(package)
             label = f"{name} (pip: {package} {version})" if version else f"{name} (pip)"
@@ -273,6 +290,7 @@ def _cache_path() -> Path:
 
 
 def _read_cache() -> dict[str, dict[str, object]]:
+    """The cached verdicts by key ({} when the cache is absent or damaged)."""
     path = _cache_path()
     try:
         data = json.loads(path.read_text())
@@ -300,6 +318,7 @@ def _write_cache(key: str, verdict: Verdict) -> None:
 
 
 def _probe_env(candidate: Candidate, empty_vendors: str) -> dict[str, str]:
+    """The probe's environment: ``candidate`` selected, the user's selection left out."""
     env = {k: v for k, v in os.environ.items() if k != "OCL_ICD_FILENAMES"}
     if candidate.library is not None:
         env["OCL_ICD_FILENAMES"] = candidate.library
@@ -340,6 +359,7 @@ def verdict(candidate: Candidate) -> Verdict:
 
 
 def _no_runtime(tried: list[str], failures: list[str], why: str) -> OpenCLRuntime:
+    """The decision where no runtime works: the failures as the reason, else ``why``."""
     reason = "; ".join(failures) if failures else why
     return OpenCLRuntime("none", None, why, usable=False, reason=reason, tried=tuple(tried))
 
@@ -349,7 +369,7 @@ def _decide() -> OpenCLRuntime:
     if "pyclesperanto" in sys.modules:
         return OpenCLRuntime("preloaded", None, "pyclesperanto was imported before memtype "
                              "loaded it; its OpenCL runtime is whatever it found then")
-    if os.environ.get(OFF_VARIABLE, "") not in ("", "0"):
+    if _turned_off():
         return OpenCLRuntime("none", None, f"OpenCL turned off ({OFF_VARIABLE}=1, "
                              "--no-opencl)", usable=False,
                              reason=f"OpenCL is turned off ({OFF_VARIABLE}, --no-opencl)")
@@ -372,7 +392,7 @@ def _decide() -> OpenCLRuntime:
         broken_installed = broken_installed or candidate.source == "system"
         failures.append(f"{candidate.name}: {found.summary()}")
     why = "no OpenCL runtime compiles a kernel here" if failures else "no OpenCL runtime"
-    if os.environ.get(FALLBACK_VARIABLE, "1") == "0":
+    if _fallback_off():
         why += f" (pip runtimes off: {FALLBACK_VARIABLE}=0)"
     return _no_runtime(tried, failures, why)
 
@@ -412,14 +432,14 @@ def fix() -> str:
     if chosen.source == "user":
         return (f"OCL_ICD_FILENAMES={chosen.library} cannot run kernels: point it at a "
                 f"working OpenCL library, or unset it to let memtype choose")
-    if os.environ.get(OFF_VARIABLE, "") not in ("", "0"):
+    if _turned_off():
         return f"unset {OFF_VARIABLE} (or drop --no-opencl) to use OpenCL"
-    if os.environ.get(FALLBACK_VARIABLE, "1") == "0" and candidates_from_pip():
+    if _fallback_off() and candidates_from_pip():
         return f"unset {FALLBACK_VARIABLE} to use the pip-installed OpenCL runtimes"
     if chosen.tried:  # something is installed but does not compile
         without = "; or run without OpenCL (--no-opencl): the steps that have another " \
                   "implementation use it"
-        if _package_library("intel-opencl-rt", "libintelocl.so") is None:
+        if _pip_library("intel") is None:
             return _INTEL_HINT + without
         if "intel" not in pip_order():
             return (f"add intel to {RUNTIMES_VARIABLE} (Intel's CPU runtime is installed)"
@@ -430,8 +450,7 @@ def fix() -> str:
 
 def candidates_from_pip() -> bool:
     """Whether a pip OpenCL runtime is installed (whatever the fallback setting says)."""
-    return _pip_pocl() is not None or _package_library("intel-opencl-rt",
-                                                       "libintelocl.so") is not None
+    return any(_pip_library(key) is not None for key in _PIP_RUNTIMES)
 
 
 def unusable_reason() -> str:
