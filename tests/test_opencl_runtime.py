@@ -269,6 +269,21 @@ def test_the_compiler_words_are_its_error_line(log: str, words: str) -> None:
     assert _opencl_probe.compiler_words(log) == words
 
 
+_VERDICT = '{"devices": ["cpu-x"], "working": ["cpu-x"], "error": ""}'
+
+
+@pytest.mark.parametrize("stdout,verdict", [
+    (_VERDICT + "\n", _opencl.Verdict(("cpu-x",), ("cpu-x",), "")),
+    (_VERDICT + "\ndriver: released 1 context\n",
+     _opencl.Verdict(("cpu-x",), ("cpu-x",), "")),
+    ("", _opencl.Verdict((), (), "the probe printed no verdict (nothing)")),
+    ("[1, 2]\n", _opencl.Verdict((), (), "the probe printed no verdict ([1, 2])")),
+], ids=["verdict", "driver-line-after-it", "nothing", "not-a-verdict"])
+def test_the_probe_verdict_is_read_from_its_output(stdout: str,
+                                                   verdict: _opencl.Verdict) -> None:
+    assert _opencl._parse_probe(stdout) == verdict
+
+
 # -- what the user sees ----------------------------------------------------------------
 
 @needs_pip_pocl

@@ -339,8 +339,23 @@ def _run_probe(candidate: Candidate, loader: str) -> Verdict:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         return Verdict((), (), f"the probe crashed ({last})")
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    return Verdict(tuple(found["devices"]), tuple(found["working"]), str(found["error"]))
+    return _parse_probe(done.stdout)
+
+
+def _parse_probe(stdout: str) -> Verdict:
+    """The verdict in the probe's output: its last line that is the probe's JSON object (a
+    driver may print after it, at exit), else a failure quoting what was printed."""
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict) and isinstance(found.get("devices"), list) \
+                and isinstance(found.get("working"), list):
+            return Verdict(tuple(map(str, found["devices"])), tuple(map(str, found["working"])),
+                           str(found.get("error", "")))
+    last = (stdout.strip().splitlines() or ["nothing"])[-1]
+    return Verdict((), (), f"the probe printed no verdict ({last[:200]})")
 
 
 def verdict(candidate: Candidate) -> Verdict:
