@@ -362,3 +362,16 @@ def test_a_runs_tiff_output_carries_the_pixel_size(two_channels: Path, tmp_path:
 def test_labels_whose_roi_table_would_replace_a_fields_own_are_refused(name: str) -> None:
     with pytest.raises(InvalidArgumentError, match="ROI table"):
         FunctionStep(np_project, labels=name)
+
+
+def test_an_object_storage_output_writes_no_local_failure_log(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    from memtype.pipeline.failures import record_outcome
+    from memtype.pipeline.report import GroupResult
+
+    monkeypatch.chdir(tmp_path)
+    failed = GroupResult((("well", "A01"),), "failed", "group well=A01 failed", "Traceback")
+    result = record_outcome("s3://bucket/out", failed, "A01")
+    assert result.log is None and result.error == "group well=A01 failed"  # no local try
+    assert list(tmp_path.iterdir()) == []  # nothing written under the working directory

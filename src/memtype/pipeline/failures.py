@@ -5,7 +5,8 @@ group, the error, which names the step, the function and the stack's site and ch
 the full traceback), written by the worker that ran it, so the record survives a driver
 that dies or a terminal that scrolled away. It also leaves ``.memtype/failed/<group>.json``
 (which wells failed, for the plate overview: :func:`failed_wells`), removed when a later run
-(``resume``) finishes the group.
+(``resume``) finishes the group. An object-storage output (``s3://``) has no log yet: its
+failures are in the report and the summary only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ def record_outcome(root: str, result: GroupResult, label: str) -> GroupResult:
     record of a group that is now done; returns ``result``. ``label``: the group's file
     name label (``OutputSpec``'s). A log that cannot be written (a full disk) is said in the
     result's error, never raised over it."""
+    from memtype.storage.remote import is_url
+
+    if is_url(root):  # an object-storage output: no file beside it to append to
+        return result
     relative = f"{_FAILED}/{label}.json"
     record = os.path.join(root, relative)
     if result.status == "done":
