@@ -100,3 +100,21 @@ def test_a_preview_draws_every_step_of_one_field(plate_dir: Path, tmp_path: Path
     nuclei = _rows(tmp_path / "p" / "nuclei.csv")
     assert {r["site"] for r in nuclei} == {"1"}
     assert (tmp_path / "p" / "max_projection.zarr").is_dir()
+
+
+@pytest.mark.parametrize(("argv", "code", "said"), [
+    (["preview", "{example}", "--input", "{plate}", "--well", "A02", "--output", "{out}"], 0,
+     "preview  well=A02"),
+    (["run", "{example}", "--input", "{plate}", "--output", "{out}", "--preview", "A01"], 0,
+     "preview  well=A01"),
+    (["preview", "{example}", "--input", "{plate}", "--well", "H12", "--output", "{out}"], 2,
+     "the plate has no well 'H12'; it has A01, A02"),
+])
+def test_preview_from_the_command_line(plate_dir: Path, tmp_path: Path, argv: list[str],
+                                       code: int, said: str) -> None:
+    values = {"example": str(EXAMPLE), "plate": str(plate_dir), "out": str(tmp_path / "p")}
+    done = subprocess.run([sys.executable, "-m", "memtype", *(a.format(**values) for a in argv)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == code, done.stderr
+    assert said in done.stdout + done.stderr
+    assert (tmp_path / "p" / "preview.png").is_file() == (code == 0)

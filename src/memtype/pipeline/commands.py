@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memtype.errors import CommandError, PipelineSpecError
 from memtype.frameworks import NO_OPENCL_VARIABLE
@@ -101,6 +101,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--plan", action="store_true",
                      help="print the plan (implementations, conversions, peak memory) and exit "
                           "without running")
+    run.add_argument("--preview", default=None, metavar="WELL",
+                     help="run only the first site of WELL into --output, drawing what each "
+                          "step made (as memtype preview)")
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true",
                       help="keep an existing output and skip the groups it already holds")
@@ -149,12 +152,21 @@ def _add_preview_command(subparsers: argparse._SubParsersAction[argparse.Argumen
 
 def _cmd_preview(args: argparse.Namespace) -> int:
     """``memtype preview``."""
-    from memtype.pipeline.analysis.preview import preview
-
     pipeline = load_pipeline_file(args.pipeline_file)
     try:
-        result = preview(pipeline, args.input, args.output, well=args.well, site=args.site,
-                         pattern=args.pattern, layout=args.layout)
+        reader = pipeline.reader(args.input, args.pattern, args.layout)
+    except ValueError as exc:  # an unknown layout, or --pattern with a vendor layout
+        raise CommandError(str(exc)) from None
+    return _preview(pipeline, reader, args.output, args.well, args.site)
+
+
+def _preview(pipeline: Pipeline, reader: Any, output: str, well: str,
+             site: str | None) -> int:
+    """Run one field of ``reader`` through ``pipeline`` into ``output``; print what it wrote."""
+    from memtype.pipeline.analysis.preview import preview
+
+    try:
+        result = preview(pipeline, reader, output, well=well, site=site)
     except ValueError as exc:  # no such well or site, a configuration error
         raise CommandError(str(exc)) from None
     print(f"preview  {result.group}: {result.picture}")
@@ -284,8 +296,8 @@ def _with_output_options(pipeline: Pipeline, args: argparse.Namespace) -> Pipeli
     """
     import copy
 
-    from memtype.pipeline.pipeline import _pixel_size
     from memtype.omezarr.metadata import SPACE_UNITS
+    from memtype.pipeline.pipeline import _pixel_size
 
     chosen = copy.copy(pipeline)
     chosen.ome_version = args.ome_version or pipeline.ome_version
@@ -333,6 +345,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except ValueError as exc:  # configuration, or no chain of implementations
             raise CommandError(str(exc)) from None
         return 0
+    if args.preview is not None:
+        return _preview(pipeline, reader, args.output, args.preview, None)
     args.interrupt_hint = ("; the groups that finished are kept: run again with --resume "
                            "to do the rest")
     executor = "dask" if args.scheduler else args.executor
