@@ -371,3 +371,11 @@ def test_a_routing_dict_without_every_channel_is_refused_at_plan_time(plate_dir:
                                       labels="nuclei")])
     with pytest.raises(InvalidArgumentError, match="has no function for channel=2"):
         pipeline.plan(plate_dir)
+
+
+@pytest.mark.parametrize(("name", "closest"), [("identify_primry", "identify_primary"),
+                                               ("measure_intensities", "measure_intensity"),
+                                               ("correct_ilumination", "correct_illumination")])
+def test_a_misspelt_analysis_operation_names_the_closest(name: str, closest: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"Closest: {closest}"):
+        FunctionStep(name)

@@ -406,9 +406,30 @@ def _resolve_named(spec: NamedSpec, kwargs: Mapping[str, Any], inputs: tuple[Inp
         given = {**{k: v for k, v in kwargs.items() if k not in CALL_OPTIONS}, **own}
         func, arguments, ordered = resolve_analysis(name, given, inputs)
         return (func, arguments), name, options, ordered
+    _close_to_analysis(name)
     placeholders = {i.parameter: None for i in inputs[1:]}  # the run gives the values
     func, named, options = resolve(spec, {**kwargs, **placeholders}, variable_components)
     return func, named, options, inputs
+
+
+def _close_to_analysis(name: str) -> None:
+    """Refuse a name that is no catalog name but close to an analysis operation or plate
+    pass (``identify_primry``), naming it; any other unknown name is the catalog's to say."""
+    import difflib
+
+    from memtype.pipeline.analysis.operations import ANALYSIS_OPERATIONS
+    from memtype.pipeline.analysis.passes import PASSES
+    from memtype.pipeline.catalog.entry import _by_name
+    from memtype.pipeline.catalog.operations import OPERATIONS
+
+    if name in OPERATIONS or name in _by_name():
+        return
+    close = difflib.get_close_matches(name, [*ANALYSIS_OPERATIONS, *PASSES], n=2, cutoff=0.8)
+    if close:
+        raise InvalidArgumentError(
+            f"FunctionStep: {name!r} is no operation or catalog function; expected an "
+            f"analysis operation such as {close[0]!r} (docs/analysis.md). Closest: "
+            f"{', '.join(close)}.")
 
 
 def _plate_pass(name: str) -> str | None:
