@@ -7,7 +7,13 @@ import platform
 from collections.abc import Sequence
 
 from memtype.errors import FrameworkNotInstalledError
-from memtype.frameworks import Framework, iter_frameworks, load_adapter, loaded_frameworks
+from memtype.frameworks import (
+    Framework,
+    diagnostics,
+    iter_frameworks,
+    load_adapter,
+    loaded_frameworks,
+)
 
 __all__ = ["info_report", "framework_rows", "runtime_lines"]
 
@@ -15,22 +21,23 @@ __all__ = ["info_report", "framework_rows", "runtime_lines"]
 def _row(fw: Framework) -> tuple[str, str, str, str]:
     """(name, version, dlpack, devices) for one installed framework."""
     adapter = load_adapter(fw.name)
-    devices = adapter.devices()
+    said = diagnostics(adapter)
+    devices = said.devices()
     if not devices:
-        why = "; why: below" if adapter.no_device_reason() else ""
+        why = "; why: below" if said.no_device_reason() else ""
         devices = [f"none (no {'/'.join(fw.device_kinds)} device{why})"]
-    return fw.name, adapter.version(), adapter.dlpack_version() or "-", "; ".join(devices)
+    return fw.name, adapter.version(), said.dlpack_version() or "-", "; ".join(devices)
 
 
 def runtime_lines() -> list[str]:
     """What loaded adapters say about their runtime (``runtime_info``) and missing devices."""
     lines: list[str] = []
     for fw in loaded_frameworks():
-        adapter = load_adapter(fw.name)
-        described = adapter.runtime_info()
+        said = diagnostics(load_adapter(fw.name))
+        described = said.runtime_info()
         if described:
             lines.append(f"{fw.name}: {described}")
-        reason = adapter.no_device_reason()
+        reason = said.no_device_reason()
         if reason:
             lines.append(f"{fw.name}: {reason}")
     return lines

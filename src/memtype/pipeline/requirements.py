@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memtype.errors import DeviceError, FrameworkNotInstalledError
-from memtype.frameworks import get_framework, is_loaded, load_adapter
+from memtype.frameworks import DeviceAdapter, diagnostics, get_framework, is_loaded, load_adapter
 from memtype.pipeline.steps import FunctionStep, StepCall
 
 __all__ = ["check_frameworks", "missing_reason", "first_runnable"]
@@ -32,14 +32,17 @@ def missing_reason(memory_type: str) -> Unusable | None:
     except FrameworkNotInstalledError as exc:
         return exc
     framework = get_framework(memory_type)
-    if framework.gpu_only and adapter.gpu_count() == 0:
-        why = adapter.no_device_reason() or f"no {framework.gpu_kind} device is visible"
+    if framework.gpu_only and not (isinstance(adapter, DeviceAdapter)
+                                   and adapter.gpu_count() > 0):
+        why = (diagnostics(adapter).no_device_reason()
+               or f"no {framework.gpu_kind} device is visible")
         return DeviceError(f"{framework.name} has no device here: {why}")
     return None
 
 
 def _call_missing(call: StepCall) -> tuple[str, Unusable] | None:
-    """The first framework (name, error) a call takes or returns that cannot be imported."""
+    """The first framework (name, error) a call takes or returns that cannot be imported
+    or has no device."""
     for memory_type in dict.fromkeys((call.input_type, call.output_type)):
         error = missing_reason(memory_type)
         if error is not None:
