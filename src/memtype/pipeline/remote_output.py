@@ -355,17 +355,21 @@ class _ObjectFiles:
         self.where = where
 
     def is_file(self, key: str) -> bool:
+        """Whether object ``key`` exists."""
         return self.where.head(key) is not None
 
     def read_json(self, key: str) -> dict[str, Any]:
+        """The JSON object at ``key`` ({} when there is none)."""
         return _load_json(self.where, key) or {}
 
     def write_json(self, key: str, doc: dict[str, Any], *, overwrite: bool, fsync: bool,
                    indent: int | None = 2) -> bool:
+        """Write ``doc`` at ``key`` (``fsync`` means nothing for an object)."""
         self.where.put(key, json.dumps(doc, indent=indent).encode("utf-8"))
         return True
 
     def lock(self, name: str, *, shared: bool = False) -> Any:
+        """No lock: the driver is the only writer."""
         from contextlib import nullcontext
 
         return nullcontext()
@@ -409,6 +413,7 @@ class _Lease:
         self.stop.set()
 
     def _bytes(self) -> bytes:
+        """The lease's body, renewed now."""
         return json.dumps({**self.body, "renewed": time.time()}).encode("utf-8")
 
     def _take_over(self) -> None:
@@ -436,7 +441,6 @@ class _Lease:
                 self.tag = str((self.where.head(LEASE) or {}).get("e_tag", ""))
             except OSError:  # taken over, or the store is unreachable: stop renewing
                 return
-
 
     def _give_back(self) -> None:
         """Delete the lease if it is still this run's (its ETag unchanged)."""

@@ -276,7 +276,7 @@ class ObjectLocation:
         import obstore
 
         self._check_writable("list")  # web servers have no listing
-        where = prefix.strip("/") + "/" if prefix.strip("/") else None
+        where = _folder(prefix)
         with translated(self, f"list {prefix or '/'!r} in"):
             return sorted(meta["path"] for batch in obstore.list(self.client(), where)
                           for meta in batch)
@@ -286,7 +286,7 @@ class ObjectLocation:
         import obstore
 
         self._check_writable("list")
-        where = prefix.strip("/") + "/" if prefix.strip("/") else None
+        where = _folder(prefix)
         with translated(self, f"list {prefix or '/'!r} in"):
             for batch in obstore.list(self.client(), where, chunk_size=count):
                 return [meta["path"] for meta in batch][:count]
@@ -305,6 +305,13 @@ class ObjectLocation:
         with translated(self, f"delete {prefix or '/'!r} from"):
             for start in range(0, len(keys), 1000):
                 obstore.delete(self.client(), keys[start:start + 1000])
+
+
+def _folder(prefix: str) -> str | None:
+    """``prefix`` as obstore's list prefix: a folder (``a/b/``), None for the whole location
+    (``a/b`` alone would also match ``a/bc``)."""
+    stripped = prefix.strip("/")
+    return stripped + "/" if stripped else None
 
 
 _CLIENTS: dict[tuple[str, int, str], Any] = {}
