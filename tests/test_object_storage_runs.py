@@ -374,3 +374,17 @@ def test_a_damaged_done_marker_is_one_clear_error(s3: S3Server) -> None:
     spec.prepare(resume=True, overwrite=False)
     with pytest.raises(StoreFormatError, match=r"done/A01\.json' is not the JSON object"):
         spec.finish([(("well", "A01"),)])
+
+
+@pytest.mark.parametrize("version", ["0.5", "0.4"])
+def test_a_group_created_on_s3_is_created_once(s3: S3Server, version: str) -> None:
+    """The object-store files honour the layout's create-only write (overwrite=False)."""
+    from memtype.omezarr.layout import layout_for
+    from memtype.pipeline.remote_output import _ObjectFiles
+
+    files = _ObjectFiles(ObjectLocation.parse(f"s3://{s3.bucket()}/created-{version}"))
+    layout = layout_for(version)
+    assert layout.create_group(files, "A", {"first": 1}, fsync=False)
+    assert not layout.create_group(files, "A", {"second": 2}, fsync=False)
+    document = "A/zarr.json" if version == "0.5" else "A/.zattrs"
+    assert "first" in json.dumps(files.read_json(document))

@@ -364,8 +364,12 @@ class _ObjectFiles:
 
     def write_json(self, key: str, doc: dict[str, Any], *, overwrite: bool, fsync: bool,
                    indent: int | None = 2) -> bool:
-        """Write ``doc`` at ``key`` (``fsync`` means nothing for an object)."""
-        self.where.put(key, json.dumps(doc, indent=indent).encode("utf-8"))
+        """Write ``doc`` at ``key``: replaced, or (``overwrite=False``) only where there is
+        none, returning whether it was written (``fsync`` means nothing for an object)."""
+        data = json.dumps(doc, indent=indent).encode("utf-8")
+        if not overwrite:
+            return self.where.create(key, data)
+        self.where.put(key, data)
         return True
 
     def lock(self, name: str, *, shared: bool = False) -> Any:
