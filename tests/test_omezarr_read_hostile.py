@@ -130,6 +130,13 @@ def test_an_array_claiming_millions_of_planes_is_refused(version: str, tmp_path:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_many_planes_in_few_chunks_are_no_claim(version: str, tmp_path: Path) -> None:
+    """5000 planes in one chunk: the bound counts the planes a chunk holds."""
+    root = _plate(tmp_path / "plate.zarr", version, shape=(1, 5000, 2, 2), chunks="image")
+    assert len(OmeZarrReader(root).records()) == 2 * 5000
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_an_array_with_planes_left_unwritten_is_read(version: str, tmp_path: Path) -> None:
     """Arrays may leave chunks of fill value unwritten: a few missing planes are no claim."""
     root = _plate(tmp_path / "plate.zarr", version, shape=(2, 3, 8, 8))
