@@ -208,7 +208,7 @@ class RemoteDocuments(PlateDocuments):
             return super().open_level(level)
 
     def stored_chunks(self, level: str) -> int:
-        """The chunks stored for a level claiming more than CLAIM_SLACK planes: one LIST
+        """The chunks stored for a level claiming more than CLAIM_CHECKED planes: one LIST
         of its prefix on S3 (a bound on a claim, never a search); a web server cannot list,
         so there the claim is taken as it is (a run then asks only for the chunks its
         groups need, and a missing one reads as the fill value)."""
