@@ -13,7 +13,7 @@ import math
 
 from memtype.errors import StoreFormatError
 
-__all__ = ["whole", "length", "bounded"]
+__all__ = ["whole", "length", "finite", "bounded"]
 
 
 def whole(value: object, where: str, key: str, *, minimum: int = 0,
@@ -46,15 +46,35 @@ def length(value: object, where: str, key: str, scale: float = 1.0) -> float:
         It is not a number, or not finite and positive (a ``ValueError``), naming ``where``,
         ``key`` and the value.
     """
-    text = str(value).strip()
-    try:
-        number = float(text) * scale
-    except ValueError:
-        number = math.nan
+    text, number = _scaled(value, scale)
     if not math.isfinite(number) or number <= 0:
         raise StoreFormatError(f"{where}: {key} is {text[:80]!r}; expected a finite length "
                                "greater than 0.")
     return number
+
+
+def finite(value: object, where: str, key: str, scale: float = 1.0) -> float:
+    """``value`` (text or a number) times ``scale``: a finite number (a position).
+
+    Raises
+    ------
+    StoreFormatError
+        It is not a number, or not finite (NaN, inf; a ``ValueError``), naming ``where``,
+        ``key`` and the value.
+    """
+    text, number = _scaled(value, scale)
+    if not math.isfinite(number):
+        raise StoreFormatError(f"{where}: {key} is {text[:80]!r}; expected a finite number.")
+    return number
+
+
+def _scaled(value: object, scale: float) -> tuple[str, float]:
+    """``value``'s text, and its number times ``scale`` (NaN where it is no number)."""
+    text = str(value).strip()
+    try:
+        return text, float(text) * scale
+    except ValueError:
+        return text, math.nan
 
 
 def bounded(count: int, limit: int, where: str, what: str) -> None:

@@ -24,7 +24,6 @@ held as a tree.
 
 from __future__ import annotations
 
-import math
 import os
 import posixpath
 import re
@@ -44,7 +43,7 @@ from memtype.pipeline.readers.base import (
     record,
     well_name,
 )
-from memtype.pipeline.readers.checks import length, whole
+from memtype.pipeline.readers.checks import finite, length, whole
 
 __all__ = ["PhenixReader"]
 
@@ -86,15 +85,8 @@ def _um(element: ET.Element | None, where: str, positive: bool = True) -> float 
         raise StoreFormatError(f"{where}: {key} has Unit {unit!r}; expected one of "
                                f"{sorted(_TO_UM)}.")
     text = (element.text or "").strip()
-    if positive:
-        return length(text, where, key, _TO_UM[unit])
-    try:
-        value = float(text) * _TO_UM[unit]
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise StoreFormatError(f"{where}: {key} is {text[:80]!r}; expected a finite number.")
-    return value
+    check = length if positive else finite
+    return check(text, where, key, _TO_UM[unit])
 
 
 def _text(parts: dict[str, ET.Element], tag: str) -> str:
