@@ -250,6 +250,21 @@ def test_a_damaged_cache_is_probed_again(tmp_path: Path, monkeypatch: pytest.Mon
     assert _opencl._read_cache() == {}
 
 
+@pytest.mark.requires("pyclesperanto")
+@pytest.mark.parametrize("entry", [{"devices": 5, "working": []}, {"devices": []}, "works"],
+                         ids=["devices-not-a-list", "no-working", "not-an-object"])
+def test_a_damaged_cache_entry_is_probed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               entry: object) -> None:
+    monkeypatch.setenv(_opencl.CACHE_VARIABLE, str(tmp_path))
+    candidate = _opencl.Candidate("pip", "gone", str(tmp_path / "libgone.so"))
+    loader = _opencl._loader()
+    assert loader is not None
+    key = _opencl._cache_key(candidate, loader)
+    (tmp_path / "opencl-probes.json").write_text(json.dumps({key: entry}))
+    found = _opencl.verdict(candidate)
+    assert not found.cached and not found.ok
+
+
 def test_an_unknown_runtime_name_is_a_configuration_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from memtype.errors import ConfigurationError

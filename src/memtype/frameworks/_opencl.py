@@ -347,15 +347,22 @@ def _parse_probe(stdout: str) -> Verdict:
     driver may print after it, at exit), else a failure quoting what was printed."""
     for line in reversed(stdout.strip().splitlines()):
         try:
-            found = json.loads(line)
+            found = _verdict_of(json.loads(line))
         except ValueError:
             continue
-        if isinstance(found, dict) and isinstance(found.get("devices"), list) \
-                and isinstance(found.get("working"), list):
-            return Verdict(tuple(map(str, found["devices"])), tuple(map(str, found["working"])),
-                           str(found.get("error", "")))
+        if found is not None:
+            return found
     last = (stdout.strip().splitlines() or ["nothing"])[-1]
     return Verdict((), (), f"the probe printed no verdict ({last[:200]})")
+
+
+def _verdict_of(found: object, *, cached: bool = False) -> Verdict | None:
+    """The verdict a probe's JSON object or a cache entry holds (None: it holds none)."""
+    if not isinstance(found, dict) or not isinstance(found.get("devices"), list) \
+            or not isinstance(found.get("working"), list):
+        return None
+    return Verdict(tuple(map(str, found["devices"])), tuple(map(str, found["working"])),
+                   str(found.get("error", "")), cached=cached)
 
 
 def verdict(candidate: Candidate) -> Verdict:
@@ -364,10 +371,9 @@ def verdict(candidate: Candidate) -> Verdict:
     if loader is None:
         return Verdict((), (), "no OpenCL ICD loader (pyclesperanto's own is missing)")
     key = _cache_key(candidate, loader)
-    hit = _read_cache().get(key)
-    if isinstance(hit, dict):
-        return Verdict(tuple(hit.get("devices", ())), tuple(hit.get("working", ())),  # type: ignore[arg-type]
-                       str(hit.get("error", "")), cached=True)
+    hit = _verdict_of(_read_cache().get(key), cached=True)
+    if hit is not None:
+        return hit
     found = _run_probe(candidate, loader)
     _write_cache(key, found)
     return found
