@@ -272,6 +272,12 @@ class PlatePaths:
             yield
 
 
+def field_path(row: str, column: str | int, field: str | int = 0) -> str:
+    """The plate path of a field: ``"B/3/0"`` (row, column, field, as OME-Zarr HCS lays
+    them out)."""
+    return f"{row}/{column}/{field}"
+
+
 def check_name(name: str, what: str, key: str) -> None:
     """StorePathError unless ``name`` is alphanumeric (as OME-Zarr requires)."""
     if not _NAME.fullmatch(name):

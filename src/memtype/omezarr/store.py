@@ -64,7 +64,7 @@ from memtype.omezarr import plate as _plate
 from memtype.omezarr import pyramid as _pyramid
 from memtype.omezarr import write as _write
 from memtype.omezarr.beneath import BeneathStore
-from memtype.omezarr.paths import PlatePaths, check_name
+from memtype.omezarr.paths import PlatePaths, check_name, field_path
 from memtype.storage._atomic import temp_name
 from memtype.storage._readers import decoding
 from memtype.storage.base import PathLike, Store, StoreStat, natural_key
@@ -168,7 +168,7 @@ class ZarrStore(Store):
     @staticmethod
     def field_path(row: str, column: str | int, field: str | int = 0) -> str:
         """The store path of a field: ``"B/3/0"``."""
-        return f"{row}/{column}/{field}"
+        return field_path(row, column, field)
 
     # -- paths and groups (see memtype.omezarr.paths and .plate) -----------------------
     def _parts(self, path: PathLike) -> tuple[str, list[str]]:
