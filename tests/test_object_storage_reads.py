@@ -125,11 +125,12 @@ def _public(s3: S3Server, bucket: str) -> None:
 
 def test_a_deep_stack_is_bounded_by_one_listing_on_s3_and_read_over_http(
         s3: S3Server, tmp_path: Path) -> None:
-    from memtype.omezarr.read import CLAIM_SLACK
+    from memtype.omezarr.read import CLAIM_CHECKED
 
-    planes = CLAIM_SLACK + 6  # more than a claim is taken on trust for
-    ZarrStore(tmp_path / "deep.zarr").save(np.arange(planes * 64, dtype=np.uint16)
-                                           .reshape(planes, 8, 8), "A/1/0", parents=True)
+    planes = CLAIM_CHECKED + 6  # more than a claim is taken on trust for
+    ZarrStore(tmp_path / "deep.zarr").save(np.arange(planes * 64, dtype=np.uint32)
+                                           .reshape(planes, 8, 8), "A/1/0", parents=True,
+                                           chunks=(64, 8, 8))  # 65 chunk files
     bucket = s3.bucket()
     _public(s3, bucket)
     upload(tmp_path / "deep.zarr", ObjectLocation.parse(f"s3://{bucket}/deep.zarr"))
