@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from memtype import require
@@ -275,18 +275,9 @@ class ZarrStore(Store):
         -------
         numpy.ndarray
         """
-        import zarr
-
         key = self._field(path)
-        with self._paths.lock(_metadata.well_lock_name(key.rsplit("/", 1)[0]), shared=True):
-            if not self._paths.exists(key):
-                raise StoreNotFoundError(f"No field at {key!r} in the plate {self.root!r}.")
-            with self._paths.metadata(key):
-                level = self._resolution(key, resolution)
-                arr = zarr.open_array(store=BeneathStore(self._paths, key, read_only=True),
-                                      path=level, mode="r",
-                                      zarr_format=self._paths.layout.zarr_format)
-            return self._read(arr, index, key)
+        return self._load_group(key, key, index, resolution,
+                                f"No field at {key!r} in the plate {self.root!r}.")
 
     # -- labels (segmentations beside their image; see memtype.omezarr.labels) ---------------
     def save_labels(self, labels: Any, path: PathLike, name: str, *, overwrite: bool = False,
@@ -330,15 +321,22 @@ class ZarrStore(Store):
                     resolution: int = 0) -> Any:
         """Read label image ``name`` of field ``path`` (``index`` and ``resolution`` as for
         :meth:`load`); :meth:`list_labels` names them."""
-        import zarr
-
         key = self._field(path)
         _labels.check_label_name(name, key)
         group = f"{key}/labels/{name}"
+        return self._load_group(key, group, index, resolution,
+                                f"No labels {name!r} for {key!r} in the plate {self.root!r}",
+                                lambda: f"; it has {self.list_labels(key)}.")
+
+    def _load_group(self, key: str, group: str, index: Any, resolution: int, missing: str,
+                    known: Callable[[], str] = lambda: "") -> Any:
+        """Read ``index`` of level ``resolution`` of the image group ``group`` of field
+        ``key`` under the well's shared lock (``missing`` + ``known()``: the error's text)."""
+        import zarr
+
         with self._paths.lock(_metadata.well_lock_name(key.rsplit("/", 1)[0]), shared=True):
             if not self._paths.exists(group):
-                raise StoreNotFoundError(f"No labels {name!r} for {key!r} in the plate "
-                                         f"{self.root!r}; it has {self.list_labels(key)}.")
+                raise StoreNotFoundError(missing + known())
             with self._paths.metadata(group):
                 level = self._resolution(group, resolution)
                 arr = zarr.open_array(store=BeneathStore(self._paths, group, read_only=True),
