@@ -73,7 +73,9 @@ def _plate_positions(ome: ET.Element, where: str) -> dict[int, tuple[str, int]]:
     StoreFormatError
         A ``Row`` or ``Column`` that is not a whole number from 0 (a ``ValueError``).
     """
-    ids = [e.get("ID", "") for e in _children(ome, "Image")]
+    ids: dict[str, int] = {}  # an image's ID -> its index (the first, where IDs repeat)
+    for index, image in enumerate(_children(ome, "Image")):
+        ids.setdefault(image.get("ID", ""), index)
     out: dict[int, tuple[str, int]] = {}
     for well in (e for e in ome.iter() if _local(e.tag) == "Well"):
         name = well_name(whole(well.get("Row", 0), where, "<Well Row=>") + 1,
@@ -81,7 +83,7 @@ def _plate_positions(ome: ET.Element, where: str) -> dict[int, tuple[str, int]]:
         for site, sample in enumerate(_children(well, "WellSample"), start=1):
             ref = next((r.get("ID", "") for r in _children(sample, "ImageRef")), "")
             if ref in ids:
-                out[ids.index(ref)] = (name, site)
+                out[ids[ref]] = (name, site)
     return out
 
 
