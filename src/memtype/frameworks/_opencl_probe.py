@@ -59,6 +59,7 @@ def _declare(lib: Any) -> None:
 
 
 def _check(status: int, what: str) -> None:
+    """ProbeFailure naming ``what`` unless ``status`` is CL_SUCCESS (0)."""
     if status != 0:
         raise ProbeFailure(f"{what} failed (OpenCL status {status})")
 
