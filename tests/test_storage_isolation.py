@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memtype.errors import MemtypeError, StoreFormatError, StoreFullError
+from memtype.errors import MemtypeError, StoreFormatError
 from memtype.storage import MemoryStore, TieredStore
-from tests.test_storage_disk import tiny_tmpfs  # noqa: F401  (a fixture)
+from tests.test_storage_disk import run_size_limited
 
 
 def spill_files(spill: Path) -> list[Path]:
@@ -121,31 +121,55 @@ def test_tiered_store_keeps_the_mask_through_a_spill(tmp_path: Path) -> None:
 
 
 # -- item 7: a failed save leaves the store as it was ---------------------------------------
-def test_full_spill_disk_leaves_the_store_unchanged(tiny_tmpfs: Path) -> None:  # noqa: F811
-    store = TieredStore(1, host_budget_bytes=0, spill_dir=tiny_tmpfs / "spill")
-    store.save(np.full(1000, 1.0), "early")
-    store.save(np.full(10, 2.0), "x", parents=False)
-    assert store.tier_of("early") == "disk"
-    store.save(np.zeros(200_000), "big")  # 1.6 MB stays on the device tier (just saved)
-    with pytest.raises(StoreFullError) as info:
-        store.save(np.zeros(10), "deep/q", parents=True)  # spilling "big" cannot fit
-    assert isinstance(info.value, OSError) and info.value.errno == 28
-    assert not store.exists("deep/q") and not store.exists("deep")
-    assert store.list_files("", recursive=True) == ["big", "early", "x"]
-    np.testing.assert_array_equal(store.load("early"), np.full(1000, 1.0))  # no error
-    assert store.stats().spill_failures >= 1
-    store.delete("big")
-    store.save(np.zeros(10), "deep/q", parents=True)  # the retry succeeds
-    assert store.exists("deep/q")
+FULL_SPILL_SCRIPT = """
+import sys
+import numpy as np
+from memtype.errors import StoreFullError
+from memtype.storage import TieredStore
+store = TieredStore(1, host_budget_bytes=0, spill_dir=sys.argv[1])
+store.save(np.full(1000, 1.0), "early")
+store.save(np.full(10, 2.0), "x", parents=False)
+print(store.tier_of("early"))
+store.save(np.zeros(200_000), "big")  # 1.6 MB stays on the device tier (just saved)
+try:
+    store.save(np.zeros(10), "deep/q", parents=True)  # spilling "big" cannot fit
+except StoreFullError as exc:
+    print("full", isinstance(exc, OSError), exc.errno)
+print(store.exists("deep/q"), store.exists("deep"), store.list_files("", recursive=True))
+print(bool((store.load("early") == 1.0).all()), store.stats().spill_failures >= 1)
+store.delete("big")
+store.save(np.zeros(10), "deep/q", parents=True)  # the retry succeeds
+print(store.exists("deep/q"))
+"""
 
 
-def test_failed_overwrite_keeps_the_old_value(tiny_tmpfs: Path) -> None:  # noqa: F811
-    store = TieredStore(1, host_budget_bytes=0, spill_dir=tiny_tmpfs / "spill")
-    store.save(np.full(10, 1.0), "k")
-    store.save(np.zeros(200_000), "big")  # spills k; big stays (just saved)
-    with pytest.raises(StoreFullError):
-        store.save(np.full(10, 2.0), "k", overwrite=True)
-    np.testing.assert_array_equal(store.load("k"), np.full(10, 1.0))
+def test_full_spill_disk_leaves_the_store_unchanged(tmp_path: Path) -> None:
+    lines = run_size_limited(FULL_SPILL_SCRIPT, str(tmp_path / "spill"))
+    assert lines[0] == "disk"
+    assert lines[1].split()[:2] == ["full", "True"]  # a StoreFullError is an OSError
+    assert lines[2] == "False False ['big', 'early', 'x']"  # nothing of the failed save
+    assert lines[3] == "True True"  # the others still load; the failure is counted
+    assert lines[4] == "True"
+
+
+OVERWRITE_SCRIPT = """
+import sys
+import numpy as np
+from memtype.errors import StoreFullError
+from memtype.storage import TieredStore
+store = TieredStore(1, host_budget_bytes=0, spill_dir=sys.argv[1])
+store.save(np.full(10, 1.0), "k")
+store.save(np.zeros(200_000), "big")  # spills k; big stays (just saved)
+try:
+    store.save(np.full(10, 2.0), "k", overwrite=True)
+except StoreFullError:
+    print("full")
+print(store.load("k").tolist() == [1.0] * 10)
+"""
+
+
+def test_failed_overwrite_keeps_the_old_value(tmp_path: Path) -> None:
+    assert run_size_limited(OVERWRITE_SCRIPT, str(tmp_path / "spill")) == ["full", "True"]
 
 
 # -- item 8: what cannot be spilled stays in memory ------------------------------------------
