@@ -1,7 +1,8 @@
 """The common decorated call (one host array of the function's own type, no call-time options)
 takes the one path every call takes (its inputs from one short branch of ``prepare``); it keeps
 every rule: isolation, the write counts that guard out-of-memory retries, the read-only note,
-the dtype policy and the contract. Adapter.write_count is the one place a framework's write count is read."""
+the dtype policy and the contract. Adapter.write_count is the one place a framework's write
+count is read."""
 
 from __future__ import annotations
 
