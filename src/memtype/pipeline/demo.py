@@ -223,14 +223,14 @@ def segment_nuclei(stack: np.ndarray[Any, Any], threshold: float = 0.2, min_area
 
 def opencl_missing() -> str:
     """Why the demo cannot use pyclesperanto here ("" when it can)."""
-    from memtype.frameworks import get_framework, load_adapter
+    from memtype.frameworks import DeviceAdapter, diagnostics, get_framework, load_adapter
 
     if importlib.util.find_spec("pyclesperanto") is None:
         return f"pyclesperanto is not installed ({get_framework('pyclesperanto').install_hint})"
     adapter = load_adapter("pyclesperanto")
-    if adapter.gpu_count() > 0:
+    if isinstance(adapter, DeviceAdapter) and adapter.gpu_count() > 0:
         return ""
-    return adapter.no_device_reason() or "pyclesperanto sees no OpenCL device"
+    return diagnostics(adapter).no_device_reason() or "pyclesperanto sees no OpenCL device"
 
 
 def opencl_available() -> bool:
