@@ -375,3 +375,28 @@ def test_an_object_storage_output_writes_no_local_failure_log(tmp_path: Path,
     result = record_outcome("s3://bucket/out", failed, "A01")
     assert result.log is None and result.error == "group well=A01 failed"  # no local try
     assert list(tmp_path.iterdir()) == []  # nothing written under the working directory
+
+
+# -- a well named '..' by a text field never names a folder of the output -------------------
+@pytest.mark.parametrize("name", [".._s1.tif", "._s1.tif"], ids=["dotdot", "dot"])
+def test_a_text_field_value_of_dot_or_dotdot_matches_no_file(name: str) -> None:
+    from memtype.pipeline.patterns import FilenamePattern
+
+    pattern = FilenamePattern("{well:s}_s{site}.tif")
+    assert pattern.match(name) is None
+    assert pattern.match("A01_s1.tif") == {"well": "A01", "site": 1}
+
+
+@pytest.mark.parametrize("key", [(("well", ".."),), (("well", "."),)], ids=["dotdot", "dot"])
+def test_a_group_label_that_would_leave_the_output_is_refused(
+        key: tuple[tuple[str, object], ...]) -> None:
+    from memtype.pipeline.outputs import group_file_label
+
+    with pytest.raises(InvalidArgumentError, match="cannot name a file in the output"):
+        group_file_label(key)  # type: ignore[arg-type]
+
+
+def test_a_group_label_is_one_path_component() -> None:
+    from memtype.pipeline.outputs import group_file_label
+
+    assert group_file_label((("well", "a/b\\c"), ("site", 2))) == "a_b_c-site2"

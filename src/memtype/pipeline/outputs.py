@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import StoreExistsError, StorePathError
+from memtype.errors import InvalidArgumentError, StoreExistsError, StorePathError
 from memtype.omezarr import assemble
 from memtype.omezarr.assemble import FIELD_ROI_TABLES, zarr_roles
 from memtype.pipeline.patterns import FilenamePattern, Key, field_sort_key, key_label, split_well
@@ -38,11 +38,23 @@ Item = assemble.Item
 
 
 def group_file_label(key: Key) -> str:
-    """A file-name-safe label of a group: ``A01``, ``A01-s2``, ``all``."""
+    """A file-name-safe label of a group: ``A01``, ``A01-s2``, ``all``; one path component.
+
+    Raises
+    ------
+    InvalidArgumentError
+        The label would be ``"."`` or ``".."`` (a well named ``..`` by a text pattern field):
+        as a folder name it would leave the output.
+    """
     if not key:
         return "all"
     parts = [str(v) if k == "well" else f"{k}{v}" for k, v in key]
-    return "-".join(p.replace("/", "_") for p in parts)
+    label = "-".join(p.replace("/", "_").replace("\\", "_").replace("\0", "_") for p in parts)
+    if label in ("", ".", ".."):
+        raise InvalidArgumentError(
+            f"The group {dict(key)} cannot name a file in the output: its label would be "
+            f"{label!r}; expected field values other than '.' and '..'.")
+    return label
 
 
 @dataclass(frozen=True)

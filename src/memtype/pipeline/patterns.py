@@ -168,8 +168,8 @@ class FilenamePattern:
         if len(parts) < self.levels:
             return None
         m = self._regex.match("/".join(parts[-self.levels:]))
-        if m is None:
-            return None
+        if m is None or any(f.is_text and m[f.name] in (".", "..") for f in self._fields):
+            return None  # "." and "..": folder names, never a well's or a field's value
         return {f.name: (m[f.name] if f.is_text else int(m[f.name])) for f in self._fields}
 
     def format(self, **values: FieldValue) -> str:
