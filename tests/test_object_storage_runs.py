@@ -388,3 +388,19 @@ def test_a_group_created_on_s3_is_created_once(s3: S3Server, version: str) -> No
     assert not layout.create_group(files, "A", {"second": 2}, fsync=False)
     document = "A/zarr.json" if version == "0.5" else "A/.zattrs"
     assert "first" in json.dumps(files.read_json(document))
+
+
+def test_a_done_marker_without_its_label_still_merges_its_tables(s3: S3Server) -> None:
+    """A group's table part is found by the group's own key, never by what its marker says
+    (a marker without ``label`` raised a bare KeyError)."""
+    from memtype.pipeline.remote_output import ObjectOutputSpec
+
+    where = ObjectLocation.parse(f"s3://{s3.bucket()}/marker-without-label")
+    where.put(".memtype/done/A01.json", json.dumps({"group": "well=A01",
+                                                     "tables": ["counts"]}).encode())
+    where.put(".memtype/tables/counts/A01.csv", b"well,count\nA01,3\n")
+    spec = ObjectOutputSpec(where.url, "zarr", "{well}_w{channel}.tif")
+    spec.prepare(resume=True, overwrite=False)
+    outputs = spec.finish([(("well", "A01"),)])
+    assert "counts" in outputs
+    assert where.get("counts.csv").decode().splitlines() == ["well,count", "A01,3"]

@@ -128,7 +128,9 @@ class ObjectOutputSpec(OutputSpec):
         """Write the plates' group documents and the merged tables from the finished groups'
         markers; release the lease. Returns what the output holds."""
         where = self._where()
-        markers = [m for m in (_load_json(where, _marker(k)) for k in keys) if m is not None]
+        found = [(group_file_label(k), _load_json(where, _marker(k))) for k in keys]
+        labelled = [(label, m) for label, m in found if m is not None]  # label: from the key
+        markers = [m for _, m in labelled]
         outputs: dict[str, str] = {}
         plates: dict[str, set[str]] = {}
         for marker in markers:
@@ -141,9 +143,9 @@ class ObjectOutputSpec(OutputSpec):
             outputs["images"] = where.child(final).url
         for name in sorted({n for m in markers for n in m.get("tables", [])}):
             rows = []
-            for marker in markers:
+            for label, marker in labelled:
                 if name in marker.get("tables", []):
-                    part = where.get(f"{_STATE}/tables/{name}/{marker['label']}.csv") or b""
+                    part = where.get(f"{_STATE}/tables/{name}/{label}.csv") or b""
                     rows.extend(parse_table(part.decode("utf-8")))
             where.put(f"{name}.csv", _csv(rows_to_table(rows)))
             outputs[name] = where.child(f"{name}.csv").url
