@@ -80,9 +80,15 @@ class BeneathStore(Store):
     # -- reads -------------------------------------------------------------------------------
     async def get(self, key: str, prototype: BufferPrototype | None = None,
                   byte_range: ByteRequest | None = None) -> Buffer | None:
+        return await asyncio.to_thread(self.get_sync, key, prototype=prototype,
+                                       byte_range=byte_range)
+
+    def get_sync(self, key: str, *, prototype: BufferPrototype | None = None,
+                 byte_range: ByteRequest | None = None) -> Buffer | None:
+        """:meth:`get` without an event loop (zarr's ``SupportsGetSync``)."""
         if prototype is None:
             prototype = default_buffer_prototype()
-        data = await asyncio.to_thread(self._read, key, byte_range)
+        data = self._read(key, byte_range)
         return None if data is None else prototype.buffer.from_bytes(data)
 
     def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
@@ -108,9 +114,12 @@ class BeneathStore(Store):
 
     # -- writes ------------------------------------------------------------------------------
     async def set(self, key: str, value: Buffer) -> None:
+        await asyncio.to_thread(self.set_sync, key, value)
+
+    def set_sync(self, key: str, value: Buffer) -> None:
+        """:meth:`set` without an event loop (zarr's ``SupportsSetSync``)."""
         self._check_writable()
-        await asyncio.to_thread(self.paths.write_bytes, self._key(key),
-                                value.as_buffer_like())
+        self.paths.write_bytes(self._key(key), value.as_buffer_like())
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         self._check_writable()
@@ -121,8 +130,12 @@ class BeneathStore(Store):
             return  # what set_if_not_exists means: the existing value stays
 
     async def delete(self, key: str) -> None:
+        await asyncio.to_thread(self.delete_sync, key)
+
+    def delete_sync(self, key: str) -> None:
+        """:meth:`delete` without an event loop (zarr's ``SupportsDeleteSync``)."""
         self._check_writable()
-        await asyncio.to_thread(self.paths.remove, self._key(key))
+        self.paths.remove(self._key(key))
 
     async def delete_dir(self, prefix: str) -> None:
         self._check_writable()
