@@ -409,3 +409,23 @@ def test_run_no_opencl_plans_without_pyclesperanto_and_says_why(tmp_path: Path) 
            "turned off" in first
     later = next(line for line in done.stdout.splitlines() if line.startswith("median:"))
     assert "pyclesperanto unavailable (as above)" in later  # the reason is given once
+
+
+@pytest.mark.requires("scipy", "tifffile")
+@needs_pip_pocl
+def test_no_opencl_holds_for_one_command_run_in_process(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main([... "--no-opencl"])`` in a process that goes on (a notebook, a test) leaves
+    OpenCL as it was afterwards (it stayed off for the rest of the process)."""
+    from memtype.cli import main
+    from memtype.frameworks import NO_OPENCL_VARIABLE, get_framework, unusable_reason
+    from memtype.pipeline import SyntheticPlate, write_synthetic_plate
+
+    monkeypatch.delenv(NO_OPENCL_VARIABLE, raising=False)
+    write_synthetic_plate(tmp_path / "plate", SyntheticPlate(wells=1, sites=1, size=32,
+                                                             z_planes=2))
+    (tmp_path / "p.py").write_text(CATALOG_ONLY)
+    assert main(["run", str(tmp_path / "p.py"), "--input", str(tmp_path / "plate"),
+                 "--output", str(tmp_path / "out"), "--plan", "--no-opencl"]) == 0
+    assert NO_OPENCL_VARIABLE not in os.environ
+    assert unusable_reason(get_framework("pyclesperanto")) == ""

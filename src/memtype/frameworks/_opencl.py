@@ -390,10 +390,6 @@ def _decide() -> OpenCLRuntime:
     if "pyclesperanto" in sys.modules:
         return OpenCLRuntime("preloaded", None, "pyclesperanto was imported before memtype "
                              "loaded it; its OpenCL runtime is whatever it found then")
-    if _turned_off():
-        return OpenCLRuntime("none", None, f"OpenCL turned off ({OFF_VARIABLE}=1, "
-                             "--no-opencl)", usable=False,
-                             reason=f"OpenCL is turned off ({OFF_VARIABLE}, --no-opencl)")
     tried: list[str] = []
     failures: list[str] = []
     broken_installed = False
@@ -482,6 +478,14 @@ def unusable_reason() -> str:
     return f"no usable OpenCL runtime: {chosen.reason}. Fix: {fix()}"
 
 
+_OFF = OpenCLRuntime("none", None, f"OpenCL turned off ({OFF_VARIABLE}=1, --no-opencl)",
+                     usable=False, reason=f"OpenCL is turned off ({OFF_VARIABLE}, --no-opencl)")
+
+
 def runtime() -> OpenCLRuntime:
-    """The decision made by :func:`prepare`, or what it would be (nothing is changed)."""
+    """The decision made by :func:`prepare`, or what it would be (nothing is changed); while
+    ``MEMTYPE_NO_OPENCL`` is set, "turned off", whatever was decided (the switch is read at
+    each call: a command's ``--no-opencl`` holds for that command, not the process)."""
+    if _turned_off():
+        return _OFF
     return _decision if _decision is not None else _decide()

@@ -33,16 +33,24 @@ from memtype.frameworks._host import (
 _HINT = "Cast it to a 32-bit dtype first (e.g. x.astype('float32'))."
 
 
-@functools.cache
 def _probe() -> tuple[tuple[str, ...], str]:
-    """OpenCL device names, and why there are none (asked once: the list does not change).
+    """OpenCL device names, and why there are none: none where the runtime cannot run
+    kernels or OpenCL is turned off (asked at each call: ``--no-opencl`` holds for one
+    command), else the devices pyclesperanto lists."""
+    chosen = _opencl.runtime()
+    if not chosen.usable:  # it may list devices, but no kernel builds on them
+        return (), f"no usable OpenCL runtime: {chosen.reason}"
+    return _listed()
+
+
+@functools.cache
+def _listed() -> tuple[tuple[str, ...], str]:
+    """The devices pyclesperanto lists, and why there are none (asked once: the list does
+    not change).
 
     pyclesperanto imports without a usable OpenCL platform but then lacks its device
     functions (0.25: no ``list_available_devices``); that is "installed, no device".
     """
-    chosen = _opencl.runtime()
-    if not chosen.usable:  # it may list devices, but no kernel builds on them
-        return (), f"no usable OpenCL runtime: {chosen.reason}"
     lister = getattr(cle, "list_available_devices", None)
     if lister is None:
         return (), "pyclesperanto found no OpenCL backend (no OpenCL runtime)"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from memtype.errors import CommandError, PipelineSpecError
@@ -207,12 +209,16 @@ def _check_workers(args: argparse.Namespace) -> None:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """``memtype demo``."""
+    with _opencl_off(args.no_opencl):
+        return _demo(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """``memtype demo``'s work."""
     from memtype.pipeline.demo import check_demo_output, opencl_missing, run_demo
     from memtype.pipeline.synthetic import SyntheticPlate
 
     _check_workers(args)
-    if args.no_opencl:  # as memtype run --no-opencl: nothing in the run loads OpenCL
-        os.environ[NO_OPENCL_VARIABLE] = "1"
     check_demo_output(args.out, overwrite=args.overwrite)
     try:
         plate = SyntheticPlate(wells=args.wells, sites=args.sites, z_planes=args.z_planes,
@@ -318,12 +324,34 @@ def _with_output_options(pipeline: Pipeline, args: argparse.Namespace) -> Pipeli
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """``memtype run``."""
+    with _opencl_off(args.no_opencl):
+        return _run(args)
+
+
+@contextmanager
+def _opencl_off(off: bool) -> Iterator[None]:
+    """``--no-opencl``: ``MEMTYPE_NO_OPENCL=1`` for the command (dask workers it starts
+    inherit it), the caller's value back afterwards (a command run in-process ends)."""
+    if not off:
+        yield
+        return
+    saved = os.environ.get(NO_OPENCL_VARIABLE)
+    os.environ[NO_OPENCL_VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(NO_OPENCL_VARIABLE, None)
+        else:
+            os.environ[NO_OPENCL_VARIABLE] = saved
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``memtype run``'s work."""
     from memtype.pipeline.patterns import FilenamePattern
     from memtype.storage.remote import local_path
 
     _check_workers(args)
-    if args.no_opencl:  # before anything loads pyclesperanto; dask workers inherit it
-        os.environ[NO_OPENCL_VARIABLE] = "1"
     if args.max_failures < 0:
         raise CommandError(f"--max-failures must be 0 (never stop early) or more; received "
                            f"{args.max_failures}.")
