@@ -72,10 +72,12 @@ _MMAP_THRESHOLD = 32 << 20
 """glibc's largest adaptive ``mmap`` threshold on 64-bit Linux (``DEFAULT_MMAP_THRESHOLD_MAX``)."""
 
 
-_THREAD_POOLS = ("POCL_MAX_PTHREAD_COUNT", "TF_NUM_INTRAOP_THREADS")
+_THREAD_POOLS = ("POCL_MAX_PTHREAD_COUNT", "CL_CONFIG_CPU_TBB_NUM_WORKERS",
+                 "TF_NUM_INTRAOP_THREADS")
 """Variables that size a framework's own pool of CPU threads, which dask's OpenMP/BLAS limits
-do not reach: pocl's (the CPU OpenCL driver behind pyclesperanto) and TensorFlow's intra-op
-pool. Each is read once, when its pool starts; unset, the pool has a thread per core."""
+do not reach: pocl's and Intel's (the CPU OpenCL runtimes behind pyclesperanto; Intel's is a
+TBB pool) and TensorFlow's intra-op pool. Each is read once, when its pool starts; unset,
+the pool has a thread per core."""
 
 
 def dask_worker_environ(threads: int = 1) -> tuple[dict[str, str], dict[str, str]]:
@@ -96,7 +98,8 @@ def dask_worker_environ(threads: int = 1) -> tuple[dict[str, str], dict[str, str
       per worker, but pocl, the CPU OpenCL driver behind pyclesperanto, and TensorFlow run
       kernels on pools of their own, one thread per core of the machine: every worker's
       kernels competed for all the cores. Their pools get the worker's share of the cores,
-      ``threads`` (``POCL_MAX_PTHREAD_COUNT``, ``TF_NUM_INTRAOP_THREADS``), set before the
+      ``threads`` (``POCL_MAX_PTHREAD_COUNT``, Intel's runtime's
+      ``CL_CONFIG_CPU_TBB_NUM_WORKERS``, ``TF_NUM_INTRAOP_THREADS``), set before the
       worker process starts: each is read once, when its pool starts (pocl's when
       pyclesperanto is imported).
     * XLA (JAX) runs its kernels on a pool sized by the machine's cores; with one core per
