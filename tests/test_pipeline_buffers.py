@@ -35,17 +35,26 @@ def double(stack: Any) -> Any:
     return stack * 2
 
 
+def _a_loaded_stack(stack: Any) -> bool:
+    """Whether ``stack`` holds one of the plate's own stacks (a loaded buffer), not the
+    sample the plan tries the step on (of the real shape since the plan runs a step once,
+    on a group's shape)."""
+    values = np.asarray(stack)
+    return any(values.shape == s.shape and np.array_equal(values, s)
+               for s in stacks(SMALL).values())
+
+
 @mt.numpy
 def keep_first_well(stack: Any) -> Any:
-    # the first group's 4 stacks (inline: well A01 runs first), not the plan's small samples
-    if len(KEPT) < 4 and stack.shape[-1] == SMALL.size:
+    # the first group's 4 stacks (inline: well A01 runs first), not the plan's sample
+    if len(KEPT) < 4 and _a_loaded_stack(stack):
         KEPT.append(stack)  # the loaded stack itself, still referred to after its group
     return stack * 2
 
 
 @mt.torch
 def keep_torch_view(stack: Any) -> Any:
-    if len(KEPT) < 4 and stack.shape[-1] == SMALL.size:
+    if len(KEPT) < 4 and _a_loaded_stack(stack.numpy()):
         KEPT.append(stack[1:])  # a torch view sharing the loaded buffer
     return stack * 2
 
