@@ -85,15 +85,16 @@ def _worker_now(executor: Any) -> list[int]:
     return [int(v) for v in executor.client.run(_rss).values()]
 
 
-def phase_pass(rounds: int, work: Path) -> dict[str, Any]:
+def phase_pass(rounds: int, work: Path, method: str = "mean",
+               size: int = 512) -> dict[str, Any]:
     """The plate-wide illumination pass: 2 dask workers, 1 dask worker, inline."""
     from memtype.pipeline import Pipeline
     from memtype.pipeline.executors import DaskExecutor, InlineExecutor
 
-    wells, sites, z, size = 24, 2, 4, 512
-    source = work / "plate_pass"
+    wells, sites, z = 24, 2, 4
+    source = work / f"plate_pass_{size}"
     _plate(source, wells, sites, z, size)
-    pipeline = Pipeline([("correct_illumination", {"smoothing": "gaussian"})])
+    pipeline = Pipeline([("correct_illumination", {"smoothing": "gaussian", "method": method})])
     executors = {"dask-2": DaskExecutor(workers=2), "dask-1": DaskExecutor(workers=1),
                  "inline": InlineExecutor()}
     times: dict[str, list[float]] = {k: [] for k in executors}
@@ -114,7 +115,7 @@ def phase_pass(rounds: int, work: Path) -> dict[str, Any]:
     group = sites * 2 * z * size * size * 2
     accumulators = 2 * size * size * (8 + 4)
     return {"plate": f"{wells} wells x {sites} sites x 2 channels x {z} planes of "
-                     f"{size} x {size} uint16", "times": times,
+                     f"{size} x {size} uint16 (method {method})", "times": times,
             "ratios": [a / b for a, b in zip(times["dask-1"], times["dask-2"], strict=True)],
             "load": os.getloadavg()[0],
             "ratios_inline": [a / b for a, b in zip(times["inline"], times["dask-2"],
@@ -225,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase", nargs="+", default=["pass", "e2e"],
                         choices=["pass", "e2e"])
     parser.add_argument("--work", default=None, help="where the plates go (a temp folder)")
+    parser.add_argument("--pass-method", default="mean", choices=["mean", "median"],
+                        help="the illumination function of the pass phase")
+    parser.add_argument("--pass-size", type=int, default=512, help="image size of the pass")
     parser.add_argument("--one", nargs=3, metavar=("EXECUTOR", "SOURCE", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -234,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="memtype-analysis-"))
     found: dict[str, Any] = {}
     if "pass" in args.phase:
-        found["pass"] = phase_pass(args.rounds, work)
+        found["pass"] = phase_pass(args.rounds, work, args.pass_method, args.pass_size)
     if "e2e" in args.phase:
         found["e2e"] = phase_e2e(args.rounds, work)
     text = report(found, args.rounds)
