@@ -89,7 +89,7 @@ def phase_pass(rounds: int, work: Path, method: str = "mean",
                size: int = 512) -> dict[str, Any]:
     """The plate-wide illumination pass: 2 dask workers, 1 dask worker, inline."""
     from memtype.pipeline import Pipeline
-    from memtype.pipeline.executors import DaskExecutor, InlineExecutor
+    from memtype.pipeline.execution.executors import DaskExecutor, InlineExecutor
 
     wells, sites, z = 24, 2, 4
     source = work / f"plate_pass_{size}"
@@ -131,8 +131,8 @@ def phase_pass(rounds: int, work: Path, method: str = "mean",
 
 def one_e2e(executor: str, source: str, out: str) -> dict[str, Any]:
     """The reference analysis once, in this (fresh) process: wall time and peak memory."""
-    from memtype.pipeline.executors import DaskExecutor
-    from memtype.pipeline.pipeline_file import load_pipeline_spec
+    from memtype.pipeline.execution.executors import DaskExecutor
+    from memtype.pipeline.model.pipeline_file import load_pipeline_spec
 
     pipeline = load_pipeline_spec(EXAMPLE)
     ex: Any = DaskExecutor(workers=2) if executor == "dask" else "inline"

@@ -8,7 +8,7 @@ OME-Zarr 0.5), unsharded and with ``shards="image"`` (each level one zarr v3 sha
 round, in alternating order:
 
 * **write, memtype**: what a run's output does for each well on an ``s3://`` output
-  (:class:`memtype.pipeline.remote_output.ObjectOutputSpec`): the field written into the
+  (:class:`memtype.pipeline.io.remote_output.ObjectOutputSpec`): the field written into the
   worker's staging folder by the local writer (pyramid of one level, channel windows, ROI
   tables), its objects uploaded (16 at a time), its done-marker; then the driver's plate,
   row and well documents and the lease; and the same sharded;
@@ -103,7 +103,7 @@ def write_memtype(url: str, fields: dict[str, np.ndarray[Any, Any]],
                   shards: str | None = None) -> None:
     """The output path of a run writing to ``url`` (staging, upload, markers, documents);
     ``shards="image"``: each level one zarr v3 shard."""
-    from memtype.pipeline.remote_output import ObjectOutputSpec
+    from memtype.pipeline.io.remote_output import ObjectOutputSpec
 
     spec = ObjectOutputSpec(url, "zarr", PATTERN, tuple("ABCD"),
                             tuple(str(c) for c in range(1, 7)), shards=shards)

@@ -75,7 +75,8 @@ def _strip(variant: str) -> None:
         return
     from memtype.omezarr import assemble
     from memtype.omezarr import pyramid as _pyramid
-    from memtype.pipeline import demo, outputs
+    from memtype.pipeline import demo
+    from memtype.pipeline.io import outputs
 
     def nothing(*_: Any, **__: Any) -> None:
         return None
@@ -104,7 +105,7 @@ def _timed(spent: dict[str, float]) -> None:
     by the main thread, and other threads' work (or spinning) is not counted."""
     from memtype.omezarr import assemble
     from memtype.omezarr import pyramid as _pyramid
-    from memtype.pipeline import outputs
+    from memtype.pipeline.io import outputs
 
     def wrap(owner: Any, name: str) -> None:
         function = getattr(owner, name)

@@ -140,7 +140,7 @@ def hand_written(images: Path, out: Path, plate: SyntheticPlate) -> None:
 # -- a CPU-heavy pipeline for the scaling comparison ---------------------------------------
 def heavy_pipeline() -> Pipeline:
     """benchmarks/pipeline_heavy.py, imported so that dask workers can import it too."""
-    from memtype.pipeline.modules import import_pipeline_file
+    from memtype.pipeline.model.modules import import_pipeline_file
 
     module = import_pipeline_file(Path(__file__).with_name("pipeline_heavy.py"))
     pipeline: Pipeline = module.pipeline

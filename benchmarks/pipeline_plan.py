@@ -106,7 +106,7 @@ class Counter:
 def buffer_reuse(z: int, size: int, groups: int, repeats: int) -> tuple[float, float]:
     """Median seconds to stage ``groups`` groups' planes (uint16) as the load does: into the
     pool's reused buffers (on) vs a new stack per group (off, ``memtype.stack_slices``)."""
-    from memtype.pipeline.buffers import BufferPool
+    from memtype.pipeline.execution.buffers import BufferPool
 
     rng = np.random.default_rng(1)
     planes = [rng.integers(0, 65535, (size, size), dtype=np.uint16) for _ in range(z)]

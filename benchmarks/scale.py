@@ -159,7 +159,7 @@ class _Session:
 
     def measure(self, source: str) -> dict[str, Any]:
         """One run over ``source``: time per group, memory held per group."""
-        from memtype.pipeline.progress import Progress
+        from memtype.pipeline.execution.progress import Progress
 
         procs = self.procs
 
@@ -209,7 +209,7 @@ def _speedup(config: dict[str, Any]) -> dict[str, Any]:
     import torch  # noqa: F401  import order: torch before anything loading tensorflow
 
     from memtype.pipeline.demo import opencl_available
-    from memtype.pipeline.executors import DaskExecutor, ThreadExecutor
+    from memtype.pipeline.execution.executors import DaskExecutor, ThreadExecutor
 
     distributed: Any = importlib.import_module("distributed")  # untyped
     opencl, tmp, source = opencl_available(), config["tmp"], config["input"]
@@ -402,7 +402,7 @@ def _timed_run(pipeline: Any, source: str, output: str, executor: Any,
 
 def _clock() -> Any:
     """A progress bar that notes when the groups start and when each finishes, where."""
-    from memtype.pipeline.progress import Progress
+    from memtype.pipeline.execution.progress import Progress
 
     class Clock(Progress):
         def __init__(self) -> None:
@@ -750,7 +750,7 @@ def _worker_environ() -> dict[str, str]:
     settings."""
     import dask
 
-    from memtype.pipeline.executors import dask_worker_environ
+    from memtype.pipeline.execution.executors import dask_worker_environ
 
     pre_spawn, environ = dask_worker_environ(threads=1)
     return {**{k: str(v) for k, v in dask.config.get("distributed.nanny.pre-spawn-environ",

@@ -15,7 +15,7 @@ from scipy import ndimage
 import memtype as mt
 from memtype.errors import InvalidArgumentError, PipelineSpecError
 from memtype.pipeline import FunctionStep, Pipeline
-from memtype.pipeline.pipeline_file import dump_pipeline_spec, read_pipeline_spec
+from memtype.pipeline.model.pipeline_file import dump_pipeline_spec, read_pipeline_spec
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
 from tests.pipeline_support import stacks
 
@@ -353,8 +353,8 @@ def test_a_blurred_field_is_flagged_in_the_quality_table() -> None:
 
 
 def test_a_pipeline_file_written_as_python_imports_as_the_same_pipeline(tmp_path: Path) -> None:
-    from memtype.pipeline.modules import import_pipeline_file
-    from memtype.pipeline.pipeline_file import dump_pipeline_python
+    from memtype.pipeline.model.modules import import_pipeline_file
+    from memtype.pipeline.model.pipeline_file import dump_pipeline_python
 
     pipeline = read_pipeline_spec(SPEC + "summary: {plate_id: P2}\n", "a.yaml")
     path = tmp_path / "as_python.py"

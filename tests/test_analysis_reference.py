@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from memtype.pipeline.analysis.preview import preview
-from memtype.pipeline.pipeline_file import load_pipeline_spec
+from memtype.pipeline.model.pipeline_file import load_pipeline_spec
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
 from tests.pipeline_support import ROOT
 

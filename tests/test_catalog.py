@@ -218,7 +218,7 @@ def test_catalog_steps_run_in_a_pipeline(tmp_path: Path) -> None:
 ], ids=["step", "operation"])
 def test_a_runs_record_names_the_arguments(make: Any) -> None:
     """Resume compares run records: a changed argument must change the record."""
-    from memtype.pipeline.provenance import run_record
+    from memtype.pipeline.execution.provenance import run_record
 
     assert run_record([make(1.0)], {}) != run_record([make(2.0)], {})
     assert run_record([make(1.0)], {}) == run_record([make(1.0)], {})

@@ -64,7 +64,7 @@ def test_a_pipeline_file_that_fails_to_import_is_a_one_line_usage_error(
 
 def test_pipeline_file_errors_are_pipeline_file_errors(tmp_path: Path) -> None:
     from memtype.errors import PipelineFileError
-    from memtype.pipeline.modules import import_pipeline_file
+    from memtype.pipeline.model.modules import import_pipeline_file
 
     bad = tmp_path / "bad.py"
     bad.write_text("1/0\n")

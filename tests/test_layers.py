@@ -128,8 +128,8 @@ def test_the_check_sees(source: str, expected: list[str], monkeypatch: pytest.Mo
 
 
 @pytest.mark.parametrize("source,expected", [
-    ("from memtype.pipeline.patterns import split_well\n",
-     ["memtype.omezarr.x:1 imports memtype.pipeline.patterns.split_well"]),
+    ("from memtype.pipeline.io.patterns import split_well\n",
+     ["memtype.omezarr.x:1 imports memtype.pipeline.io.patterns.split_well"]),
     ("from memtype.storage._beneath import Resolver\nfrom memtype.omezarr import read\n", []),
 ], ids=["omezarr-into-pipeline", "omezarr-onto-storage"])
 def test_the_check_sees_omezarr(source: str, expected: list[str],

@@ -160,7 +160,7 @@ def test_a_second_run_is_refused_while_one_holds_the_output(s3: S3Server,
 
 
 def test_a_lease_not_renewed_is_taken_over(s3: S3Server) -> None:
-    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
+    from memtype.pipeline.io.remote_output import LEASE, ObjectOutputSpec
 
     where = ObjectLocation.parse(f"s3://{s3.bucket()}/stale")
     where.put(LEASE, json.dumps({"run": "x", "host": "another-host", "pid": 1,
@@ -229,7 +229,7 @@ def test_dask_workers_read_and_write_the_store_themselves(
 
 
 def test_the_existing_output_rule_on_s3(s3: S3Server) -> None:
-    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
+    from memtype.pipeline.io.remote_output import LEASE, ObjectOutputSpec
 
     where = ObjectLocation.parse(f"s3://{s3.bucket()}/kept")
     where.put("notes.txt", b"someone else's")
@@ -265,7 +265,7 @@ def test_a_running_run_renews_its_lease(s3: S3Server, monkeypatch: pytest.Monkey
     import time
 
     from memtype.pipeline import remote_output
-    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
+    from memtype.pipeline.io.remote_output import LEASE, ObjectOutputSpec
 
     monkeypatch.setattr(remote_output, "RENEW_S", 0.1)
     where = ObjectLocation.parse(f"s3://{s3.bucket()}/renewed")
@@ -281,8 +281,8 @@ def test_a_running_run_renews_its_lease(s3: S3Server, monkeypatch: pytest.Monkey
 
 
 def test_a_sharded_output_on_s3(s3: S3Server, tmp_path: Path) -> None:
-    from memtype.pipeline.outputs import OutputSpec
-    from memtype.pipeline.remote_output import ObjectOutputSpec
+    from memtype.pipeline.io.outputs import OutputSpec
+    from memtype.pipeline.io.remote_output import ObjectOutputSpec
 
     url = f"s3://{s3.bucket()}/sharded"
     image = np.random.default_rng(3).integers(0, 4000, (2, 3, 32, 32), dtype=np.uint16)
@@ -309,7 +309,7 @@ def test_a_run_gone_without_finishing_gives_its_lease_back(
     import time
 
     from memtype.pipeline import remote_output
-    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
+    from memtype.pipeline.io.remote_output import LEASE, ObjectOutputSpec
 
     monkeypatch.setattr(remote_output, "RENEW_S", 0.1)
     where = ObjectLocation.parse(f"s3://{s3.bucket()}/abandoned")
@@ -326,7 +326,7 @@ def test_a_run_gone_without_finishing_gives_its_lease_back(
 
 _UPLOAD_PEAK = """
 import sys, tracemalloc
-from memtype.pipeline.remote_output import _UPLOADS, _upload
+from memtype.pipeline.io.remote_output import _UPLOADS, _upload
 from memtype.storage.remote import ObjectLocation
 root, url, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 tracemalloc.start()
@@ -354,7 +354,7 @@ def test_an_upload_holds_no_more_than_its_concurrent_objects_in_memory(
 @pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b"\xff\xfe", b"null"])
 def test_a_damaged_lease_is_one_clear_error(s3: S3Server, body: bytes) -> None:
     from memtype.errors import StoreFormatError
-    from memtype.pipeline.remote_output import LEASE, ObjectOutputSpec
+    from memtype.pipeline.io.remote_output import LEASE, ObjectOutputSpec
 
     where = ObjectLocation.parse(f"s3://{s3.bucket()}/damaged")
     where.put(LEASE, body)
@@ -366,7 +366,7 @@ def test_a_damaged_lease_is_one_clear_error(s3: S3Server, body: bytes) -> None:
 
 def test_a_damaged_done_marker_is_one_clear_error(s3: S3Server) -> None:
     from memtype.errors import StoreFormatError
-    from memtype.pipeline.remote_output import ObjectOutputSpec
+    from memtype.pipeline.io.remote_output import ObjectOutputSpec
 
     where = ObjectLocation.parse(f"s3://{s3.bucket()}/damaged-marker")
     where.put(".memtype/done/A01.json", b"\x00garbage")
@@ -380,7 +380,7 @@ def test_a_damaged_done_marker_is_one_clear_error(s3: S3Server) -> None:
 def test_a_group_created_on_s3_is_created_once(s3: S3Server, version: str) -> None:
     """The object-store files honour the layout's create-only write (overwrite=False)."""
     from memtype.omezarr.layout import layout_for
-    from memtype.pipeline.remote_output import _ObjectFiles
+    from memtype.pipeline.io.remote_output import _ObjectFiles
 
     files = _ObjectFiles(ObjectLocation.parse(f"s3://{s3.bucket()}/created-{version}"))
     layout = layout_for(version)
@@ -393,7 +393,7 @@ def test_a_group_created_on_s3_is_created_once(s3: S3Server, version: str) -> No
 def test_a_done_marker_without_its_label_still_merges_its_tables(s3: S3Server) -> None:
     """A group's table part is found by the group's own key, never by what its marker says
     (a marker without ``label`` raised a bare KeyError)."""
-    from memtype.pipeline.remote_output import ObjectOutputSpec
+    from memtype.pipeline.io.remote_output import ObjectOutputSpec
 
     where = ObjectLocation.parse(f"s3://{s3.bucket()}/marker-without-label")
     where.put(".memtype/done/A01.json", json.dumps({"group": "well=A01",

@@ -13,7 +13,7 @@ import pytest
 import memtype as mt
 from memtype.errors import StorePathError
 from memtype.pipeline import Pipeline
-from memtype.pipeline.outputs import OutputSpec
+from memtype.pipeline.io.outputs import OutputSpec
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
 
 pytestmark = pytest.mark.requires("zarr", "tifffile")

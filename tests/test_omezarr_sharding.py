@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from memtype.errors import StoreFormatError
-from memtype.pipeline.outputs import OutputSpec
+from memtype.pipeline.io.outputs import OutputSpec
 from memtype.pipeline.readers import OmeZarrReader
 from memtype.storage import ZarrStore
 

@@ -9,7 +9,7 @@ import pytest
 
 import memtype as mt
 from memtype.pipeline import Pipeline
-from memtype.pipeline.overview import render_overview
+from memtype.pipeline.io.overview import render_overview
 from memtype.pipeline.synthetic import SyntheticPlate
 from memtype.storage import ZarrStore
 from tests.pipeline_support import write_plate

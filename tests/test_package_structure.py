@@ -395,7 +395,7 @@ def test_an_absent_optional_package_is_a_missing_package_error(
 _NAMED_OUTSIDE = {
     "_optional.py": {"torch"}, "dtypes.py": {"numpy"}, "conversion/casting.py": {"numpy"},
     "gpu/streams.py": {"torch"}, "pipeline/demo.py": {"torch", "jax", "numpy", "pyclesperanto"},
-    "pipeline/runner.py": {"numpy"}, "pipeline/tables.py": {"numpy"},
+    "pipeline/execution/runner.py": {"numpy"}, "pipeline/io/tables.py": {"numpy"},
     "storage/_formats.py": {"numpy"}, "storage/memory.py": {"numpy"},
     # the function catalog's table names the memory types of the libraries it covers
     "pipeline/catalog/declarations.py": {"numpy", "pyclesperanto", "cupy"},

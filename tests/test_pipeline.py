@@ -14,10 +14,14 @@ import pytest
 import memtype as mt
 from memtype.errors import NoImagesError, PipelineError
 from memtype.pipeline import FunctionStep, Pipeline, make_executor
-from memtype.pipeline.executors import InlineExecutor, ThreadExecutor, current_worker_index
-from memtype.pipeline.progress import LineProgress, Progress, RichProgress, make_progress
-from memtype.pipeline.report import GroupResult, RunReport, StepStats
-from memtype.pipeline.tables import rows_to_table, side_output_rows
+from memtype.pipeline.execution.executors import (
+    InlineExecutor,
+    ThreadExecutor,
+    current_worker_index,
+)
+from memtype.pipeline.execution.progress import LineProgress, Progress, RichProgress, make_progress
+from memtype.pipeline.execution.report import GroupResult, RunReport, StepStats
+from memtype.pipeline.io.tables import rows_to_table, side_output_rows
 from tests.pipeline_support import SMALL, load_field, read_csv, stacks, write_plate
 
 TIFF = "{well}_s{site}_w{channel}_z{z:03d}.tif"

@@ -12,7 +12,7 @@ import pytest
 
 import memtype as mt
 from memtype.pipeline import FunctionStep, Pipeline
-from memtype.pipeline.buffers import BufferPool
+from memtype.pipeline.execution.buffers import BufferPool
 from tests.pipeline_support import SMALL, load_field, stacks, write_plate
 
 KEPT: list[Any] = []

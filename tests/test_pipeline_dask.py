@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from memtype.pipeline import DaskExecutor, FunctionStep, Pipeline
-from memtype.pipeline.executors import current_worker_index
-from memtype.pipeline.modules import import_pipeline_file
+from memtype.pipeline.execution.executors import current_worker_index
+from memtype.pipeline.model.modules import import_pipeline_file
 from tests.helpers import import_if_installed
 from tests.pipeline_support import (
     EXAMPLE,
@@ -211,7 +211,7 @@ def test_local_cluster_workers_keep_the_users_dask_configuration() -> None:
 
 def test_dask_worker_environ_keeps_dask_settings_and_the_users_xla_flags(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from memtype.pipeline.executors import dask_worker_environ
+    from memtype.pipeline.execution.executors import dask_worker_environ
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/xla")
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")  # dask's, left by another cluster
@@ -223,14 +223,14 @@ def test_dask_worker_environ_keeps_dask_settings_and_the_users_xla_flags(
 
 
 def test_dask_worker_environ_leaves_jax_threads_alone_with_several_cores_per_worker() -> None:
-    from memtype.pipeline.executors import dask_worker_environ
+    from memtype.pipeline.execution.executors import dask_worker_environ
 
     assert dask_worker_environ(2)[1] == {}
 
 
 def test_dask_worker_environ_keeps_malloc_settings_of_the_users_own(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from memtype.pipeline.executors import dask_worker_environ
+    from memtype.pipeline.execution.executors import dask_worker_environ
 
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1048576")
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "4194304")
@@ -242,7 +242,7 @@ def test_dask_worker_environ_keeps_malloc_settings_of_the_users_own(
 @pytest.mark.parametrize("variable", ["POCL_MAX_PTHREAD_COUNT", "TF_NUM_INTRAOP_THREADS"])
 def test_dask_worker_environ_gives_each_thread_pool_the_workers_share_of_the_cores(
         variable: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memtype.pipeline.executors import dask_worker_environ
+    from memtype.pipeline.execution.executors import dask_worker_environ
 
     monkeypatch.delenv(variable, raising=False)
     assert dask_worker_environ(1)[0][variable] == "1"
@@ -251,7 +251,7 @@ def test_dask_worker_environ_gives_each_thread_pool_the_workers_share_of_the_cor
 
 def test_dask_worker_environ_keeps_the_users_pocl_threads(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from memtype.pipeline.executors import dask_worker_environ
+    from memtype.pipeline.execution.executors import dask_worker_environ
 
     monkeypatch.setenv("POCL_MAX_PTHREAD_COUNT", "4")
     assert dask_worker_environ(1)[0]["POCL_MAX_PTHREAD_COUNT"] == "4"
@@ -259,7 +259,7 @@ def test_dask_worker_environ_keeps_the_users_pocl_threads(
 
 def test_dask_worker_environ_keeps_pocl_threads_of_the_users_dask_configuration(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from memtype.pipeline.executors import dask_worker_environ
+    from memtype.pipeline.execution.executors import dask_worker_environ
 
     dask = import_if_installed("dask")
     monkeypatch.delenv("POCL_MAX_PTHREAD_COUNT", raising=False)
@@ -270,7 +270,7 @@ def test_dask_worker_environ_keeps_pocl_threads_of_the_users_dask_configuration(
 
 
 def test_dask_worker_environ_keeps_malloc_settings_of_the_users_dask_configuration() -> None:
-    from memtype.pipeline.executors import dask_worker_environ
+    from memtype.pipeline.execution.executors import dask_worker_environ
 
     dask = import_if_installed("dask")
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 1 << 20}):
@@ -329,7 +329,7 @@ def _busy_threads_of_tensorflow_products() -> int:
 
 
 def _check_workers_use_their_share_of_the_cores(work: Any) -> None:
-    from memtype.pipeline.executors import default_workers
+    from memtype.pipeline.execution.executors import default_workers
 
     ex = DaskExecutor(workers=2)
     try:

@@ -14,7 +14,7 @@ import pytest
 import memtype as mt
 from memtype.errors import SideOutputError
 from memtype.pipeline import FunctionStep, Pipeline
-from memtype.pipeline.tables import side_output_rows
+from memtype.pipeline.io.tables import side_output_rows
 from tests.pipeline_support import SMALL, load_field, read_csv, stacks, write_plate
 
 

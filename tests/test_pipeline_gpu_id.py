@@ -14,7 +14,7 @@ import memtype as mt
 from memtype.errors import DeviceError
 from memtype.frameworks import Device
 from memtype.pipeline import FunctionStep, Pipeline
-from memtype.pipeline.steps import FunctionStep as StepClass
+from memtype.pipeline.model.steps import FunctionStep as StepClass
 
 SPELLINGS = [pytest.param(0, id="index"), pytest.param("cuda:0", id="name"),
              pytest.param(Device("cuda", 0), id="device")]

@@ -1,4 +1,4 @@
-"""Names that become paths (memtype.pipeline.naming): one rule, checked where declared."""
+"""Names that become paths (memtype.pipeline.model.naming): one rule, checked where declared."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.omezarr.assemble import FIELD_ROI_TABLES
-from memtype.pipeline.naming import MAX_NAME_LENGTH, check_path_name, check_table_name
+from memtype.pipeline.model.naming import MAX_NAME_LENGTH, check_path_name, check_table_name
 
 
 @pytest.mark.parametrize("name", ["nuclei", "counts_2", "cell-area", "skimage.filters.gaussian",
@@ -49,7 +49,7 @@ def test_a_table_name_otherwise_follows_the_path_rule() -> None:
 @pytest.mark.parametrize(("name", "refused"), [("nuclei", False), ("cells", False),
                                                ("FOV", True), ("Well", True)])
 def test_a_labels_name_never_makes_a_fields_roi_table(name: str, refused: bool) -> None:
-    from memtype.pipeline.naming import check_labels_name
+    from memtype.pipeline.model.naming import check_labels_name
 
     if refused:
         with pytest.raises(InvalidArgumentError, match="ROI table"):

@@ -10,7 +10,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import InputCollisionError, ShapeError
-from memtype.pipeline.patterns import (
+from memtype.pipeline.io.patterns import (
     DEFAULT_PATTERN,
     FilenamePattern,
     group_records,
@@ -218,7 +218,7 @@ def test_colliding_stack_slices_name_both_files() -> None:
     ("B123", "B123"), ("plate", "plate"),
 ])
 def test_canonical_well(well: str, expected: str) -> None:
-    from memtype.pipeline.patterns import canonical_well
+    from memtype.pipeline.io.patterns import canonical_well
 
     assert canonical_well(well) == expected
 

@@ -13,8 +13,8 @@ import pytest
 import memtype as mt
 from memtype.conversion import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline.model.variants import Variants
 from memtype.pipeline.planning import Plan
-from memtype.pipeline.variants import Variants
 from tests.pipeline_support import write_plate
 
 NATIVE = {"dtype_conversion": mt.DtypeConversion.NATIVE_OUTPUT}
@@ -112,9 +112,9 @@ def test_the_variants_module_is_not_shadowed() -> None:
     import types
 
     import memtype.pipeline
-    import memtype.pipeline.variants as module
+    import memtype.pipeline.model.variants as module
 
-    assert isinstance(memtype.pipeline.variants, types.ModuleType)
+    assert isinstance(memtype.pipeline.model.variants, types.ModuleType)
     assert mt.variants is module.variants and memtype.pipeline.Variants is module.Variants
 
 

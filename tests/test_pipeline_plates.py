@@ -12,7 +12,7 @@ import pytest
 
 import memtype as mt
 from memtype.pipeline import Pipeline
-from memtype.pipeline.plates import PlateLayout, layout_of, plate_layout
+from memtype.pipeline.io.plates import PlateLayout, layout_of, plate_layout
 from memtype.pipeline.synthetic import SyntheticPlate
 from memtype.storage import ZarrStore, natural_sorted
 from tests.pipeline_support import write_plate

@@ -25,8 +25,8 @@ from memtype.errors import (
     StorePathError,
 )
 from memtype.pipeline import Pipeline
-from memtype.pipeline.inspection import inspect_plate
-from memtype.pipeline.patterns import DEFAULT_PATTERN
+from memtype.pipeline.io.inspection import inspect_plate
+from memtype.pipeline.io.patterns import DEFAULT_PATTERN
 from memtype.pipeline.readers import ImageXpressReader, open_input
 from memtype.pipeline.readers.base import open_inside
 from tests.readers_support import _tif, htd_text, metaxpress_description, write_phenix

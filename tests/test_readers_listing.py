@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memtype.errors import InputCollisionError
-from memtype.pipeline.patterns import ImageRecord, key_order
+from memtype.pipeline.io.patterns import ImageRecord, key_order
 from memtype.pipeline.readers import ImageXpressReader, PatternReader
 from memtype.pipeline.readers.base import natural_sort, walk_folders, walk_inside
 

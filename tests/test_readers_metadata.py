@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memtype.errors import StoreFormatError
-from memtype.pipeline.inspection import inspect_plate
+from memtype.pipeline.io.inspection import inspect_plate
 from memtype.pipeline.readers import FieldPosition, ImageXpressReader, PhenixReader
 from memtype.pipeline.readers.imagexpress import tiff_properties
 from tests.readers_support import (

@@ -174,7 +174,7 @@ def test_memtype_inspect_shows_the_plate(tmp_path: Path,
 
 
 def test_inspect_lists_gaps_of_a_plate_without_metadata(tmp_path: Path) -> None:
-    from memtype.pipeline.inspection import inspect_plate
+    from memtype.pipeline.io.inspection import inspect_plate
 
     root = WRITERS["pattern"](tmp_path / "plate")
     (root / "TimePoint_1" / "B03_s1_w2_z2.tif").unlink()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from memtype.errors import NoImagesError, StoreFormatError
-from memtype.pipeline.inspection import inspect_plate
+from memtype.pipeline.io.inspection import inspect_plate
 from memtype.pipeline.readers import (
     FieldPosition,
     ImageXpressReader,

@@ -63,7 +63,7 @@ def test_failures_alike_but_for_the_well_name_stop_the_run(two_channels: Path,
 ])
 def test_a_cause_leaves_out_the_group_it_names(text: str, key: tuple[tuple[str, object], ...],
                                                expected: str) -> None:
-    from memtype.pipeline.report import without_group
+    from memtype.pipeline.execution.report import without_group
 
     assert without_group(text, key) == expected  # type: ignore[arg-type]
 
@@ -205,7 +205,7 @@ def np_fail_in_a02_while_broken(stack: np.ndarray, bad: int = -1) -> np.ndarray:
 @pytest.mark.requires("tifffile", "zarr")
 def test_a_group_done_on_resume_is_no_longer_marked_failed(two_channels: Path,
                                                            tmp_path: Path) -> None:
-    from memtype.pipeline.failures import failed_wells
+    from memtype.pipeline.execution.failures import failed_wells
 
     out = tmp_path / "out"
     step = FunctionStep(np_fail_in_a02_while_broken, bad=_a02_first_stack_sum())
@@ -260,7 +260,7 @@ def test_the_overview_marks_a_failed_well_failed_and_has_a_colour_bar(
     (None, "t: count"), ("area", "t: area, mean per well"), ("t:area", "t: area, mean per well"),
     ("count", "t: count, mean per well")])
 def test_well_values_show_the_chosen_column(column: str | None, title: str) -> None:
-    from memtype.pipeline.overview import well_values
+    from memtype.pipeline.io.overview import well_values
 
     rows = [{"well": "A01", "site": 1, "count": "2", "area": "10"},
             {"well": "A01", "site": 2, "count": "4", "area": "20"},
@@ -273,7 +273,7 @@ def test_well_values_show_the_chosen_column(column: str | None, title: str) -> N
 
 
 def test_a_column_no_table_has_is_said_and_the_default_shown() -> None:
-    from memtype.pipeline.overview import well_values
+    from memtype.pipeline.io.overview import well_values
 
     with pytest.warns(UserWarning, match="no side-output table has it"):
         shown, _ = well_values({"t": [{"well": "A01", "count": 1}]}, "perimeter") or ("", {})
@@ -367,8 +367,8 @@ def test_labels_whose_roi_table_would_replace_a_fields_own_are_refused(name: str
 def test_an_object_storage_output_writes_no_local_failure_log(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch
                                                             ) -> None:
-    from memtype.pipeline.failures import record_outcome
-    from memtype.pipeline.report import GroupResult
+    from memtype.pipeline.execution.failures import record_outcome
+    from memtype.pipeline.execution.report import GroupResult
 
     monkeypatch.chdir(tmp_path)
     failed = GroupResult((("well", "A01"),), "failed", "group well=A01 failed", "Traceback")
@@ -380,7 +380,7 @@ def test_an_object_storage_output_writes_no_local_failure_log(tmp_path: Path,
 # -- a well named '..' by a text field never names a folder of the output -------------------
 @pytest.mark.parametrize("name", [".._s1.tif", "._s1.tif"], ids=["dotdot", "dot"])
 def test_a_text_field_value_of_dot_or_dotdot_matches_no_file(name: str) -> None:
-    from memtype.pipeline.patterns import FilenamePattern
+    from memtype.pipeline.io.patterns import FilenamePattern
 
     pattern = FilenamePattern("{well:s}_s{site}.tif")
     assert pattern.match(name) is None
@@ -390,13 +390,13 @@ def test_a_text_field_value_of_dot_or_dotdot_matches_no_file(name: str) -> None:
 @pytest.mark.parametrize("key", [(("well", ".."),), (("well", "."),)], ids=["dotdot", "dot"])
 def test_a_group_label_that_would_leave_the_output_is_refused(
         key: tuple[tuple[str, object], ...]) -> None:
-    from memtype.pipeline.outputs import group_file_label
+    from memtype.pipeline.io.outputs import group_file_label
 
     with pytest.raises(InvalidArgumentError, match="cannot name a file in the output"):
         group_file_label(key)  # type: ignore[arg-type]
 
 
 def test_a_group_label_is_one_path_component() -> None:
-    from memtype.pipeline.outputs import group_file_label
+    from memtype.pipeline.io.outputs import group_file_label
 
     assert group_file_label((("well", "a/b\\c"), ("site", 2))) == "a_b_c-site2"

@@ -182,3 +182,22 @@ def test_function_level_imports_are_found(tmp_path: Path) -> None:
             "memtype._probe_case:5", "memtype._probe_case:6"]
     finally:
         del MODULES["memtype._probe_case"]
+
+
+# -- a pipeline layer whose folders show its design ------------------------------------------
+
+PIPELINE_MODULES_AT_MOST = 8
+
+
+def test_few_modules_sit_directly_in_pipeline() -> None:
+    """What a pipeline is, how a run executes and what goes in and out are folders of their
+    own (``model/``, ``execution/``, ``io/``; docs/architecture.md), not a flat list."""
+    flat = sorted(p.name for p in (SRC / "pipeline").glob("*.py"))
+    assert len(flat) <= PIPELINE_MODULES_AT_MOST, flat
+
+
+@pytest.mark.parametrize("package", sorted(
+    p.parent.relative_to(SRC).as_posix() for p in (SRC / "pipeline").rglob("__init__.py")))
+def test_each_pipeline_folder_says_what_it_owns(package: str) -> None:
+    doc = ast.get_docstring(ast.parse((SRC / package / "__init__.py").read_text()))
+    assert doc and doc.splitlines()[0].strip(), f"{package}/__init__.py has no first line"

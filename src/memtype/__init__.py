@@ -40,7 +40,7 @@ _LAZY: dict[str, str] = {
     "gpu": "memtype.gpu",
     "storage": "memtype.storage",
     "pipeline": "memtype.pipeline",
-    "variants": "memtype.pipeline.variants",
+    "variants": "memtype.pipeline.model.variants",
     "array_api": "memtype.array_api_functions",
     "ArrayAPIFunction": "memtype.array_api_functions",  # what array_api returns
     "chain": "memtype.chaining",

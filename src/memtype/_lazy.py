@@ -15,7 +15,7 @@ def lazy_loader(namespace: dict[str, Any], exports: Mapping[str, str]) -> Callab
 
     ``exports`` maps a name to the module that defines it (a name whose module is the
     package's own submodule of that name, ``"gpu": "memtype.gpu"``, is that module; a
-    function named like the module it lives in, ``"variants": "memtype.pipeline.variants"``,
+    function named like the module it lives in, ``"variants": "memtype.pipeline.model.variants"``,
     is the function). The value is imported at first use and then cached in ``namespace``;
     any other name is an ``AttributeError``.
     """

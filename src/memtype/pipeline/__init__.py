@@ -17,20 +17,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from memtype.pipeline.executors import (
-                                        DaskExecutor,
-                                        Executor,
-                                        InlineExecutor,
-                                        ThreadExecutor,
-                                        make_executor,
+from memtype.pipeline.execution.executors import (
+    DaskExecutor,
+    Executor,
+    InlineExecutor,
+    ThreadExecutor,
+    make_executor,
 )
-from memtype.pipeline.modules import import_pipeline_file
-from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern, ImageRecord
-from memtype.pipeline.pipeline import Pipeline
+from memtype.pipeline.execution.report import GroupResult, RunReport, StepStats
+from memtype.pipeline.io.patterns import DEFAULT_PATTERN, FilenamePattern, ImageRecord
+from memtype.pipeline.model.modules import import_pipeline_file
+from memtype.pipeline.model.pipeline import Pipeline
+from memtype.pipeline.model.steps import FunctionStep
+from memtype.pipeline.model.variants import Variants
 from memtype.pipeline.planning import Plan
-from memtype.pipeline.report import GroupResult, RunReport, StepStats
-from memtype.pipeline.steps import FunctionStep
-from memtype.pipeline.variants import Variants
 
 # the synthetic plate is an application of the library (the demo's input), imported on first
 # use so that importing the library never loads it

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from memtype.errors import CommandError, PipelineSpecError
 from memtype.frameworks import NO_OPENCL_VARIABLE
-from memtype.pipeline.executors import EXECUTORS
-from memtype.pipeline.plates import PLATE_SIZES
-from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES
+from memtype.pipeline.execution.executors import EXECUTORS
+from memtype.pipeline.execution.stopping import DEFAULT_MAX_FAILURES
+from memtype.pipeline.io.plates import PLATE_SIZES
 
 if TYPE_CHECKING:
-    from memtype.pipeline.pipeline import Pipeline
-    from memtype.pipeline.report import RunReport
+    from memtype.pipeline.execution.report import RunReport
+    from memtype.pipeline.model.pipeline import Pipeline
 
 __all__ = ["register", "load_pipeline_file"]
 
@@ -189,7 +189,7 @@ def _add_layout_option(p: argparse.ArgumentParser) -> None:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     """``memtype inspect``."""
-    from memtype.pipeline.inspection import inspect_plate
+    from memtype.pipeline.io.inspection import inspect_plate
 
     summary = inspect_plate(args.input, layout=args.layout, pattern=args.pattern)
     try:
@@ -256,10 +256,10 @@ def _failures(report: RunReport) -> int:
 
 def load_pipeline_file(path: str) -> Pipeline:
     """The module-level ``pipeline`` of a Python file, or the pipeline a YAML file says
-    (:mod:`memtype.pipeline.pipeline_file`).
+    (:mod:`memtype.pipeline.model.pipeline_file`).
 
     The Python file is imported as a module of its own (``importlib``) and shipped with the run,
-    so dask workers import it too (see :mod:`memtype.pipeline.modules`).
+    so dask workers import it too (see :mod:`memtype.pipeline.model.modules`).
 
     Raises
     ------
@@ -269,9 +269,9 @@ def load_pipeline_file(path: str) -> Pipeline:
     PipelineFileError
         It is not a ``.py`` file, or importing it failed.
     """
-    from memtype.pipeline.modules import import_pipeline_file
-    from memtype.pipeline.pipeline import Pipeline
-    from memtype.pipeline.pipeline_file import is_pipeline_spec, load_pipeline_spec
+    from memtype.pipeline.model.modules import import_pipeline_file
+    from memtype.pipeline.model.pipeline import Pipeline
+    from memtype.pipeline.model.pipeline_file import is_pipeline_spec, load_pipeline_spec
 
     if not os.path.isfile(path):
         raise CommandError(f"Pipeline file {path!r} does not exist.")
@@ -303,7 +303,7 @@ def _with_output_options(pipeline: Pipeline, args: argparse.Namespace) -> Pipeli
     import copy
 
     from memtype.omezarr.metadata import SPACE_UNITS
-    from memtype.pipeline.pipeline import _pixel_size
+    from memtype.pipeline.model.pipeline import _pixel_size
 
     chosen = copy.copy(pipeline)
     chosen.ome_version = args.ome_version or pipeline.ome_version
@@ -348,7 +348,7 @@ def _opencl_off(off: bool) -> Iterator[None]:
 
 def _run(args: argparse.Namespace) -> int:
     """``memtype run``'s work."""
-    from memtype.pipeline.patterns import FilenamePattern
+    from memtype.pipeline.io.patterns import FilenamePattern
     from memtype.storage.remote import local_path
 
     _check_workers(args)

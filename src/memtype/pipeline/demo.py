@@ -31,12 +31,12 @@ import numpy as np
 
 from memtype import DtypeConversion, memory_types, require
 from memtype.errors import StoreExistsError, StorePathError
-from memtype.pipeline.patterns import split_well
-from memtype.pipeline.pipeline import Pipeline
-from memtype.pipeline.report import RunReport
-from memtype.pipeline.steps import FunctionStep
+from memtype.pipeline.execution.report import RunReport
+from memtype.pipeline.io.patterns import split_well
+from memtype.pipeline.model.pipeline import Pipeline
+from memtype.pipeline.model.steps import FunctionStep
+from memtype.pipeline.model.variants import Variants
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
-from memtype.pipeline.variants import Variants
 
 __all__ = [
     "normalize",
@@ -328,7 +328,7 @@ def run_demo(out: str | os.PathLike[str], plate: SyntheticPlate | None = None, *
     ``out`` is replaced if it holds an earlier demo; a directory holding anything else is
     refused (:func:`check_demo_output`) unless ``overwrite`` is true.
     """
-    from memtype.pipeline.tables import parse_table
+    from memtype.pipeline.io.tables import parse_table
     from memtype.storage import DiskStore
 
     check_demo_output(out, overwrite=overwrite)

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern
-from memtype.pipeline.plates import PlateLayout, plate_layout
+from memtype.pipeline.io.patterns import DEFAULT_PATTERN, FilenamePattern
+from memtype.pipeline.io.plates import PlateLayout, plate_layout
 
 __all__ = ["SyntheticPlate", "write_synthetic_plate"]
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from memtype.errors import FieldError, ShapeError
 from memtype.pipeline.analysis.references import Input
-from memtype.pipeline.patterns import Key
+from memtype.pipeline.io.patterns import Key
 
 __all__ = ["FieldValues", "ObjectSet", "IMAGE_TABLE", "channel_field", "field_key",
            "resolve_input", "record_result", "field_rows"]
@@ -57,7 +57,7 @@ class FieldValues:
 def channel_field(fields: Sequence[str]) -> str | None:
     """The pattern field that holds the channel (the OME-Zarr plate's ``c`` role), or None."""
     from memtype.errors import InvalidArgumentError
-    from memtype.pipeline.outputs import zarr_roles
+    from memtype.pipeline.io.outputs import zarr_roles
 
     for name in fields:
         try:

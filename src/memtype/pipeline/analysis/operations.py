@@ -22,7 +22,7 @@ from typing import Any
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.analysis.references import Input
 from memtype.pipeline.catalog.declarations import HOST
-from memtype.pipeline.variants import Variants
+from memtype.pipeline.model.variants import Variants
 
 __all__ = ["AnalysisOperation", "ANALYSIS_OPERATIONS", "analysis_variants", "resolve_analysis"]
 

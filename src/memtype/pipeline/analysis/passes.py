@@ -34,12 +34,12 @@ from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.pipeline.catalog.declarations import HOST
 
 if TYPE_CHECKING:
-    from memtype.pipeline.executors import Executor
+    from memtype.pipeline.execution.executors import Executor
 
 Step = Any
 """A :class:`~memtype.pipeline.FunctionStep` (``steps`` imports this module: no import back)."""
 Group = Any
-"""A :class:`~memtype.pipeline.steps.GroupTask`."""
+"""A :class:`~memtype.pipeline.model.steps.GroupTask`."""
 
 __all__ = ["PASSES", "PlatePass", "pass_steps", "run_passes", "PASSES_DIR"]
 
@@ -213,7 +213,7 @@ def accumulate_groups(ctx: _MapContext, tasks: Sequence[Group]) -> list[dict[str
         except MemtypeError:
             raise
         except Exception as exc:  # named: which group's images the pass could not read
-            from memtype.pipeline.patterns import key_label
+            from memtype.pipeline.io.patterns import key_label
 
             raise InvalidArgumentError(f"plate-wide pass over group {key_label(task.key)}: "
                                        f"{type(exc).__name__}: {exc}") from exc
@@ -239,7 +239,7 @@ def _saved(root: str, step: str) -> dict[str, np.ndarray[Any, Any]] | None:
 
 def _save(root: str, step: str, functions: Mapping[str, np.ndarray[Any, Any]]) -> None:
     """Keep a pass's functions in the output (``passes/<step>/<channel>.npy``)."""
-    from memtype.pipeline.naming import check_path_name
+    from memtype.pipeline.model.naming import check_path_name
     from memtype.storage import DiskStore
 
     disk = DiskStore(root)

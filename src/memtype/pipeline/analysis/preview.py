@@ -23,9 +23,9 @@ import numpy as np
 from memtype.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from memtype.pipeline.patterns import Key
-    from memtype.pipeline.pipeline import Pipeline
-    from memtype.pipeline.steps import FunctionStep, GroupTask
+    from memtype.pipeline.io.patterns import Key
+    from memtype.pipeline.model.pipeline import Pipeline
+    from memtype.pipeline.model.steps import FunctionStep, GroupTask
 
 __all__ = ["PreviewResult", "preview", "render_preview"]
 
@@ -50,7 +50,7 @@ class PreviewResult:
 def _field_task(pipeline: Pipeline, reader: Any, well: str, site: str | None) -> GroupTask:
     """The records of one field (the well's first site, or ``site``) as one group."""
     from memtype.pipeline.analysis.summaries import _well_name
-    from memtype.pipeline.steps import GroupTask
+    from memtype.pipeline.model.steps import GroupTask
 
     wanted = _well_name(well)
     records = [r for r in reader.records(None) if _well_name(str(r.get("well"))) == wanted]
@@ -95,9 +95,9 @@ def preview(pipeline: Pipeline, source: Any, output: str | os.PathLike[str], *, 
     """
     from memtype.pipeline.analysis.fields import channel_field
     from memtype.pipeline.analysis.passes import run_passes
-    from memtype.pipeline.executors import InlineExecutor
-    from memtype.pipeline.patterns import key_label
-    from memtype.pipeline.runner import RunContext, execute_group
+    from memtype.pipeline.execution.executors import InlineExecutor
+    from memtype.pipeline.execution.runner import RunContext, execute_group
+    from memtype.pipeline.io.patterns import key_label
 
     reader = pipeline.reader(source, pattern, layout)
     task = _field_task(pipeline, reader, well, site)

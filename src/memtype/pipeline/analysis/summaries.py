@@ -67,7 +67,7 @@ class Summary:
 
 def _well_name(value: str) -> str:
     """``A1`` and ``a01`` as ``A01``."""
-    from memtype.pipeline.patterns import split_well
+    from memtype.pipeline.io.patterns import split_well
 
     row, column = split_well(value.strip().upper())
     return f"{row}{int(column):02d}"
@@ -205,7 +205,7 @@ def write_summaries(root: str, summary: Summary | None, tables: Sequence[str],
 
 def _write(root: str, name: str, rows: Sequence[Mapping[str, Any]]) -> str:
     """Write ``<name>.csv`` in ``root``; its path."""
-    from memtype.pipeline.tables import rows_to_table
+    from memtype.pipeline.io.tables import rows_to_table
 
     path = os.path.join(root, f"{name}.csv")
     with open(path, "w", newline="", encoding="utf-8") as fh:

@@ -3,7 +3,7 @@ operation over its implementations), each a :class:`~memtype.pipeline.FunctionSt
 
 The rest of the catalog (entries, calls, operations, the naming of steps) builds no step, so
 :class:`~memtype.pipeline.FunctionStep` can resolve a name through it and every import points
-one way: this module -> ``memtype.pipeline.steps`` -> ``catalog.naming`` -> the catalog.
+one way: this module -> ``memtype.pipeline.model.steps`` -> ``catalog.naming`` -> the catalog.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from memtype.pipeline.catalog.calls import CALL_OPTIONS, _check_arguments, _volume, catalog_function
 from memtype.pipeline.catalog.entry import get
 from memtype.pipeline.catalog.operations import _operation, _parameters, variants_of
-from memtype.pipeline.steps import FunctionStep
+from memtype.pipeline.model.steps import FunctionStep
 
 __all__ = ["step", "operation"]
 

@@ -20,7 +20,7 @@ from typing import Any
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.catalog.declarations import CUPY
 from memtype.pipeline.catalog.entry import get
-from memtype.pipeline.variants import Variants
+from memtype.pipeline.model.variants import Variants
 
 __all__ = ["Operation", "OPERATIONS", "REQUIRED", "TOLERANCES", "Tolerance", "operations",
            "variants_of"]

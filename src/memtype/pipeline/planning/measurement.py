@@ -29,9 +29,9 @@ from memtype.errors import (
     ShapeError,
 )
 from memtype.frameworks import load_adapter
-from memtype.pipeline.patterns import stack_keys
+from memtype.pipeline.io.patterns import stack_keys
+from memtype.pipeline.model.steps import FunctionStep, GroupTask, writes
 from memtype.pipeline.planning.model import Boundary, Shape
-from memtype.pipeline.steps import FunctionStep, GroupTask, writes
 
 __all__ = ["Probe", "Prober", "PRESSURE_LIMIT", "device_budgets", "group_shapes",
            "image_shapes", "infer_boundaries", "Trials"]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from memtype import detect_memory_type
-from memtype.pipeline.steps import FunctionStep
+from memtype.pipeline.model.steps import FunctionStep
 
 __all__ = ["Plan", "PlannedConversion", "PlannedStep", "HOST_WEIGHT", "HOST_STACK", "Shape",
            "Boundary"]

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import InvalidArgumentError
+from memtype.pipeline.model.steps import FunctionStep
 from memtype.pipeline.planning.model import Plan, Shape
 from memtype.pipeline.planning.search import make_plan
-from memtype.pipeline.steps import FunctionStep
 
 __all__ = ["Replanner"]
 

@@ -21,6 +21,8 @@ import numpy as np
 from memtype import capture_conversions
 from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.frameworks import get_framework, is_installed, is_loaded, unusable_reason
+from memtype.pipeline.model.requirements import first_runnable
+from memtype.pipeline.model.steps import FunctionStep, writes
 from memtype.pipeline.planning.measurement import Probe, Prober, Trials, infer_boundaries
 from memtype.pipeline.planning.model import (
     HOST_STACK,
@@ -30,8 +32,6 @@ from memtype.pipeline.planning.model import (
     PlannedStep,
     Shape,
 )
-from memtype.pipeline.requirements import first_runnable
-from memtype.pipeline.steps import FunctionStep, writes
 
 __all__ = ["make_plan", "NOT_IMPORTED"]
 

@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline.patterns import DEFAULT_PATTERN, FilenamePattern
+from memtype.pipeline.io.patterns import DEFAULT_PATTERN, FilenamePattern
 from memtype.pipeline.readers.base import (
     READER_FIELDS,
     FieldPosition,

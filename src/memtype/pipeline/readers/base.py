@@ -27,7 +27,7 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
-from memtype.pipeline.patterns import (
+from memtype.pipeline.io.patterns import (
     FieldValue,
     FilenamePattern,
     ImageRecord,

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from memtype.errors import StoreFormatError
-from memtype.pipeline.patterns import FieldValue, ImageRecord, Key, key_label
+from memtype.pipeline.io.patterns import FieldValue, ImageRecord, Key, key_label
 from memtype.pipeline.readers.base import (
     FieldPosition,
     FileReader,

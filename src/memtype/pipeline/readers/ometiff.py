@@ -33,7 +33,7 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
-from memtype.pipeline.patterns import ImageRecord
+from memtype.pipeline.io.patterns import ImageRecord
 from memtype.pipeline.readers.base import FileReader, PlateMetadata, record, well_name
 from memtype.pipeline.readers.checks import bounded, length, whole
 

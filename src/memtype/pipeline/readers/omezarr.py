@@ -34,7 +34,7 @@ from memtype.omezarr.read import (
     missing_unit,
     pixel_size,
 )
-from memtype.pipeline.patterns import ImageRecord
+from memtype.pipeline.io.patterns import ImageRecord
 from memtype.pipeline.readers.base import PlateMetadata, Reader, record, walk_inside
 from memtype.storage.remote import ObjectLocation, is_url, translated
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import NoImagesError
-from memtype.pipeline.patterns import (
+from memtype.pipeline.io.patterns import (
     DEFAULT_PATTERN,
     FilenamePattern,
     ImageRecord,

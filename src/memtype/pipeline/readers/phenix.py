@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtype.errors import StoreFormatError
-from memtype.pipeline.patterns import ImageRecord
+from memtype.pipeline.io.patterns import ImageRecord
 from memtype.pipeline.readers.base import (
     FieldPosition,
     FileReader,

@@ -5,7 +5,7 @@ framework of every memory type its functions take or return, installed and with 
 to hold arrays (a GPU-only framework without its GPU, pyclesperanto where no OpenCL runtime
 compiles); a missing or unusable one fails every group in the same way, so
 :func:`check_frameworks` raises once, before the first group runs. A step with several
-implementations (:class:`~memtype.pipeline.variants.Variants`) loses the implementations
+implementations (:class:`~memtype.pipeline.model.variants.Variants`) loses the implementations
 whose frameworks are missing or unusable (the plan says why) and fails only when none is
 left.
 """
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from memtype.errors import DeviceError, FrameworkNotInstalledError
 from memtype.frameworks import DeviceAdapter, diagnostics, get_framework, is_loaded, load_adapter
-from memtype.pipeline.steps import FunctionStep, StepCall
+from memtype.pipeline.model.steps import FunctionStep, StepCall
 
 __all__ = ["check_frameworks", "missing_reason", "first_runnable"]
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline.patterns import split_well
+from memtype.pipeline.io.patterns import split_well
 
 __all__ = ["write_overview", "render_overview", "well_values", "check_overview_column"]
 

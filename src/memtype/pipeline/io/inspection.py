@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memtype.pipeline.patterns import FieldValue, ImageRecord, field_sort_key, key_label
+from memtype.pipeline.io.patterns import FieldValue, ImageRecord, field_sort_key, key_label
 from memtype.pipeline.readers import PlateMetadata, Reader, open_input
 
 __all__ = ["PlateSummary", "inspect_plate"]

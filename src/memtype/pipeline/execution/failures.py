@@ -16,8 +16,8 @@ import os
 import time
 from typing import Any
 
-from memtype.pipeline.patterns import Key, key_label, split_well
-from memtype.pipeline.report import GroupResult
+from memtype.pipeline.execution.report import GroupResult
+from memtype.pipeline.io.patterns import Key, key_label, split_well
 
 __all__ = ["FAILURE_LOG", "record_outcome", "failed_wells"]
 

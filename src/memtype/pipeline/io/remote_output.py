@@ -22,7 +22,8 @@ with its images, pyramid levels, labels and tables; ``<table>.csv``; ``.memtype/
   left by a process that died (same host and a pid no longer running, or not renewed for
   :data:`LEASE_TTL_S` seconds) is taken over with ``If-Match``, so of two runs taking over
   one wins.
-* The run record (``.memtype/run.json``, :mod:`memtype.pipeline.provenance`) is one object.
+* The run record (``.memtype/run.json``, :mod:`memtype.pipeline.execution.provenance`) is
+  one object.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from memtype.errors import StoreExistsError, StoreFormatError
-from memtype.pipeline.outputs import OutputSpec, group_file_label
-from memtype.pipeline.patterns import Key, key_label
-from memtype.pipeline.tables import parse_table, rows_to_table
+from memtype.pipeline.io.outputs import OutputSpec, group_file_label
+from memtype.pipeline.io.patterns import Key, key_label
+from memtype.pipeline.io.tables import parse_table, rows_to_table
 from memtype.storage import natural_key
 from memtype.storage.remote import ObjectLocation, translated
 

@@ -29,15 +29,15 @@ from memtype.pipeline.analysis.fields import (
     record_result,
     resolve_input,
 )
-from memtype.pipeline.buffers import BufferPool
-from memtype.pipeline.executors import current_worker_index
-from memtype.pipeline.modules import ModuleSpec, ensure_modules, shipped_modules
-from memtype.pipeline.outputs import OutputSpec
-from memtype.pipeline.patterns import FilenamePattern, Key, key_label, stack_keys
-from memtype.pipeline.progress import measure
-from memtype.pipeline.report import Fallback, GroupResult, StepStats, without_group
-from memtype.pipeline.steps import FunctionStep, GroupTask, writes
-from memtype.pipeline.tables import side_output_rows
+from memtype.pipeline.execution.buffers import BufferPool
+from memtype.pipeline.execution.executors import current_worker_index
+from memtype.pipeline.execution.progress import measure
+from memtype.pipeline.execution.report import Fallback, GroupResult, StepStats, without_group
+from memtype.pipeline.io.outputs import OutputSpec
+from memtype.pipeline.io.patterns import FilenamePattern, Key, key_label, stack_keys
+from memtype.pipeline.io.tables import side_output_rows
+from memtype.pipeline.model.modules import ModuleSpec, ensure_modules, shipped_modules
+from memtype.pipeline.model.steps import FunctionStep, GroupTask, writes
 
 if TYPE_CHECKING:
     from memtype.pipeline.planning import Plan, Replanner
@@ -370,9 +370,9 @@ def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
 
 def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
     """Process one group (:func:`_execute_group`); a failure is also written to the run's
-    failure log beside the output (:mod:`memtype.pipeline.failures`)."""
-    from memtype.pipeline.failures import record_outcome
-    from memtype.pipeline.outputs import group_file_label
+    failure log beside the output (:mod:`memtype.pipeline.execution.failures`)."""
+    from memtype.pipeline.execution.failures import record_outcome
+    from memtype.pipeline.io.outputs import group_file_label
 
     return record_outcome(ctx.output.root, _execute_group(ctx, task),
                           group_file_label(task.key))

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memtype.errors import StoreExistsError, StoreNotFoundError
-from memtype.pipeline.modules import shipped_modules
+from memtype.pipeline.model.modules import shipped_modules
 
 if TYPE_CHECKING:
+    from memtype.pipeline.model.steps import FunctionStep, GroupTask, StepCall
     from memtype.pipeline.readers import Reader
-    from memtype.pipeline.steps import FunctionStep, GroupTask, StepCall
 
 __all__ = ["run_record", "input_identity", "check_resume", "differences", "RECORD"]
 

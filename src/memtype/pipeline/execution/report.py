@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from memtype.errors import PipelineError
-from memtype.pipeline.patterns import Key, key_label, key_order
+from memtype.pipeline.io.patterns import Key, key_label, key_order
 
 if TYPE_CHECKING:
     from memtype.pipeline.planning import Plan
@@ -44,7 +44,7 @@ class StepStats:
         The largest GPU memory peak of the step (all frameworks), 0 without GPU.
     buffers_new, buffers_reused : int
         Buffers the pipeline allocated for the step (the loaded stacks), and those it
-        reused from an earlier group instead (see :mod:`memtype.pipeline.buffers`).
+        reused from an earlier group instead (see :mod:`memtype.pipeline.execution.buffers`).
     """
 
     name: str
@@ -174,7 +174,7 @@ class GroupResult:
         The failure was a full disk or an exhausted quota (``ENOSPC``, ``EDQUOT``).
     log : str or None
         For a failed group: the log its traceback was written to (``OUTPUT/failures.log``,
-        see :mod:`memtype.pipeline.failures`).
+        see :mod:`memtype.pipeline.execution.failures`).
     """
 
     key: Key

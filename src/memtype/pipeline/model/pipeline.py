@@ -10,15 +10,24 @@ from typing import TYPE_CHECKING, Any
 
 from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.frameworks import get_framework, gpu_index
-from memtype.pipeline.executors import Executor, make_executor
-from memtype.pipeline.outputs import OutputSpec, zarr_roles
-from memtype.pipeline.overview import check_overview_column
-from memtype.pipeline.patterns import (
+from memtype.pipeline.execution.executors import Executor, make_executor
+from memtype.pipeline.execution.progress import Progress, make_progress
+from memtype.pipeline.execution.provenance import check_resume, run_record
+from memtype.pipeline.execution.report import GroupResult, RunReport
+from memtype.pipeline.execution.runner import RunContext, execute_group
+from memtype.pipeline.execution.stopping import DEFAULT_MAX_FAILURES, FailureWatch
+from memtype.pipeline.io.outputs import OutputSpec, zarr_roles
+from memtype.pipeline.io.overview import check_overview_column
+from memtype.pipeline.io.patterns import (
     DEFAULT_PATTERN,
     FilenamePattern,
     group_records,
     split_well,
 )
+from memtype.pipeline.io.plates import PlateLayout, layout_of
+from memtype.pipeline.io.sources import PathOrStore, is_store, output_inside_input
+from memtype.pipeline.model.requirements import check_frameworks
+from memtype.pipeline.model.steps import FunctionStep, GroupTask, NamedSpec
 from memtype.pipeline.planning import (
     Plan,
     Replanner,
@@ -27,15 +36,6 @@ from memtype.pipeline.planning import (
     image_shapes,
     make_plan,
 )
-from memtype.pipeline.plates import PlateLayout, layout_of
-from memtype.pipeline.progress import Progress, make_progress
-from memtype.pipeline.provenance import check_resume, run_record
-from memtype.pipeline.report import GroupResult, RunReport
-from memtype.pipeline.requirements import check_frameworks
-from memtype.pipeline.runner import RunContext, execute_group
-from memtype.pipeline.sources import PathOrStore, is_store, output_inside_input
-from memtype.pipeline.steps import FunctionStep, GroupTask, NamedSpec
-from memtype.pipeline.stopping import DEFAULT_MAX_FAILURES, FailureWatch
 
 if TYPE_CHECKING:
     from memtype.gpu import GpuId
@@ -93,7 +93,7 @@ class Pipeline:
         pipeline keeps its own copies (``self.steps``), named uniquely: a repeated name
         becomes ``name_2``, ``name_3``...; the steps passed are never changed.
     pattern : str, optional
-        The file-name pattern of the input images (see :mod:`memtype.pipeline.patterns`).
+        The file-name pattern of the input images (see :mod:`memtype.pipeline.io.patterns`).
         Given (any pattern, the default's text too), the input is read by it, whatever
         vendor metadata its folder holds; not given, the layout is detected (and TIFF
         outputs are named by ``DEFAULT_PATTERN``).
@@ -242,7 +242,7 @@ class Pipeline:
             The output directory: ``plate.zarr`` (or ``images/``), one ``<table>.csv`` per
             side output, and ``.memtype/`` (the record of finished groups for ``resume``);
             or an ``s3://bucket/prefix`` holding the same objects (see
-            :mod:`memtype.pipeline.remote_output`).
+            :mod:`memtype.pipeline.io.remote_output`).
         executor : {"inline", "threads", "dask"} or Executor
             Where groups run. ``"dask"`` uses ``client`` (any scheduler), or connects to
             ``scheduler``, or starts a LocalCluster of ``workers`` processes; the workers
@@ -263,7 +263,7 @@ class Pipeline:
         overview_column : str, optional
             What the plate overview's heatmap shows: a side-output column's mean per well
             (``"area"``, or ``"nuclei:area"`` for table ``nuclei``); by default a table's
-            ``count`` (see :func:`memtype.pipeline.overview.well_values`).
+            ``count`` (see :func:`memtype.pipeline.io.overview.well_values`).
         progress : bool or Progress, optional
             Show a progress bar (default: when stderr is a terminal).
         intermediate_budget : int, optional
@@ -302,7 +302,7 @@ class Pipeline:
             With ``resume``, groups of ``output`` are done and were produced by a different
             pipeline (another step, function, option, pattern, pipeline file content or
             memtype version): the error names what changed (see
-            :mod:`memtype.pipeline.provenance`).
+            :mod:`memtype.pipeline.execution.provenance`).
         ValueError
             The output is (or contains) the input directory; a pattern without the
             ``task_by`` fields; a plate output the grouping cannot fill; a ``plate`` size
@@ -685,7 +685,7 @@ def _output_class(output: str) -> type[OutputSpec]:
     from memtype.storage.remote import is_url
 
     if is_url(output):
-        from memtype.pipeline.remote_output import ObjectOutputSpec
+        from memtype.pipeline.io.remote_output import ObjectOutputSpec
 
         return ObjectOutputSpec
     return OutputSpec

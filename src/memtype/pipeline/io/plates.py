@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline.patterns import split_well
+from memtype.pipeline.io.patterns import split_well
 
 __all__ = ["PlateLayout", "PLATE_SIZES", "MAX_WELLS", "plate_layout", "layout_of"]
 

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from memtype.errors import MemtypeError, PipelineSpecError
 
 if TYPE_CHECKING:
-    from memtype.pipeline.pipeline import Pipeline
-    from memtype.pipeline.steps import FunctionStep
+    from memtype.pipeline.model.pipeline import Pipeline
+    from memtype.pipeline.model.steps import FunctionStep
 
 __all__ = ["SUFFIXES", "is_pipeline_spec", "load_pipeline_spec", "read_pipeline_spec",
            "dump_pipeline_spec", "dump_pipeline_python"]
@@ -119,8 +119,8 @@ def _steps(node: Any, source: str) -> list[FunctionStep]:
     before it (an error names its line)."""
     yaml = _yaml()
 
-    from memtype.pipeline.pipeline import _check_graph
-    from memtype.pipeline.steps import FunctionStep
+    from memtype.pipeline.model.pipeline import _check_graph
+    from memtype.pipeline.model.steps import FunctionStep
 
     if not isinstance(node, yaml.SequenceNode) or not node.value:
         raise _error(source, node, "steps must be a list of at least one step (a name, or "
@@ -161,7 +161,7 @@ def read_pipeline_spec(text: str, source: str = "<pipeline>",
         Not valid YAML, an unknown key, or a step memtype cannot make; the message starts
         with ``source:line:`` (a ``ValueError``).
     """
-    from memtype.pipeline.pipeline import Pipeline
+    from memtype.pipeline.model.pipeline import Pipeline
 
     root = _compose(text, source)
     if root is None:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from memtype.errors import ArgumentTypeError, FieldError, InvalidArgumentError
 from memtype.frameworks import get_framework, is_registered, iter_frameworks
 from memtype.pipeline.analysis.references import Input, parse_inputs
-from memtype.pipeline.patterns import FieldValue, ImageRecord, Key
-from memtype.pipeline.variants import Variants, offered
+from memtype.pipeline.io.patterns import FieldValue, ImageRecord, Key
+from memtype.pipeline.model.variants import Variants, offered
 
 if TYPE_CHECKING:
     from memtype.gpu import GpuId
@@ -440,17 +440,17 @@ def _plate_pass(name: str) -> str | None:
 
 
 def _labels_name(labels: str) -> str:
-    """A label image's name, checked (:func:`~memtype.pipeline.naming.check_labels_name`:
+    """A label image's name, checked (:func:`~memtype.pipeline.model.naming.check_labels_name`:
     its ROI table never replaces a field's own)."""
-    from memtype.pipeline.naming import check_labels_name
+    from memtype.pipeline.model.naming import check_labels_name
 
     return check_labels_name(labels, "FunctionStep: labels")
 
 
 def _table_names(outputs: Sequence[str]) -> tuple[str, ...]:
-    """The side outputs' table names, each checked (:func:`~memtype.pipeline.naming.
+    """The side outputs' table names, each checked (:func:`~memtype.pipeline.model.naming.
     check_table_name`: a file name, never one of memtype's ROI tables)."""
-    from memtype.pipeline.naming import check_table_name
+    from memtype.pipeline.model.naming import check_table_name
 
     if isinstance(outputs, str):
         raise ArgumentTypeError(f"FunctionStep: outputs must be a sequence of table names, "
@@ -464,7 +464,7 @@ def _path_name(name: str, what: str, is_path: bool) -> str:
     step's ``<name>.zarr``, a named value's table columns and preview files)."""
     if not is_path:
         return name
-    from memtype.pipeline.naming import check_path_name
+    from memtype.pipeline.model.naming import check_path_name
 
     return check_path_name(name, what)
 

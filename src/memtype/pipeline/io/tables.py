@@ -18,8 +18,8 @@ import numpy as np
 
 from memtype import detect_memory_type
 from memtype.errors import ArgumentTypeError, SideOutputError, UnsupportedArrayError
-from memtype.pipeline.naming import check_table_name
-from memtype.pipeline.patterns import Key
+from memtype.pipeline.io.patterns import Key
+from memtype.pipeline.model.naming import check_table_name
 
 __all__ = ["side_output_rows", "rows_to_table", "parse_table"]
 
@@ -128,7 +128,7 @@ def side_output_rows(fixed: Key, value: Any, fields: Sequence[str] = (),
         (a ``ValueError``).
     InvalidArgumentError
         ``table`` is no file name, or one of memtype's ROI tables
-        (:func:`~memtype.pipeline.naming.check_table_name`).
+        (:func:`~memtype.pipeline.model.naming.check_table_name`).
     """
     if table:  # a default name (the step's) is first checked here, before it is written
         check_table_name(table, "A side output's table name (the step's name unless "

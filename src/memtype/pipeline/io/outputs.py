@@ -7,7 +7,7 @@ Layout::
       images/                the last step's images as TIFF files named by the pattern
       <step>.zarr/ | <step>/ images of steps with materialize=True
       <table>.csv            one per side output, rows of every group
-      plate_overview.png     the plate at a glance (zarr output; memtype.pipeline.overview)
+      plate_overview.png     the plate at a glance (zarr output; memtype.pipeline.io.overview)
       .memtype/done/<group>.json         written last for each finished group (resume)
       .memtype/tables/<table>/<group>.csv  each group's part of each table
 
@@ -27,8 +27,8 @@ import numpy as np
 from memtype.errors import InvalidArgumentError, StoreExistsError, StorePathError
 from memtype.omezarr import assemble
 from memtype.omezarr.assemble import FIELD_ROI_TABLES, zarr_roles
-from memtype.pipeline.patterns import FilenamePattern, Key, field_sort_key, key_label, split_well
-from memtype.pipeline.tables import parse_table, rows_to_table
+from memtype.pipeline.io.patterns import FilenamePattern, Key, field_sort_key, key_label, split_well
+from memtype.pipeline.io.tables import parse_table, rows_to_table
 
 __all__ = ["OutputSpec", "group_file_label", "FIELD_ROI_TABLES", "zarr_roles"]
 
@@ -80,7 +80,7 @@ class OutputSpec:
     written as OME-Zarr labels of the final plate's fields (see :meth:`write_images`)."""
     overview_column: str | None = None
     """What the overview's heatmap shows (``"area"``, ``"nuclei:area"``; None: its default,
-    see :func:`memtype.pipeline.overview.well_values`)."""
+    see :func:`memtype.pipeline.io.overview.well_values`)."""
     shards: str | tuple[int, ...] | None = None
     """zarr v3 sharding of the plates' arrays (OME-Zarr 0.5 only; see ``ZarrStore``):
     ``"image"`` writes each field's level as one shard file."""
@@ -189,10 +189,10 @@ class OutputSpec:
         return outputs
 
     def _overview(self, plate: str, tables: dict[str, list[dict[str, Any]]]) -> str:
-        """Write ``plate_overview.png`` (see :mod:`memtype.pipeline.overview`): the heatmap
+        """Write ``plate_overview.png`` (see :mod:`memtype.pipeline.io.overview`): the heatmap
         of ``overview_column``, the failed wells marked."""
-        from memtype.pipeline.failures import failed_wells
-        from memtype.pipeline.overview import well_values, write_overview
+        from memtype.pipeline.execution.failures import failed_wells
+        from memtype.pipeline.io.overview import well_values, write_overview
 
         counts = well_values(tables, self.overview_column)
         name, values = counts if counts else ("", None)

@@ -15,7 +15,7 @@ The groups that finished stay marked done, so ``resume=True`` (``--resume``) doe
 from __future__ import annotations
 
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline.report import GroupResult
+from memtype.pipeline.execution.report import GroupResult
 
 __all__ = ["FailureWatch", "DEFAULT_MAX_FAILURES", "check_max_failures"]
 

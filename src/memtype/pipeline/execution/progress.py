@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from memtype.pipeline.report import GroupResult, StepStats
+from memtype.pipeline.execution.report import GroupResult, StepStats
 
 __all__ = ["measure", "Progress", "RichProgress", "LineProgress", "make_progress"]
 
