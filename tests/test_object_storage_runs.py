@@ -264,7 +264,7 @@ def test_a_tiff_output_on_s3(s3: S3Server, plate_dir: Path, tmp_path: Path) -> N
 def test_a_running_run_renews_its_lease(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from memtype.pipeline import remote_output
+    from memtype.pipeline.io import remote_output
     from memtype.pipeline.io.remote_output import LEASE, ObjectOutputSpec
 
     monkeypatch.setattr(remote_output, "RENEW_S", 0.1)
@@ -308,7 +308,7 @@ def test_a_run_gone_without_finishing_gives_its_lease_back(
     import gc
     import time
 
-    from memtype.pipeline import remote_output
+    from memtype.pipeline.io import remote_output
     from memtype.pipeline.io.remote_output import LEASE, ObjectOutputSpec
 
     monkeypatch.setattr(remote_output, "RENEW_S", 0.1)
