@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import ndimage
 
 import memtype as mt
 from memtype.errors import InvalidArgumentError, PipelineSpecError
@@ -18,6 +17,11 @@ from memtype.pipeline import FunctionStep, Pipeline
 from memtype.pipeline.model.pipeline_file import dump_pipeline_spec, read_pipeline_spec
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
 from tests.pipeline_support import stacks
+
+# every case runs a plate through the analysis operations (scipy, scikit-image) and writes it
+# (tifffile, zarr); without scipy (the wheel alone) the module skips, naming it
+ndimage = pytest.importorskip("scipy.ndimage")
+pytestmark = pytest.mark.requires("scipy", "skimage", "tifffile", "zarr", "yaml")
 
 PLATE = SyntheticPlate(wells=2, sites=2, channels=2, z_planes=2, size=48, cells=(2, 4))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +22,7 @@ from memtype.errors import InvalidArgumentError
 from memtype.omezarr.layout import layout_for
 from memtype.omezarr.metadata import MICROMETRES
 from memtype.omezarr.paths import PlatePaths, field_path
-
-if TYPE_CHECKING:
-    from memtype.omezarr.store import ZarrStore
+from memtype.omezarr.store import ZarrStore
 from memtype.omezarr.tables import ImageGroup, label_boxes, write_roi_table, write_table
 
 __all__ = ["Grid", "zarr_roles", "by_field", "field_image", "write_fields", "write_labels",
@@ -163,8 +161,6 @@ def write_fields(path: str, items: Sequence[Item], grid: Grid, *, rows: Sequence
     small), the physical ``pixel_size`` (z, y, x) in ``pixel_unit`` if known (else no unit
     and unit scales), the names ``channel_names`` gives the channel values, and its ROI
     tables; each field saved is appended to ``written``; ``shards`` as ``ZarrStore``'s."""
-    from memtype.omezarr.store import ZarrStore  # imports zarr: on first write
-
     plate = ZarrStore(path, rows=rows, columns=columns, ome_version=ome_version, shards=shards)
     voxel = voxel_micrometres(pixel_size, pixel_unit)
     for (well, site), planes in by_field(items, grid).items():
@@ -187,8 +183,6 @@ def write_labels(path: str, labels: Mapping[str, Sequence[Item]], grid: Grid,
     """Save label stacks as OME-Zarr labels of the plate's fields (one channel each), each
     with its masking ROI table ``<name>_ROI_table`` (the objects' bounding boxes, ``voxel``
     the size of a voxel (z, y, x) in micrometres, None: in pixels)."""
-    from memtype.omezarr.store import ZarrStore  # imports zarr: on first write
-
     plate = ZarrStore(path, ome_version=ome_version, shards=shards)
     for name, items in labels.items():
         for (well, site), planes in by_field(items, grid).items():
@@ -217,8 +211,6 @@ def write_tables(plate_path: str, grid: Grid, name: str,
         if "well" in row:
             site = str(row.get(site_field, "")) if site_field else "0"
             parts.setdefault((str(row["well"]), site), []).append(row)
-    from memtype.omezarr.store import ZarrStore  # imports zarr: on first write
-
     plate = ZarrStore(plate_path, read_only=True)
     for (well, site), part in parts.items():
         path = grid.field_path(well, site)

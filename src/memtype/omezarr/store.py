@@ -57,22 +57,16 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
+from memtype.omezarr import labels as _labels
 from memtype.omezarr import layout as _layout
 from memtype.omezarr import metadata as _metadata
 from memtype.omezarr import plate as _plate
 from memtype.omezarr import pyramid as _pyramid
+from memtype.omezarr import write as _write
 from memtype.omezarr.paths import PlatePaths, check_name, field_path
 from memtype.storage._atomic import temp_name
 from memtype.storage._readers import decoding
 from memtype.storage.base import PathLike, Store, StoreStat, natural_key
-
-# zarr is an optional extra: without it, importing this module (memtype.storage.ZarrStore)
-# is a MissingPackageError naming the extra, not the ModuleNotFoundError of these imports
-require("zarr", "ZarrStore (OME-Zarr plates)")
-
-from memtype.omezarr import labels as _labels  # noqa: E402  (after the check above)
-from memtype.omezarr import write as _write  # noqa: E402
-from memtype.omezarr.beneath import BeneathStore  # noqa: E402
 
 __all__ = ["ZarrStore"]
 
@@ -337,7 +331,9 @@ class ZarrStore(Store):
                     known: Callable[[], str] = lambda: "") -> Any:
         """Read ``index`` of level ``resolution`` of the image group ``group`` of field
         ``key`` under the well's shared lock (``missing`` + ``known()``: the error's text)."""
-        import zarr
+        import zarr  # an optional extra (ZarrStore's __init__ asked for it)
+
+        from memtype.omezarr.beneath import BeneathStore  # a zarr Store: imports zarr
 
         with self._paths.lock(_metadata.well_lock_name(key.rsplit("/", 1)[0]), shared=True):
             if not self._paths.exists(group):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memtype.omezarr.beneath import BeneathStore
 from memtype.omezarr.metadata import shard_shape
 from memtype.omezarr.paths import PlatePaths
 
@@ -19,7 +18,9 @@ def write_image(paths: PlatePaths, key: str, levels: Sequence[Any], axes: str,
     """Write a complete field group at the new ``key`` (its arrays, level 0 first, then its
     metadata), every file through the plate's :class:`~memtype.omezarr.beneath.
     BeneathStore`."""
-    import zarr
+    import zarr  # an optional extra, as the store below (a zarr Store) is
+
+    from memtype.omezarr.beneath import BeneathStore
 
     layout = paths.layout
     options = layout.array_options(axes, codec, level)
