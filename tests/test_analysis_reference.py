@@ -16,6 +16,10 @@ from memtype.pipeline.model.pipeline_file import load_pipeline_spec
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
 from tests.pipeline_support import ROOT
 
+# the reference analysis: a YAML file (pyyaml), run over a written plate (tifffile, zarr) by the
+# analysis operations (scipy, scikit-image); its preview draws with pillow
+pytestmark = pytest.mark.requires("yaml", "tifffile", "zarr", "scipy", "skimage", "PIL")
+
 EXAMPLE = ROOT / "examples" / "screen_analysis.yaml"
 PLATE = SyntheticPlate(wells=2, sites=2, channels=2, z_planes=2, size=64, cells=(3, 5))
 TABLES = ("nuclei", "cells", "cytoplasm", "image", "well_summary", "qc")

@@ -280,6 +280,7 @@ def test_a_column_no_table_has_is_said_and_the_default_shown() -> None:
     assert "no column 'perimeter'" in shown
 
 
+@pytest.mark.requires("tifffile")  # the plate of the two_channels fixture
 @pytest.mark.parametrize("column", ["", ":", "a:b:c", "t:"])
 def test_a_malformed_overview_column_is_refused_before_the_run(two_channels: Path,
                                                               tmp_path: Path,

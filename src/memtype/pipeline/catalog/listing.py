@@ -45,8 +45,8 @@ def _print(title: str, header: tuple[str, ...], body: Sequence[tuple[str, ...]])
     """A rich table, or tab-separated text without rich (an optional extra)."""
     try:
         from rich.console import Console
-    except ImportError:  # rich comes with memtype[all]: plain text without it
-        sys.stdout.write("\n".join("\t".join(r) for r in [header, *body]) + "\n")
+    except ImportError:  # rich comes with memtype[all]: plain text without it, title first
+        sys.stdout.write("\n".join([title, *("\t".join(r) for r in [header, *body])]) + "\n")
         return
     Console(soft_wrap=True).print(_rich_table(title, header, body))
 
