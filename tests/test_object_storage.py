@@ -13,7 +13,13 @@ from memtype.errors import (
     StoreNotFoundError,
     StoreReadOnlyError,
 )
-from memtype.storage.remote import ObjectLocation, is_url, local_path
+from memtype.storage.remote import (
+    ENDPOINT_VARIABLES,
+    ObjectLocation,
+    is_url,
+    local_path,
+    s3_endpoint,
+)
 from tests.s3_server import S3Server, started
 
 pytestmark = pytest.mark.requires("obstore", "moto")
@@ -139,3 +145,28 @@ def test_no_credentials_anywhere_is_one_clear_error(monkeypatch: pytest.MonkeyPa
     where = ObjectLocation.parse("s3://memtype-no-credentials/plate.zarr")
     with pytest.raises(StoreAccessError, match="No credentials for 's3://memtype-no-cred"):
         where.get("zarr.json")  # was obstore's bare ValueError
+
+
+@pytest.mark.parametrize("variable", ENDPOINT_VARIABLES)
+def test_the_endpoint_variable_chooses_the_server_reached(
+        variable: str, s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each variable obstore reads names the server, and the client follows a change
+    (the client cache keyed on AWS_ENDPOINT_URL alone: AWS_ENDPOINT reached the old one)."""
+    for name in ENDPOINT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, s3.endpoint)
+    where = ObjectLocation.parse(f"s3://{s3.bucket()}/out")
+    where.put("x", b".")
+    with started() as other:  # moto's servers in one process share their buckets
+        monkeypatch.setenv(variable, other.endpoint)
+        before = s3.mark()
+        assert where.get("x") == b"."
+        assert (s3.since(before)["GET"], other.since(0)["GET"]) == (0, 1)
+        assert where.describe() == other.endpoint
+
+
+def test_the_service_specific_endpoint_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in zip(ENDPOINT_VARIABLES, ("http://a", "http://b", "http://c"),
+                           strict=True):
+        monkeypatch.setenv(name, value)
+    assert (s3_endpoint(), ObjectLocation.parse("s3://b/p").describe()) == ("http://a",) * 2

@@ -9,12 +9,13 @@
 The I/O is obstore's (Rust ``object_store``; zarr-python's own :class:`zarr.storage.ObjectStore`
 wraps it for arrays and groups): memtype has no HTTP or S3 client of its own. An ``s3://``
 URL reaches any S3-compatible endpoint; where it is, and the credentials, come from the
-standard environment variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ALLOW_HTTP`` for a
-plain-HTTP endpoint) or, without a key in the environment and with boto3 installed, from
-boto3's chain (``AWS_PROFILE``, ``~/.aws/config``, SSO, instance roles); nothing is read
-from memtype's own files. ``https://`` (and ``http://``) URLs are read-only: objects are
-fetched by name, never listed. ``file://`` URLs are local paths (:func:`local_path`).
+standard environment variables (``AWS_ENDPOINT_URL``, see :data:`ENDPOINT_VARIABLES`;
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
+``AWS_ALLOW_HTTP`` for a plain-HTTP endpoint) or, without a key in the environment and with
+boto3 installed, from boto3's chain (``AWS_PROFILE``, ``~/.aws/config``, SSO, instance
+roles); nothing is read from memtype's own files. ``https://`` (and ``http://``) URLs are
+read-only: objects are fetched by name, never listed. ``file://`` URLs are local paths
+(:func:`local_path`).
 
 Every obstore error becomes one memtype error naming the URL (:func:`translated`): a
 missing bucket :class:`~memtype.errors.StoreNotFoundError`, refused credentials
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from memtype import require
+from memtype import __version__, require
 from memtype.errors import (
     ArgumentTypeError,
     InvalidArgumentError,
@@ -54,9 +55,10 @@ from memtype.errors import (
 )
 
 if TYPE_CHECKING:
-    from obstore.store import RetryConfig
+    from obstore.store import RetryConfig, S3Config
 
-__all__ = ["ObjectLocation", "is_url", "local_path", "translated", "RETRY"]
+__all__ = ["ObjectLocation", "is_url", "local_path", "translated", "RETRY", "ENDPOINT_VARIABLES",
+           "s3_endpoint"]
 
 _REMOTE = ("s3", "https", "http")
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
@@ -69,6 +71,10 @@ RETRY: RetryConfig = {
 }
 """How often a failed request is tried again (a 5xx answer, a dropped connection) before
 the error reaches the caller: 4 times within 20 s, backing off from 0.1 s to 2 s."""
+
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
+"""Where an ``s3://`` URL's endpoint is named, first set wins: boto3 reads the first two in
+this order, obstore all three (``AWS_ENDPOINT`` is its own spelling)."""
 
 
 def is_url(location: object) -> bool:
@@ -184,13 +190,12 @@ class ObjectLocation:
         """Where the location is served from (the endpoint of an s3 URL)."""
         if self.scheme != "s3":
             return f"{self.scheme}://{self.bucket}"
-        return os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or \
-            "AWS S3"
+        return s3_endpoint() or "AWS S3"
 
     # -- clients ---------------------------------------------------------------------------
     def client(self) -> Any:
         """This process's obstore store for the location (opened once per process)."""
-        return _client(self.url, os.getpid(), os.environ.get("AWS_ENDPOINT_URL", ""))
+        return _client(self.url, os.getpid(), s3_endpoint() if self.scheme == "s3" else "")
 
     def zarr_store(self, *, read_only: bool = True) -> Any:
         """zarr-python's :class:`zarr.storage.ObjectStore` rooted at this location.
@@ -307,6 +312,12 @@ class ObjectLocation:
                 obstore.delete(self.client(), keys[start:start + 1000])
 
 
+def s3_endpoint() -> str:
+    """The S3 endpoint the environment names, ``""`` for AWS's own: the first set of
+    :data:`ENDPOINT_VARIABLES` (the one decision behind the client, its cache and messages)."""
+    return next((os.environ[name] for name in ENDPOINT_VARIABLES if os.environ.get(name)), "")
+
+
 def _folder(prefix: str) -> str | None:
     """``prefix`` as obstore's list prefix: a folder (``a/b/``), None for the whole location
     (``a/b`` alone would also match ``a/bc``)."""
@@ -334,10 +345,11 @@ def _open(url: str) -> Any:
     from obstore.store import HTTPStore, S3Store
 
     if url.lower().startswith("s3://"):
-        return S3Store.from_url(url, retry_config=RETRY,
+        endpoint = s3_endpoint()
+        config: S3Config = {"endpoint": endpoint} if endpoint else {}
+        return S3Store.from_url(url, config=config, retry_config=RETRY,
                                 credential_provider=_credential_provider(url),
-                                client_options=_client_options(
-                                    os.environ.get("AWS_ENDPOINT_URL", "")))
+                                client_options=_client_options(endpoint))
     return HTTPStore.from_url(url, retry_config=RETRY,
                               client_options=_client_options(url))
 
@@ -345,8 +357,6 @@ def _open(url: str) -> Any:
 def _client_options(endpoint: str) -> Any:
     """obstore client options: plain HTTP allowed for an ``http://`` endpoint; a user agent
     naming memtype and the process (so a server's log tells workers apart)."""
-    from memtype import __version__
-
     options = {"user_agent": f"memtype/{__version__} (pid {os.getpid()})"}
     return {**options, "allow_http": True} if endpoint.lower().startswith("http://") \
         else options

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from memtype import detect_memory_type
 from memtype.pipeline.model.steps import FunctionStep
 
 __all__ = ["Plan", "PlannedConversion", "PlannedStep", "HOST_WEIGHT", "HOST_STACK", "Shape",
@@ -28,8 +27,8 @@ HOST_WEIGHT = 8
 """How much more a copied byte costs when the copy goes through host memory."""
 
 _MIB = 1024 * 1024
-HOST_STACK = str(detect_memory_type(np.empty(0)))
-"""The memory type images are stacked in when read (and written from): NumPy's."""
+HOST_STACK = "numpy"
+"""The memory type images are stacked in when read (and written from): the host's."""
 
 
 @dataclass(frozen=True)
