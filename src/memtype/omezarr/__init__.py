@@ -29,22 +29,19 @@ Importing this package imports neither zarr nor any array framework.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memtype._lazy import lazy_loader
 
 if TYPE_CHECKING:
     from memtype.omezarr.store import ZarrStore
 
 __all__ = ["ZarrStore"]
 
+_LAZY = {"ZarrStore": "memtype.omezarr.store"}
 
-def __getattr__(name: str) -> Any:
-    if name != "ZarrStore":
-        raise AttributeError(f"module 'memtype.omezarr' has no attribute {name!r}")
-    value = importlib.import_module("memtype.omezarr.store").ZarrStore
-    globals()[name] = value
-    return value
+__getattr__ = lazy_loader(globals(), _LAZY)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"ZarrStore"})
+    return sorted(set(globals()) | set(_LAZY))

@@ -23,9 +23,9 @@ names it here and in :data:`BACKENDS` without importing it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from memtype._lazy import lazy_loader
 from memtype.storage._registry import BACKENDS, get_store_class
 from memtype.storage.base import Store, StoreStat, natural_key, natural_sorted, normalize_path
 
@@ -60,14 +60,7 @@ _LAZY: dict[str, str] = {
     "FileManager": "memtype.storage.file_manager",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memtype.storage' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_loader(globals(), _LAZY)
 
 
 def __dir__() -> list[str]:
