@@ -224,3 +224,54 @@ def test_measure_nbytes_of_a_cycle_counts_each_container_once() -> None:
     cycle: list[Any] = [_arr(3)]
     cycle.append(cycle)
     assert measure_nbytes(cycle) == 3
+
+
+def _zarr_array() -> Any:
+    import zarr
+
+    return zarr.create_array(zarr.storage.MemoryStore(), shape=(4, 8), dtype="float32")
+
+
+def _dask_array() -> Any:
+    import dask.array as da
+
+    return da.zeros((4, 8), dtype="float32", chunks=2)
+
+
+def _torch_cpu() -> Any:
+    import torch
+
+    return torch.zeros((4, 8), dtype=torch.float32)
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda: np.zeros((4, 8), np.float32), id="numpy"),
+    pytest.param(lambda: np.zeros((8, 4), np.float32).T, id="numpy-view"),
+    pytest.param(_torch_cpu, id="torch-cpu", marks=pytest.mark.requires("torch")),
+    pytest.param(_zarr_array, id="zarr-array", marks=pytest.mark.requires("zarr")),
+    pytest.param(_dask_array, id="dask-lazy-array", marks=pytest.mark.requires("dask")),
+    pytest.param(lambda: "\u00e9" * 64, id="text-utf8"),
+])
+def test_measure_nbytes_is_the_one_size_of_a_value(make: Any) -> None:
+    """128 bytes each: an array's data (never read: the zarr and dask arrays hold none yet),
+    a text's UTF-8 bytes."""
+    assert measure_nbytes(make()) == 128
+
+
+def test_a_value_without_a_size_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="Cannot measure the size of a builtins.int"):
+        measure_nbytes(3)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    pytest.param(np.zeros(5, np.int16), 10, id="array"),
+    pytest.param([np.zeros(3, np.uint8), b"ab"], 5, id="list-of-arrays"),
+    pytest.param(object(), 0, id="unknown-size"),
+])
+def test_a_stored_value_is_sized_by_measure_nbytes(value: Any, expected: int) -> None:
+    """MemoryStore's stat and TieredStore's accounting: measure_nbytes, 0 where it has none."""
+    from memtype.storage import MemoryStore
+
+    store = MemoryStore()
+    store.save(value, "v", copy=False)
+    assert store.stat("v").size == expected

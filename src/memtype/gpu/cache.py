@@ -21,10 +21,13 @@ _MISSING: Any = object()
 
 
 def measure_nbytes(value: Any) -> int:
-    """Bytes an array (of any framework), or a list, tuple or dict of arrays, holds.
+    """Bytes an array (of any framework), or a list, tuple or dict of arrays, holds: the
+    one measure of a value's size in bytes.
 
-    Arrays are measured from their adapter's dtype and shape; other objects by an integer
-    ``nbytes`` attribute (``bytes`` and ``bytearray`` by length).
+    Arrays are measured from their adapter's dtype and shape (``memtype.frameworks.data_nbytes``,
+    nothing copied or synchronised); other objects by an integer ``nbytes`` attribute (a zarr
+    or dask array: its data's size, nothing read); ``bytes`` and ``bytearray`` by length,
+    ``str`` by its UTF-8 length.
 
     Raises
     ------
@@ -51,6 +54,8 @@ def _measure_other(value: Any, pending: list[Any], seen: set[int]) -> int:
         return nbytes
     if isinstance(value, (bytes, bytearray)):
         return len(value)
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
     if isinstance(value, (list, tuple, Mapping)):
         if id(value) not in seen:
             seen.add(id(value))

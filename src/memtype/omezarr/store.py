@@ -57,6 +57,7 @@ from memtype.errors import (
     StoreNotFoundError,
     StorePathError,
 )
+from memtype.frameworks import data_nbytes
 from memtype.omezarr import labels as _labels
 from memtype.omezarr import layout as _layout
 from memtype.omezarr import metadata as _metadata
@@ -426,7 +427,7 @@ class ZarrStore(Store):
         with self._paths.metadata(key):
             shape, name = _plate.level_header(self._paths, key)
             dtype = np.dtype(name)
-        return StoreStat(key, False, int(np.prod(shape)) * dtype.itemsize, mtime, shape,
+        return StoreStat(key, False, data_nbytes(shape, dtype), mtime, shape,
                          str(dtype))
 
     # -- directories, deletes, moves -----------------------------------------------------

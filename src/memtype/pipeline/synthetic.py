@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import InvalidArgumentError
+from memtype.frameworks import data_nbytes
 from memtype.pipeline.io.patterns import DEFAULT_PATTERN, FilenamePattern
 from memtype.pipeline.io.plates import PlateLayout, plate_layout
 
@@ -179,7 +180,8 @@ class SyntheticPlate:
     @property
     def nbytes(self) -> int:
         """Bytes of pixel data in the whole plate."""
-        return self.wells * self.sites * self.channels * self.z_planes * self.size ** 2 * 2
+        return data_nbytes((self.wells, self.sites, self.channels, self.z_planes, self.size,
+                            self.size), np.dtype(np.uint16))
 
 
 def write_synthetic_plate(directory: str | os.PathLike[str], plate: SyntheticPlate | None = None,

@@ -25,6 +25,7 @@ import numpy as np
 
 from memtype import require
 from memtype.errors import MemtypeError, StoreFormatError, StoreIndexError
+from memtype.frameworks import data_nbytes
 
 __all__ = ["CorruptFile", "decode", "decoding", "read_npy", "read_tiff", "read_png", "read_json",
            "read_text", "array_header", "DECODE_ERRORS"]
@@ -108,7 +109,7 @@ def npy_header(fh: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any], int]
     if dtype.hasobject:
         raise CorruptFile("it holds Python objects (pickled data), which are never loaded")
     offset = fh.tell()
-    need = math.prod(shape) * dtype.itemsize
+    need = data_nbytes(shape, dtype)
     have = os.fstat(fh.fileno()).st_size - offset
     if have < need:
         raise CorruptFile(f"the header describes {need} data bytes; the file holds {have}")

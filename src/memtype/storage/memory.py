@@ -29,7 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import StoreFormatError, UnsupportedArrayError
+from memtype import detect_memory_type
+from memtype.errors import ArgumentTypeError, StoreFormatError, UnsupportedArrayError
+from memtype.frameworks import load_adapter
+from memtype.gpu import measure_nbytes
 from memtype.storage._tree import KeyTree
 from memtype.storage.base import PathLike, Store, StoreStat, natural_sorted
 
@@ -62,8 +65,6 @@ def copy_value(value: Any) -> Any:
     name = _framework_of(value)
     if name is None:
         return _deep_copy(value)
-    from memtype.frameworks import load_adapter
-
     adapter = load_adapter(name)
     if adapter.immutable and adapter.has_readonly_view:
         return adapter.readonly_view(value)
@@ -91,8 +92,6 @@ def _deep_copy(value: Any) -> Any:
 
 def _framework_of(value: Any) -> str | None:
     """The memory type name of an array of a loaded framework, or None for other objects."""
-    from memtype import detect_memory_type
-
     try:
         return str(detect_memory_type(value))
     except UnsupportedArrayError:  # not an array: the caller copies or sizes it as an object
@@ -100,19 +99,12 @@ def _framework_of(value: Any) -> str | None:
 
 
 def nbytes_of(value: Any) -> int:
-    """Bytes held by ``value``: array data size, text length, or 0 when unknown."""
-    if isinstance(value, np.ndarray):
-        return int(value.nbytes)
-    if isinstance(value, (bytes, bytearray)):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8"))
-    name = _framework_of(value)
-    if name is None:
+    """Bytes a stored value holds (:func:`memtype.gpu.measure_nbytes`), 0 for an object of
+    unknown size (a store keeps any Python object; only its size goes unknown)."""
+    try:
+        return measure_nbytes(value)
+    except ArgumentTypeError:  # measure_nbytes' one error: no size for this object
         return 0
-    from memtype.frameworks import load_adapter
-
-    return load_adapter(name).nbytes(value)
 
 
 def writable_copy(value: Any) -> Any:
@@ -304,8 +296,6 @@ def array_info(value: Any) -> tuple[str, tuple[int, ...], str] | None:
     name = _framework_of(value)
     if name is None:
         return None
-    from memtype.frameworks import load_adapter
-
     adapter = load_adapter(name)
     return name, tuple(adapter.shape_of(value)), str(adapter.dtype_of(value))
 

@@ -20,7 +20,13 @@ import numpy as np
 
 from memtype import capture_conversions
 from memtype.errors import InvalidArgumentError, MemtypeError
-from memtype.frameworks import get_framework, is_installed, is_loaded, unusable_reason
+from memtype.frameworks import (
+    data_nbytes,
+    get_framework,
+    is_installed,
+    is_loaded,
+    unusable_reason,
+)
 from memtype.pipeline.model.requirements import first_runnable
 from memtype.pipeline.model.steps import FunctionStep, writes
 from memtype.pipeline.planning.measurement import Probe, Prober, Trials, infer_boundaries
@@ -405,7 +411,7 @@ def _reasons(planner: _Planner) -> list[str]:
 def _nbytes(bound: Boundary) -> int:
     """Bytes of one boundary's stacks."""
     shapes, dtype = bound
-    return sum(int(np.prod(s)) for s in shapes) * dtype.itemsize
+    return sum(data_nbytes(s, dtype) for s in shapes)
 
 
 def _peaks(phases: list[PlannedStep], sizes: list[int]) -> dict[str, int]:
