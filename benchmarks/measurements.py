@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import platform
 import statistics
 import time
@@ -216,13 +217,15 @@ def main() -> None:
         "# Intensity measurements: memtype vs scikit-image regionprops_table", "",
         f"{datetime.date.today().isoformat()}, {platform.machine()} "
         f"(Python {platform.python_version()}); this project's shared 2-core x86-64 box, "
-        f"other jobs running. `python benchmarks/measurements.py --rounds {args.rounds}`.", "",
+        f"other jobs running (load average {os.getloadavg()[0]:.1f} at the start). "
+        f"`python benchmarks/measurements.py --rounds {args.rounds}`.", "",
         f"One {SIZE}x{SIZE} field, objects {counts}, channels DNA and Actin: all 19 "
         "MeasureObjectIntensity columns per channel and object set, every value asserted "
         "equal (rtol 1e-9) first. Alternating rounds; medians, (min, max) in brackets. "
-        "uint16: a camera's values (one sort of 32-bit keys, object above value); float32 "
-        "(as after illumination correction): one sort of 64-bit keys; float64 values float32 "
-        "cannot hold: sorted by value, then by object.", "",
+        "memtype sorts each object's pixels by a least-significant-digit radix sort (NumPy's "
+        "stable sort of 16-bit digits): uint16, a camera's values: 2 passes (value, object); "
+        "float32 (as after illumination correction): 3; float64 values float32 cannot hold: "
+        "5.", "",
         "| channels | values compared | memtype `measure_intensity` s | "
         "`regionprops_table` (+ extra_properties, + edge table) s | ratio of medians |",
         "|---|---|---|---|---|"]

@@ -14,6 +14,7 @@ from memtype.errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from memtype.pipeline.analysis.intensity import (
     INTENSITY_FEATURES,
     LOCATION_FEATURES,
+    measure_intensities,
     measure_intensity,
 )
 from tests._cellprofiler_reference import cellprofiler_intensity
@@ -37,9 +38,9 @@ def coins_objects() -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.fixture(scope="module", params=["float64", "uint8", "float32", "float32-signed"])
 def coins(request: pytest.FixtureRequest) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """Coins through each sort: in [0, 1] as float64 (values float32 cannot hold: sorted by
-    value, then object), as uint8 (a 32-bit key), as float32 and float32 around 0 (a 64-bit
-    key over the float's bits, negative values included)."""
+    """Coins through each radix sort: in [0, 1] as float64 (values float32 cannot hold: four
+    16-bit digits of the float's bits), as uint8 (one 8-bit digit), as float32 and float32
+    around 0 (two digits of the float's bits, negative values included)."""
     labels, image = coins_objects()
     if request.param == "uint8":
         image = np.round(image * 255).astype(np.uint8)
@@ -215,3 +216,42 @@ def test_refuses_object_numbers_beyond_the_pixel_count() -> None:
     labels[0, 0] = 2**31
     with pytest.raises(InvalidArgumentError, match=r"largest number of 2147483648.*relabel"):
         measure_intensity(labels, np.zeros((4, 4)), image_name="C")
+
+
+def test_several_channels_equal_one_at_a_time(coins: tuple) -> None:
+    labels, image, measured = coins
+    both = measure_intensities(labels, {"Coins": image, "Twice": image.astype(float) * 2})
+    for key, values in measured.items():
+        np.testing.assert_array_equal(both[key], values, err_msg=key)
+    np.testing.assert_allclose(both["Intensity_MADIntensity_Twice"],
+                               2 * measured["Intensity_MADIntensity_Coins"])
+
+
+def test_more_objects_than_16_bits_sort_by_object() -> None:
+    """70000 objects of two pixels (object numbers take two radix digits): CellProfiler's
+    median of two values is the larger, its lower quartile their mean."""
+    values = np.random.default_rng(0).integers(0, 1000, 140_000).astype(np.float32)
+    labels = (np.arange(140_000) // 2 + 1).reshape(350, 400)
+    measured = measure_intensity(labels, values.reshape(350, 400), image_name="C")
+    pairs = values.reshape(-1, 2).astype(np.float64)
+    np.testing.assert_array_equal(measured["Intensity_MedianIntensity_C"], pairs.max(axis=1))
+    np.testing.assert_array_equal(measured["Intensity_LowerQuartileIntensity_C"],
+                                  pairs.mean(axis=1))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.float16, np.float64, bool])
+def test_signed_and_other_dtypes_order_like_cellprofiler(dtype: type) -> None:
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 12, (20, 20)).astype(np.int32)
+    image = rng.integers(-50, 50, (20, 20)).astype(dtype)
+    expected = cellprofiler_intensity(labels, image.astype(np.float64))
+    measured = measure_intensity(labels, image, image_name="C")
+    for name in ("MinIntensity", "MedianIntensity", "UpperQuartileIntensity", "MADIntensity"):
+        np.testing.assert_allclose(measured[f"Intensity_{name}_C"], expected[name],
+                                   err_msg=name)
+
+
+def test_negative_zero_ties_with_zero_for_the_brightest_pixel() -> None:
+    labels = np.ones((1, 3), np.int32)
+    measured = measure_intensity(labels, np.array([[-1.0, 0.0, -0.0]]), image_name="C")
+    assert measured["Location_MaxIntensity_X_C"][0] == 1.0  # 0.0 before -0.0 in raster order

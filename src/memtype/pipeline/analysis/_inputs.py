@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 
-__all__ = ["as_field", "as_labels", "object_count"]
+__all__ = ["as_field", "as_labels", "label_field", "object_count"]
 
 
 def as_field(array: Any, *, name: str) -> npt.NDArray[Any]:
@@ -31,6 +31,11 @@ def as_field(array: Any, *, name: str) -> npt.NDArray[Any]:
 
 def as_labels(array: Any, *, name: str = "labels") -> npt.NDArray[np.intp]:
     """Return a label image as a 2D ``intp`` array: 0 is background, 1..N are objects."""
+    return label_field(array, name=name).astype(np.intp, copy=False)
+
+
+def label_field(array: Any, *, name: str = "labels") -> npt.NDArray[Any]:
+    """Return a label image as a 2D integer array of its own dtype (a view where it can)."""
     labels = as_field(array, name=name)
     if labels.dtype.kind not in "iu":
         raise ArgumentTypeError(
@@ -40,10 +45,10 @@ def as_labels(array: Any, *, name: str = "labels") -> npt.NDArray[np.intp]:
         raise InvalidArgumentError(
             f"Invalid value for argument `{name}`. Expected object numbers >= 0. "
             f"Received: a minimum of {labels.min()}.")
-    return labels.astype(np.intp, copy=False)
+    return labels
 
 
-def object_count(labels: npt.NDArray[np.intp]) -> int:
+def object_count(labels: npt.NDArray[Any]) -> int:
     """The number of rows of a per-object table: the largest object number (0 when empty).
 
     A number above the field's pixel count is refused: its table would be mostly absent rows
