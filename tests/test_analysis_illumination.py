@@ -13,7 +13,11 @@ import numpy as np
 import pytest
 
 from memtype.errors import InvalidArgumentError, ShapeError
-from memtype.pipeline.analysis.illumination import IlluminationAccumulator, apply_illumination
+from memtype.pipeline.analysis.illumination import (
+    IlluminationAccumulator,
+    apply_illumination,
+    illumination_function,
+)
 
 pytestmark = pytest.mark.requires("scipy")
 
@@ -47,6 +51,7 @@ def test_merge_equals_one_accumulator() -> None:
     whole = accumulate(fields, median_bins=32)
     parts = accumulate(fields[:5], median_bins=32).merge(accumulate(fields[5:], median_bins=32))
     np.testing.assert_array_equal(parts.total, whole.total)
+    assert parts.total is not None and parts.total.dtype == np.uint32  # exact, as added
     np.testing.assert_array_equal(parts.histogram, whole.histogram)
     assert parts.fields == whole.fields == 12
 
@@ -64,11 +69,98 @@ def test_pickles_and_merges_after() -> None:
     np.testing.assert_array_equal(copy.average(), accumulate(fields, median_bins=8).average())
 
 
-def test_accumulator_size_is_bounded_by_the_field() -> None:
+def test_a_16_bit_mean_keeps_one_uint32_sum() -> None:
     fields, _ = vignetted_fields(12)
     acc = accumulate(fields)
-    assert acc.total is not None and acc.count is not None
-    assert acc.total.nbytes + acc.count.nbytes == fields[0].size * 12
+    assert acc.total is not None and acc.total.dtype == np.uint32 and acc.count is None
+    assert acc.total.nbytes == fields[0].size * 4
+
+
+def test_a_float_mean_counts_per_pixel_once_a_pixel_is_not_finite() -> None:
+    a, b = np.full((4, 4), 2.0), np.full((4, 4), 4.0)
+    b[0, 0] = np.nan
+    acc = accumulate([a])
+    assert acc.count is None
+    acc.add(b)
+    assert acc.count is not None and acc.count[0, 0] == 1 and acc.count[1, 1] == 2
+
+
+def test_a_16_bit_mean_is_exact() -> None:
+    fields, _ = vignetted_fields(12)
+    exact = np.sum(np.stack(fields).astype(np.int64), axis=0) / 12.0
+    np.testing.assert_array_equal(accumulate(fields).average(), exact)
+
+
+def test_the_uint32_sum_becomes_float64_before_it_could_overflow() -> None:
+    acc = IlluminationAccumulator()
+    for _ in range(65538):  # 65538 x 65535 > 2**32 - 1
+        acc.add(np.full((1, 1), 65535, np.uint16))
+    assert acc.total is not None and acc.total.dtype == np.float64
+    assert acc.average()[0, 0] == 65535.0
+
+
+def test_merge_keeps_the_per_pixel_count_of_either_side() -> None:
+    a, b = np.full((4, 4), 2.0), np.full((4, 4), 4.0)
+    b[0, 0] = np.nan
+    merged = accumulate([a]).merge(accumulate([b, a]))
+    np.testing.assert_array_equal(merged.average(), accumulate([a, b, a]).average())
+    assert merged.count is not None and merged.count[0, 0] == 2
+
+
+def _histogram_median(fields: list[np.ndarray], bins: int, low: float, high: float
+                      ) -> np.ndarray:
+    """The histogram median's definition, written out: each pixel's histogram of the fields
+    over ``bins`` equal bins (values outside in the end bins), the first bin whose cumulative
+    count reaches half the count, linear inside it."""
+    data = np.stack(fields).astype(np.float64)
+    valid = np.isfinite(data)
+    index = np.clip(((np.where(valid, data, low) - low) / (high - low) * bins).astype(int),
+                    0, bins - 1)
+    histogram = np.stack([((index == b) & valid).sum(axis=0) for b in range(bins)])
+    cumulative = np.cumsum(histogram, axis=0)
+    count = valid.sum(axis=0)
+    half = count / 2.0
+    median_bin = np.argmax(cumulative >= half, axis=0)
+    before = np.where(median_bin > 0, np.take_along_axis(
+        cumulative, np.maximum(median_bin - 1, 0)[None], axis=0)[0], 0)
+    inside = np.take_along_axis(histogram, median_bin[None], axis=0)[0].astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fraction = np.clip((half - before) / inside, 0, 1)
+    return np.where(count > 0, low + (median_bin + fraction) * (high - low) / bins, np.nan)
+
+
+@pytest.mark.parametrize(("dtype", "bins", "value_range"), [
+    (np.uint16, 256, None), (np.uint16, 7, (400.0, 1200.0)), (np.uint8, 16, None),
+    (np.int16, 64, None), (np.float32, 32, (0.0, 2000.0)), (np.float64, 256, (0.0, 2000.0))])
+def test_median_is_the_histogram_definition(dtype: type, bins: int,
+                                            value_range: tuple[float, float] | None) -> None:
+    fields, _ = vignetted_fields(9, np.float64)
+    fields = [np.asarray(f if dtype in (np.float32, np.float64) else f % 200, dtype)
+              for f in fields]
+    if dtype is np.float64:
+        fields[0][0, :5] = np.nan
+        fields[1][0, :3] = np.inf
+    acc = accumulate(fields, median_bins=bins, value_range=value_range)
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+    low, high = value_range or (float(info.min), float(info.max))  # type: ignore[union-attr]
+    np.testing.assert_array_equal(acc.average("median"),
+                                  _histogram_median(fields, bins, low, high))
+
+
+@pytest.mark.parametrize("method", ["mean", "median"])
+def test_bands_of_rows_give_the_rows_of_the_whole_average(method: str) -> None:
+    fields, _ = vignetted_fields(7)
+    whole = accumulate(fields, median_bins=64).average(method)
+    bands = [accumulate([f[a:b] for f in fields], median_bins=64).average(method)
+             for a, b in [(0, 5), (5, 30), (30, 48)]]
+    np.testing.assert_array_equal(np.concatenate(bands), whole)
+
+
+def test_illumination_function_of_an_average_is_the_accumulators_function() -> None:
+    fields, _ = vignetted_fields(5)
+    acc = accumulate(fields, median_bins=32)
+    np.testing.assert_array_equal(illumination_function(acc.average("median"), sigma=2),
+                                  acc.function(method="median", sigma=2))
 
 
 @pytest.mark.parametrize("bins", [16, 64, 256])

@@ -3,19 +3,27 @@
 An :class:`IlluminationAccumulator` takes the fields of a plate one at a time (``add``), merges
 with the accumulators of other workers (``merge``: map → reduce) and gives the illumination
 function (``function``): the per-pixel mean (or median) of every field, smoothed and rescaled
-as CellProfiler's "Regular" intensity, "All" images, does. :func:`apply_illumination` divides a
-field by it (or subtracts it). The accumulator is plain NumPy arrays, so it pickles for dask.
+as CellProfiler's "Regular" intensity, "All" images, does (:func:`illumination_function`
+smooths and rescales an average computed elsewhere, e.g. stitched from tiles).
+:func:`apply_illumination` divides a field by it (or subtracts it). The accumulator is plain
+NumPy arrays, so it pickles for dask.
 
-Its size: a mean needs the per-pixel sum and count (two float64 images). A median over all
-fields cannot be kept in one image's memory; here it is estimated from a per-pixel histogram
-of ``median_bins`` fixed bins over ``value_range`` (uint16 counts: ``median_bins`` x 2 bytes
-per pixel, 128 B for the default 64 bins, i.e. 16 float64 images, whatever the number of
-fields), interpolated linearly inside the median's bin: the error is at most one bin width,
-``(high - low) / median_bins``; values outside the range count in the end bins.
+Its size: a mean needs the per-pixel sum (uint32 for 8- and 16-bit unsigned fields, exact and
+promoted to float64 before it could overflow; float64 otherwise) and, only once a field had
+non-finite pixels, a per-pixel count (uint32). CellProfiler has no median of images (its
+"Median" is a rescaling choice and a smoothing filter); memtype's ``median`` is estimated from
+a per-pixel histogram of ``median_bins`` fixed bins over ``value_range`` (uint16 counts:
+``median_bins`` x 2 bytes per pixel, 512 B for 256 bins, i.e. 2.8 GB for a 2160 x 2560 field,
+whatever the number of fields), interpolated linearly inside the median's bin: the error is at
+most one bin width, ``(high - low) / median_bins``; values outside the range count in the end
+bins. The estimate is per pixel, so an accumulator of a band of rows of every field gives the
+same values as one of the whole fields (the plate-wide pass splits a median that way to bound
+its memory).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -25,12 +33,25 @@ from memtype import require
 from memtype.errors import InvalidArgumentError, ShapeError
 from memtype.pipeline.analysis._inputs import as_field
 
-__all__ = ["IlluminationAccumulator", "apply_illumination"]
+__all__ = ["IlluminationAccumulator", "apply_illumination", "illumination_function"]
 
 Floats = npt.NDArray[np.float64]
 
 ROBUST_FRACTION = 0.02  # CellProfiler's ROBUST_FACTOR: the rescaling's robust minimum
 _MAX_COUNT = np.iinfo(np.uint16).max
+_MAX_SUM = float(np.iinfo(np.uint32).max)
+_TABLE_DTYPES = frozenset("?bBhH")
+"""Field dtypes (bool, 8- and 16-bit integers) binned through a table of every value."""
+
+
+def _fits(fields: int) -> bool:
+    """Whether a uint32 sum of this many 16-bit fields cannot overflow."""
+    return fields * 65535.0 <= _MAX_SUM
+
+
+def _sums_exactly(dtype: np.dtype[Any]) -> bool:
+    """Whether fields of this dtype are summed in uint32 (bool and unsigned up to 16 bits)."""
+    return dtype.kind == "b" or (dtype.kind == "u" and dtype.itemsize <= 2)
 
 
 class IlluminationAccumulator:
@@ -62,54 +83,93 @@ class IlluminationAccumulator:
                 f"Received: median_bins={median_bins!r}.")
         self.median_bins = median_bins
         self.value_range = value_range
-        self.total: Floats | None = None
+        self.total: npt.NDArray[Any] | None = None
+        """The per-pixel sum: uint32 while exact (unsigned fields up to 16 bits), else float64."""
         self.count: npt.NDArray[np.uint32] | None = None
+        """The per-pixel count of finite values; None while every pixel of every field was."""
         self.histogram: npt.NDArray[np.uint16] | None = None
         self.fields = 0
 
     def add(self, image: Any) -> None:
         """Count one field (2D, or ``[1, Y, X]``); its non-finite pixels are left out."""
         field = as_field(image, name="image")
-        data = field.astype(np.float64)
-        valid = np.isfinite(data)
         self._start(field)
-        assert self.total is not None and self.count is not None
-        if data.shape != self.total.shape:
+        assert self.total is not None
+        if field.shape != self.total.shape:
             raise ShapeError(
                 f"Invalid value for argument `image`. Expected a field of the shape of those "
-                f"added before, {self.total.shape}. Received: {data.shape}.")
-        self.total += np.where(valid, data, 0.0)
-        self.count += valid
-        self.fields += 1
+                f"added before, {self.total.shape}. Received: {field.shape}.")
+        if self.histogram is not None and self.fields + 1 > _MAX_COUNT:
+            raise InvalidArgumentError(
+                f"A median illumination function over more than {_MAX_COUNT} fields is not "
+                f"supported (the histogram counts are uint16). Received: {self.fields + 1} "
+                "fields.")
+        valid = np.isfinite(field) if field.dtype.kind == "f" else None
+        if valid is not None and bool(valid.all()):
+            valid = None
+        self._add_total(field, valid)
+        self._add_count(valid)
         if self.histogram is not None:
-            self._count_bins(data, valid)
+            self._count_bins(field, valid)
+        self.fields += 1
 
     def _start(self, field: npt.NDArray[Any]) -> None:
-        """Allocate the sums (and histogram) at the first field's shape."""
+        """Allocate the sum (and histogram) at the first field's shape."""
         if self.total is not None:
             return
         if self.value_range is None:
             kind = field.dtype.kind
             info = np.iinfo(field.dtype) if kind in "iu" else None
             self.value_range = (float(info.min), float(info.max)) if info else (0.0, 1.0)
-        self.total = np.zeros(field.shape, np.float64)
-        self.count = np.zeros(field.shape, np.uint32)
+        exact = _sums_exactly(field.dtype)
+        self.total = np.zeros(field.shape, np.uint32 if exact else np.float64)
         if self.median_bins is not None:
             self.histogram = np.zeros((int(self.median_bins), *field.shape), np.uint16)
 
-    def _count_bins(self, data: Floats, valid: npt.NDArray[np.bool_]) -> None:
-        """Add one field to the per-pixel histogram."""
+    def _add_total(self, field: npt.NDArray[Any], valid: npt.NDArray[np.bool_] | None) -> None:
+        """Add a field's finite pixels to the sum (exact: uint32 while it cannot overflow)."""
+        assert self.total is not None
+        if self.total.dtype == np.uint32:
+            if _sums_exactly(field.dtype) and _fits(self.fields + 1):
+                np.add(self.total, field, out=self.total)
+                return
+            self.total = self.total.astype(np.float64)
+        if valid is None:
+            np.add(self.total, field, out=self.total)
+        else:
+            self.total += np.where(valid, field.astype(np.float64), 0.0)
+
+    def _add_count(self, valid: npt.NDArray[np.bool_] | None) -> None:
+        """Count a field's finite pixels (kept per pixel once a field had others)."""
+        if valid is not None and self.count is None:
+            assert self.total is not None
+            self.count = np.full(self.total.shape, self.fields, np.uint32)
+        if self.count is not None:
+            self.count += np.uint32(1) if valid is None else valid
+
+    def counts(self) -> npt.NDArray[np.uint32]:
+        """The per-pixel number of finite values added."""
+        if self.count is not None:
+            return self.count
+        assert self.total is not None
+        return np.full(self.total.shape, self.fields, np.uint32)
+
+    def _count_bins(self, field: npt.NDArray[Any],
+                    valid: npt.NDArray[np.bool_] | None) -> None:
+        """Add one field's finite pixels to the per-pixel histogram."""
         assert self.histogram is not None and self.value_range is not None
-        if self.fields > _MAX_COUNT:
-            raise InvalidArgumentError(
-                f"A median illumination function over more than {_MAX_COUNT} fields is not "
-                f"supported (the histogram counts are uint16). Received: {self.fields} fields.")
-        low, high = self.value_range
         bins = self.histogram.shape[0]
-        index = np.clip(((data - low) / (high - low) * bins).astype(np.int64, copy=False)
-                        if high > low else np.zeros(data.shape, np.int64), 0, bins - 1)
-        ys, xs = np.nonzero(valid)
-        self.histogram[index[ys, xs], ys, xs] += np.uint16(1)
+        pixels = field.size
+        if valid is None:
+            index = _bin_index(field.ravel(), self.value_range, bins)
+            where = np.arange(pixels, dtype=np.intp)
+        else:
+            where = np.flatnonzero(valid)
+            index = _bin_index(field.ravel()[where], self.value_range, bins)
+        index *= pixels
+        index += where
+        flat = self.histogram.reshape(-1)
+        flat[index] += np.uint16(1)  # one position per pixel: no repeated index
 
     def merge(self, other: IlluminationAccumulator) -> IlluminationAccumulator:
         """Add another accumulator's fields to this one (the reduce step); returns ``self``."""
@@ -129,27 +189,34 @@ class IlluminationAccumulator:
                 f"shape {self.total.shape} with median_bins={self.median_bins} and "
                 f"value_range={self.value_range}. Received: shape {other.total.shape}, "
                 f"median_bins={other.median_bins}, value_range={other.value_range}.")
-        assert self.count is not None and other.count is not None
-        self.total += other.total
-        self.count += other.count
+        if self.histogram is not None and self.fields + other.fields > _MAX_COUNT:
+            raise InvalidArgumentError(
+                f"A median illumination function over more than {_MAX_COUNT} fields is "
+                f"not supported. Received: {self.fields + other.fields} fields.")
+        self._merge_total(other.total, self.fields + other.fields)
+        if self.count is not None or other.count is not None:
+            self.count = self.counts() + other.counts()
         if self.histogram is not None and other.histogram is not None:
-            if self.fields + other.fields > _MAX_COUNT:
-                raise InvalidArgumentError(
-                    f"A median illumination function over more than {_MAX_COUNT} fields is "
-                    f"not supported. Received: {self.fields + other.fields} fields.")
             self.histogram += other.histogram
         self.fields += other.fields
         return self
 
+    def _merge_total(self, other: npt.NDArray[Any], fields: int) -> None:
+        """Add another sum to this one, in float64 unless both are exact and cannot overflow."""
+        assert self.total is not None
+        if self.total.dtype == np.uint32 and (other.dtype != np.uint32 or not _fits(fields)):
+            self.total = self.total.astype(np.float64)
+        np.add(self.total, other, out=self.total)
+
     def average(self, method: Literal["mean", "median"] = "mean") -> Floats:
         """The per-pixel mean or (estimated) median of the fields; NaN where none was finite."""
-        if self.total is None or self.count is None:
+        if self.total is None:
             raise InvalidArgumentError(
                 "Invalid use of IlluminationAccumulator: no field was added. Expected at least "
                 "one add() (or merge() of an accumulator with fields). Received: none.")
         if method == "mean":
             with np.errstate(invalid="ignore", divide="ignore"):
-                mean: Floats = self.total / self.count
+                mean: Floats = np.true_divide(self.total, self.counts(), dtype=np.float64)
             return mean
         if method != "median":
             raise InvalidArgumentError(
@@ -163,21 +230,30 @@ class IlluminationAccumulator:
         return self._median()
 
     def _median(self) -> Floats:
-        """The median estimated from the histogram, linear inside the median's bin."""
-        assert self.histogram is not None and self.count is not None
-        assert self.value_range is not None
-        low, high = self.value_range
-        bins = self.histogram.shape[0]
-        cumulative = np.cumsum(self.histogram, axis=0, dtype=np.uint32)
-        half = self.count / 2.0
-        index = np.argmax(cumulative >= half, axis=0)
-        before = np.where(index > 0, np.take_along_axis(
-            cumulative, np.maximum(index - 1, 0)[None], axis=0)[0], 0)
-        inside = np.take_along_axis(self.histogram, index[None], axis=0)[0].astype(np.float64)
+        """The median estimated from the histogram, linear inside the median's bin (the
+        bins are walked in order: memory is a few images, not a cumulative histogram)."""
+        assert self.histogram is not None and self.value_range is not None
+        count = self.counts()
+        half = count / 2.0
+        running = np.zeros(count.shape, np.uint32)
+        index = np.zeros(count.shape, np.intp)
+        before = np.zeros(count.shape, np.uint32)
+        inside = np.zeros(count.shape, np.uint32)
+        pending = np.ones(count.shape, np.bool_)
+        for b, counted in enumerate(self.histogram):
+            np.add(running, counted, out=running)
+            hit = pending & (running >= half)
+            if hit.any():
+                index[hit], inside[hit] = b, counted[hit]
+                before[hit] = running[hit] - inside[hit]
+                pending &= ~hit
+                if not pending.any():
+                    break
         with np.errstate(invalid="ignore", divide="ignore"):
-            fraction = np.clip((half - before) / inside, 0, 1)
-        width = (high - low) / bins
-        return np.where(self.count > 0, low + (index + fraction) * width, np.nan)
+            fraction = np.clip((half - before) / inside.astype(np.float64), 0, 1)
+        low, high = self.value_range
+        width = (high - low) / self.histogram.shape[0]
+        return np.where(count > 0, low + (index + fraction) * width, np.nan)
 
     def function(self, *, method: Literal["mean", "median"] = "mean",
                  smoothing: Literal["gaussian", "median", "fit_polynomial", "none"] = "gaussian",
@@ -188,28 +264,81 @@ class IlluminationAccumulator:
         ----------
         method : {"mean", "median"}
             The per-pixel average of the fields (the median needs ``median_bins``).
-        smoothing : {"gaussian", "median", "fit_polynomial", "none"}
-            CellProfiler's smoothing methods: a Gaussian of ``sigma``, a median filter over a
-            disk of radius ``max(1, int(sigma + 0.5))``, the least-squares quadratic
-            ``A x**2 + B y**2 + C xy + D x + E y + F`` over the positive pixels, or none.
-        sigma : float, optional
-            In pixels; by default CellProfiler's automatic size ``min(30, max(shape) / 40)``
-            divided by 2.35.
-        rescale : bool
-            Divide by the robust minimum (the value 2 % of the way up the sorted positive
-            pixels; lower pixels are raised to it), so the function is >= 1 and dividing by
-            it keeps the fields' scale (CellProfiler's "Yes").
+        smoothing, sigma, rescale
+            As :func:`illumination_function`.
 
         Returns
         -------
         numpy.ndarray
             float64, the fields' shape.
         """
-        average = self.average(method)
-        valid = np.isfinite(average)
-        size = sigma if sigma is not None else min(30.0, max(average.shape) / 40.0) / 2.35
-        smoothed = _smooth(np.where(valid, average, 0.0), valid, smoothing, size)
-        return _rescale(smoothed) if rescale else smoothed
+        return illumination_function(self.average(method), smoothing=smoothing, sigma=sigma,
+                                     rescale=rescale)
+
+
+@lru_cache(maxsize=16)
+def _bin_table(dtype: str, value_range: tuple[float, float], bins: int) -> npt.NDArray[np.intp]:
+    """The bin of every value of a small integer dtype (its minimum at index 0)."""
+    info = np.iinfo(dtype) if np.dtype(dtype).kind != "b" else None
+    low = info.min if info else 0
+    values = np.arange(low, (info.max if info else 1) + 1, dtype=np.float64)
+    return _bin_formula(values, value_range, bins)
+
+
+def _bin_formula(values: Floats, value_range: tuple[float, float], bins: int
+                 ) -> npt.NDArray[np.intp]:
+    """Each value's bin: ``bins`` equal bins over the range, the ends taking what is outside."""
+    low, high = value_range
+    if not high > low:
+        return np.zeros(values.shape, np.intp)
+    index = ((values - low) / (high - low) * bins).astype(np.intp, copy=False)
+    return np.clip(index, 0, bins - 1, out=index)
+
+
+def _bin_index(values: npt.NDArray[Any], value_range: tuple[float, float], bins: int
+               ) -> npt.NDArray[np.intp]:
+    """The bins of finite values (through a table for bool and 8- and 16-bit integers)."""
+    if values.dtype.char in _TABLE_DTYPES:
+        table = _bin_table(values.dtype.str, value_range, bins)
+        if values.dtype.kind == "b":
+            return table[values.view(np.uint8)]
+        low = np.iinfo(values.dtype).min
+        return table[values if low == 0 else values.astype(np.intp) - low]
+    return _bin_formula(values.astype(np.float64), value_range, bins)
+
+
+def illumination_function(average: Any, *,
+                          smoothing: Literal["gaussian", "median", "fit_polynomial",
+                                             "none"] = "gaussian",
+                          sigma: float | None = None, rescale: bool = True) -> Floats:
+    """An illumination function from the per-pixel average of the fields: smoothed, rescaled.
+
+    Parameters
+    ----------
+    average : array_like
+        The per-pixel mean (or median) of the fields (2D; NaN where no field was finite).
+    smoothing : {"gaussian", "median", "fit_polynomial", "none"}
+        CellProfiler's smoothing methods: a Gaussian of ``sigma``, a median filter over a
+        disk of radius ``max(1, int(sigma + 0.5))``, the least-squares quadratic
+        ``A x**2 + B y**2 + C xy + D x + E y + F`` over the positive pixels, or none.
+    sigma : float, optional
+        In pixels; by default CellProfiler's automatic size ``min(30, max(shape) / 40)``
+        divided by 2.35.
+    rescale : bool
+        Divide by the robust minimum (the value 2 % of the way up the sorted positive
+        pixels; lower pixels are raised to it), so the function is >= 1 and dividing by
+        it keeps the fields' scale (CellProfiler's "Yes").
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, the average's shape.
+    """
+    average = np.asarray(as_field(average, name="average"), dtype=np.float64)
+    valid = np.isfinite(average)
+    size = sigma if sigma is not None else min(30.0, max(average.shape) / 40.0) / 2.35
+    smoothed = _smooth(np.where(valid, average, 0.0), valid, smoothing, size)
+    return _rescale(smoothed) if rescale else smoothed
 
 
 def _smooth(data: Floats, valid: npt.NDArray[np.bool_], method: str, sigma: float) -> Floats:
