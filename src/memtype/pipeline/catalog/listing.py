@@ -7,12 +7,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from memtype.pipeline.analysis.operations import ANALYSIS_OPERATIONS
 from memtype.pipeline.catalog.declarations import INSTALL_HINTS
 from memtype.pipeline.catalog.entry import OUTPUT_KINDS, Entry, entries, excluded, search
+from memtype.pipeline.catalog.operations import operations
 
-__all__ = ["add_functions_command", "rows", "not_installed", "left_out", "HEADER"]
+__all__ = ["add_functions_command", "rows", "operation_rows", "not_installed", "left_out",
+           "HEADER", "OPERATIONS_HEADER"]
 
 HEADER = ("function", "framework", "dimensions", "output", "required arguments")
+OPERATIONS_HEADER = ("operation", "frameworks", "input", "output", "parameters")
 
 
 def rows(found: list[Entry]) -> list[tuple[str, str, str, str, str]]:
@@ -31,7 +35,7 @@ def not_installed(found: list[Entry]) -> list[str]:
 
 def _rich_table(title: str, header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> Any:
     """A ``rich.table.Table``."""
-    from rich.table import Table
+    from rich.table import Table  # rich is an optional extra: imported only to print
 
     table = Table(title=title)
     for column in header:
@@ -55,13 +59,8 @@ def _cmd_functions(args: argparse.Namespace) -> int:
     """``memtype functions``."""
     query = " ".join(args.query)
     if args.operations:
-        from memtype.pipeline.catalog.operations import operations
-
-        ops = [(op.name, ", ".join(op.implementations), op.input, op.output,
-                ", ".join(f"{k}={v}" for k, v in op.parameters.items()) or "-")
-               for op in operations() if all(w in op.name for w in query.lower().split())]
-        _print(f"{len(ops)} operations",
-               ("operation", "frameworks", "input", "output", "parameters"), ops)
+        ops = operation_rows(query)
+        _print(f"{len(ops)} operations", OPERATIONS_HEADER, ops)
         return 0
     if args.excluded:
         left = left_out(query)
@@ -80,6 +79,24 @@ def _cmd_functions(args: argparse.Namespace) -> int:
            HEADER, list(rows(found)))
     sys.stdout.write("".join(line + "\n" for line in not_installed(found)))
     return 0
+
+
+def _parameters(parameters: Any) -> str:
+    """``name=default, ...`` (``-`` for none)."""
+    return ", ".join(f"{k}={v}" for k, v in parameters.items()) or "-"
+
+
+def operation_rows(query: str = "") -> list[tuple[str, str, str, str, str]]:
+    """The ``--operations`` table's rows whose name holds every word of ``query``: the
+    catalog's operations, then the analysis operations (objects and measurements: their
+    named inputs, e.g. ``labels, image``, and ``labels`` or ``measurements`` out).
+    Frameworks are the memory types each has an implementation in."""
+    words = query.lower().split()
+    found = [(op.name, ", ".join(op.implementations), op.input, op.output,
+              _parameters(op.parameters)) for op in operations()]
+    found += [(op.name, ", ".join(op.implementations), ", ".join(op.inputs), op.output,
+               _parameters(op.parameters)) for op in ANALYSIS_OPERATIONS.values()]
+    return [row for row in found if all(w in row[0] for w in words)]
 
 
 def left_out(query: str) -> list[tuple[str, str]]:
