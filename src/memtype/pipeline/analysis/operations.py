@@ -15,10 +15,14 @@ labels="cells")``.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from memtype import DtypeConversion, memory_types
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.analysis.references import Input
 from memtype.pipeline.catalog.declarations import HOST
@@ -87,10 +91,6 @@ class _Call:
         self.__name__ = self.__qualname__ = target.split(":")[-1]
 
     def __call__(self, first: Any, /, **arguments: Any) -> Any:
-        import importlib
-
-        import numpy as np
-
         module, name = self.target.split(":")
         func: Callable[..., Any] = getattr(importlib.import_module(module), name)
         result = func(first, **arguments)
@@ -102,8 +102,6 @@ class _Call:
 
 def analysis_variants(name: str) -> Variants:
     """The operation ``name`` as :class:`~memtype.pipeline.Variants` (one per memory type)."""
-    from memtype import DtypeConversion, memory_types
-
     op = ANALYSIS_OPERATIONS[name]
     return Variants({
         memory_type: memory_types(memory_type, memory_type, "any",
