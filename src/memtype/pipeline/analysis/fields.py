@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from memtype.errors import FieldError, ShapeError
+from memtype.errors import FieldError, InvalidArgumentError, ShapeError
+from memtype.pipeline.analysis.objects import relate
 from memtype.pipeline.analysis.references import Input
+from memtype.pipeline.io.outputs import zarr_roles
 from memtype.pipeline.io.patterns import Key
 
 __all__ = ["FieldValues", "ObjectSet", "IMAGE_TABLE", "channel_field", "field_key",
@@ -56,9 +58,6 @@ class FieldValues:
 
 def channel_field(fields: Sequence[str]) -> str | None:
     """The pattern field that holds the channel (the OME-Zarr plate's ``c`` role), or None."""
-    from memtype.errors import InvalidArgumentError
-    from memtype.pipeline.io.outputs import zarr_roles
-
     for name in fields:
         try:
             if zarr_roles(["well", name]).get(name) == "c":
@@ -159,8 +158,6 @@ def _measurements(step: str, result: Mapping[str, Any], objects: str | None,
 
 def _relations(values: FieldValues) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
     """Per object set, its ``Parent_<set>`` and ``Children_<set>_Count`` columns."""
-    from memtype.pipeline.analysis.objects import relate
-
     columns: dict[str, dict[str, np.ndarray[Any, Any]]] = {n: {} for n in values.objects}
     for name, objects in values.objects.items():
         for parent in objects.parents:

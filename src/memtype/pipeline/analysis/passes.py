@@ -31,7 +31,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -43,12 +43,10 @@ from memtype.pipeline.analysis.illumination import (
     illumination_function,
 )
 from memtype.pipeline.catalog.declarations import HOST
+from memtype.pipeline.execution.executors import Executor
 from memtype.pipeline.io.patterns import key_label
 from memtype.pipeline.model.naming import check_path_name
 from memtype.storage import DiskStore
-
-if TYPE_CHECKING:
-    from memtype.pipeline.execution.executors import Executor
 
 Step = Any
 """A :class:`~memtype.pipeline.FunctionStep` (``steps`` imports this module: no import back)."""

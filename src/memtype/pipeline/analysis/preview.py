@@ -21,11 +21,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memtype.errors import InvalidArgumentError
+from memtype.pipeline.analysis.fields import channel_field
+from memtype.pipeline.analysis.passes import run_passes
+from memtype.pipeline.analysis.summaries import _well_name
+from memtype.pipeline.execution.executors import InlineExecutor
+from memtype.pipeline.execution.runner import RunContext, execute_group
+from memtype.pipeline.io.patterns import Key, key_label
+from memtype.pipeline.model.steps import FunctionStep, GroupTask
+from memtype.storage import DiskStore
 
 if TYPE_CHECKING:
-    from memtype.pipeline.io.patterns import Key
     from memtype.pipeline.model.pipeline import Pipeline
-    from memtype.pipeline.model.steps import FunctionStep, GroupTask
 
 __all__ = ["PreviewResult", "preview", "render_preview"]
 
@@ -49,9 +55,6 @@ class PreviewResult:
 
 def _field_task(pipeline: Pipeline, reader: Any, well: str, site: str | None) -> GroupTask:
     """The records of one field (the well's first site, or ``site``) as one group."""
-    from memtype.pipeline.analysis.summaries import _well_name
-    from memtype.pipeline.model.steps import GroupTask
-
     wanted = _well_name(well)
     records = [r for r in reader.records(None) if _well_name(str(r.get("well"))) == wanted]
     if not records:
@@ -93,12 +96,6 @@ def preview(pipeline: Pipeline, source: Any, output: str | os.PathLike[str], *, 
     InvalidArgumentError
         The plate has no such well or site (the message lists those it has).
     """
-    from memtype.pipeline.analysis.fields import channel_field
-    from memtype.pipeline.analysis.passes import run_passes
-    from memtype.pipeline.execution.executors import InlineExecutor
-    from memtype.pipeline.execution.runner import RunContext, execute_group
-    from memtype.pipeline.io.patterns import key_label
-
     reader = pipeline.reader(source, pattern, layout)
     task = _field_task(pipeline, reader, well, site)
     root = os.fspath(output)
@@ -115,8 +112,6 @@ def preview(pipeline: Pipeline, source: Any, output: str | os.PathLike[str], *, 
     picture = render_preview([s.name for s in steps], captured, _measurements(root, steps),
                              [*notes, *([result.error] if result.error else [])])
     path = os.path.join(root, "preview.png")
-    from memtype.storage import DiskStore
-
     DiskStore(root).save(picture, "preview.png", overwrite=True)
     return PreviewResult(path, root, key_label(task.key), result.error)
 
@@ -181,7 +176,7 @@ def _is_labels(data: Any) -> bool:
 def render_preview(names: Sequence[str], captured: dict[str, list[tuple[Key, Any]]],
                    lines: Sequence[str], notes: Sequence[str]) -> np.ndarray[Any, Any]:
     """The preview picture as an RGB ``uint8`` array: a row per step that made images."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw  # optional (pillow): only a preview draws
 
     rows = [(n, [_tile(d, _is_labels(d)) for _, d in captured[n]]) for n in names
             if n in captured]

@@ -20,6 +20,10 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import InvalidArgumentError, StoreFormatError, StoreNotFoundError
+from memtype.omezarr.tables import write_table
+from memtype.pipeline.analysis.quality import flag_fields
+from memtype.pipeline.io.patterns import split_well
+from memtype.pipeline.io.tables import rows_to_table
 
 __all__ = ["Summary", "WELL_TABLE", "QC_TABLE", "read_plate_map", "well_summary",
            "quality_flags", "write_summaries"]
@@ -67,8 +71,6 @@ class Summary:
 
 def _well_name(value: str) -> str:
     """``A1`` and ``a01`` as ``A01``."""
-    from memtype.pipeline.io.patterns import split_well
-
     row, column = split_well(value.strip().upper())
     return f"{row}{int(column):02d}"
 
@@ -160,8 +162,6 @@ def quality_flags(image: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
     """Per field, whether its image quality stands out from the plate's (blur, saturation:
     :func:`memtype.pipeline.analysis.quality.flag_fields`) and why; [] without quality
     columns."""
-    from memtype.pipeline.analysis.quality import flag_fields
-
     columns = [c for c in (image[0] if image else {}) if c.startswith(_QUALITY)]
     if not columns:
         return []
@@ -194,8 +194,6 @@ def write_summaries(root: str, summary: Summary | None, tables: Sequence[str],
         row["QC_FlaggedFields"] = flagged.get(row["well"], 0)
     written = {WELL_TABLE: _write(root, WELL_TABLE, rows)}
     if plate_path is not None and rows:
-        from memtype.omezarr.tables import write_table
-
         text = ["Plate", "well", *next(iter(conditions.values()), {})]
         write_table(plate_path, WELL_TABLE, rows, keys=text)
     if flags:
@@ -205,8 +203,6 @@ def write_summaries(root: str, summary: Summary | None, tables: Sequence[str],
 
 def _write(root: str, name: str, rows: Sequence[Mapping[str, Any]]) -> str:
     """Write ``<name>.csv`` in ``root``; its path."""
-    from memtype.pipeline.io.tables import rows_to_table
-
     path = os.path.join(root, f"{name}.csv")
     with open(path, "w", newline="", encoding="utf-8") as fh:
         csv.writer(fh).writerows(rows_to_table(dict(r) for r in rows))
