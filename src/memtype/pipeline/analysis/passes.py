@@ -329,7 +329,7 @@ def _tiles(store: Any, tasks: Sequence[Group], channel: str | None, workers: int
             paths.setdefault(_channel_value(record.key, channel), []).append(record.path)
     tiles: list[_Tile] = []
     for value, files in paths.items():
-        shape = tuple(int(n) for n in store.header(files[0])[0])
+        shape = _read(store, files[0], f"channel {value or '(none)'}").shape  # as loaded
         height, pixels = shape[-2], math.prod(shape)
         count = max(math.ceil(pixels * bytes_per_pixel / max(tile_bytes, 1)),
                     math.ceil(workers / len(paths)))
