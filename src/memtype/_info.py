@@ -6,6 +6,7 @@ import importlib.util
 import platform
 from collections.abc import Sequence
 
+from memtype import __version__
 from memtype.errors import FrameworkNotInstalledError
 from memtype.frameworks import (
     Framework,
@@ -14,6 +15,7 @@ from memtype.frameworks import (
     load_adapter,
     loaded_frameworks,
 )
+from memtype.gpu import get_gpu_manager
 
 __all__ = ["info_report", "framework_rows", "runtime_lines"]
 
@@ -67,10 +69,7 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
 
 
 def _gpu_lines() -> list[str]:
-    if importlib.util.find_spec("memtype.gpu.devices") is None:
-        return []
-    from memtype.gpu import get_gpu_manager
-
+    """The report's lines on the CUDA GPUs the manager sees."""
     gpus = get_gpu_manager().gpus()
     if not gpus:
         return ["GPUs: none (no CUDA device visible)"]
@@ -83,8 +82,6 @@ def _gpu_lines() -> list[str]:
 
 def info_report() -> str:
     """The text of ``memtype info``."""
-    from memtype import __version__
-
     found, missing = framework_rows()
     python = f"Python {platform.python_version()} ({platform.machine()})"
     lines = [f"memtype {__version__} on {python}", ""]

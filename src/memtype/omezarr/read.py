@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtype.errors import StoreFormatError, StorePathError
+from memtype.omezarr.layout import layout_for
 from memtype.omezarr.metadata import DEFAULT_AXES, MICROMETRES
+from memtype.omezarr.paths import PlatePaths
 
 __all__ = ["PlateDocuments", "FieldImage", "CLAIM_SLACK", "CLAIM_CHECKED", "axes_of", "pixel_size",
            "acquisition_starts", "channel_names", "grid_size", "missing_unit"]
@@ -82,9 +84,7 @@ class PlateDocuments:
     @classmethod
     def local(cls, root: str) -> PlateDocuments:
         """The plate in the local folder ``root``, every key resolved beneath it."""
-        from memtype.omezarr.beneath import BeneathStore
-        from memtype.omezarr.layout import layout_for
-        from memtype.omezarr.paths import PlatePaths
+        from memtype.omezarr.beneath import BeneathStore  # a zarr Store: zarr is optional
 
         paths = PlatePaths(root, False, layout_for("0.5"))
         return cls(BeneathStore(paths, "", read_only=True), root)

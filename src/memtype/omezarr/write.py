@@ -20,7 +20,7 @@ def write_image(paths: PlatePaths, key: str, levels: Sequence[Any], axes: str,
     BeneathStore`."""
     import zarr  # an optional extra, as the store below (a zarr Store) is
 
-    from memtype.omezarr.beneath import BeneathStore
+    from memtype.omezarr.beneath import BeneathStore  # a zarr Store: imports zarr
 
     layout = paths.layout
     options = layout.array_options(axes, codec, level)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from memtype import storage  # DiskStore: loaded on first use (storage's lazy names)
 from memtype.errors import InvalidArgumentError
 from memtype.frameworks import data_nbytes
 from memtype.pipeline.io.patterns import DEFAULT_PATTERN, FilenamePattern
@@ -203,10 +204,8 @@ def write_synthetic_plate(directory: str | os.PathLike[str], plate: SyntheticPla
     list of str
         The file names written, in order.
     """
-    from memtype.storage import DiskStore
-
     plate = plate or SyntheticPlate()
-    store = DiskStore(os.fspath(directory))
+    store = storage.DiskStore(os.fspath(directory))
     names: list[str] = []
     batch: list[tuple[str, np.ndarray[Any, Any]]] = []
     for name, image in plate.images():

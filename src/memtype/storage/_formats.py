@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+import memtype
 from memtype import require
 from memtype.errors import ArgumentTypeError, StoreFormatError, UnsupportedArrayError
 from memtype.storage._readers import (
@@ -74,7 +75,6 @@ def as_numpy(data: Any, path: str, what: str) -> np.ndarray[Any, Any]:
         return canonical(data)
     if isinstance(data, np.generic):
         return canonical(np.asarray(data))
-    import memtype
 
     try:
         memtype.detect_memory_type(data)

@@ -14,8 +14,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+import memtype
+from memtype import detect_memory_type
 from memtype.errors import StoreFormatError
-from memtype.frameworks import Device, DeviceAdapter, PinnedSpills, data_nbytes
+from memtype.frameworks import Device, DeviceAdapter, PinnedSpills, data_nbytes, load_adapter
 from memtype.storage._atomic import atomic_write
 from memtype.storage.memory import nbytes_of
 
@@ -78,8 +80,6 @@ def to_host(value: Any, memory_type: str, device: Device, pin: bool) -> Any:
     """A host copy of a device array: the framework's own pinned host array where its adapter
     has ``pinned_host_copy`` (if ``pin``), else a NumPy array (a view for arrays that already
     live in host memory)."""
-    from memtype.frameworks import load_adapter
-
     adapter = load_adapter(memory_type)
     out = adapter.pinned_host_copy(value) if pin and device.is_gpu and isinstance(
         adapter, PinnedSpills) else None
@@ -88,15 +88,12 @@ def to_host(value: Any, memory_type: str, device: Device, pin: bool) -> Any:
 
 def reload(host: Any, memory_type: str, device: Device) -> Any:
     """A host copy brought back to ``device`` as a ``memory_type`` array."""
-    from memtype.frameworks import load_adapter
-
     if isinstance(host, np.ndarray) and not device.is_gpu and load_adapter(
             memory_type).host_native:
         return host  # already what was saved (a masked array keeps its mask)
     if not isinstance(host, np.ndarray):  # a pinned host array of the framework's own
         adapter = load_adapter(memory_type)  # made by its pinned_host_copy: a DeviceAdapter
         return adapter.to_device(host, device) if isinstance(adapter, DeviceAdapter) else host
-    import memtype
 
     gpu_id = device.index if device.is_gpu else None
     return memtype.convert(host, memory_type, gpu_id=gpu_id)
@@ -143,9 +140,6 @@ class SpillFiles:
     def write(self, uid: int, host: Any) -> Spilled:
         """Write a host array (NumPy, masked, or a framework's pinned host array) to a file."""
         if not isinstance(host, np.ndarray):  # a pinned host array (see to_host)
-            from memtype import detect_memory_type
-            from memtype.frameworks import load_adapter
-
             host = load_adapter(detect_memory_type(host)).to_numpy(host)
         parts = _parts(host)
         name = f"{uid}.raw"

@@ -52,7 +52,8 @@ from typing import Any
 import numpy as np
 
 from memtype.errors import InvalidArgumentError, StoreFormatError, StoreUsageError
-from memtype.frameworks import Device
+from memtype.frameworks import Device, known_names, load_adapter
+from memtype.gpu import cleanup, device_pressure
 from memtype.storage._spill import Entry as _Entry
 from memtype.storage._spill import TieredStats, reload
 from memtype.storage._tiers import Tiers
@@ -66,15 +67,11 @@ PressureFn = Callable[[int | None], float]
 
 def _device_of(value: Any, memory_type: str) -> Device:
     """The device an array lives on."""
-    from memtype.frameworks import load_adapter
-
     return load_adapter(memory_type).device_of(value)
 
 
 def _framework_names() -> str:
     """The memory types in the framework table, for messages ("numpy, torch or mlx")."""
-    from memtype.frameworks import known_names
-
     *rest, last = known_names()
     return f"{', '.join(rest)} or {last}" if rest else last
 
@@ -365,7 +362,6 @@ class TieredStore(TreeStore):
             return float(self.pressure(gpu)) >= self.pressure_threshold
         if not candidate.device.is_gpu:
             return False
-        from memtype.gpu import device_pressure
 
         used = device_pressure(candidate.device)  # None: its framework reports no sizes
         return used is not None and used >= self.pressure_threshold
@@ -375,8 +371,6 @@ class TieredStore(TreeStore):
         """Hand the memory a pressure spill freed back to the device: a caching allocator
         (torch, CuPy) would keep it, the device would stay as full, and every other entry
         would follow. Only under pressure, where the device is short anyway."""
-        from memtype.gpu import cleanup
-
         cleanup(entry.memory_type, entry.device.index)
 
     def _spill_device(self, entry: _Entry) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype import DtypeConversion
+from memtype import DtypeConversion, convert, memory_types, stack_slices
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.catalog.declarations import HOST
 from memtype.pipeline.catalog.entry import Entry, get
@@ -91,7 +91,6 @@ def _on_host(value: Any) -> Any:
         return tuple(_on_host(v) for v in value)
     if isinstance(value, np.ndarray) or not hasattr(value, "shape"):
         return value
-    from memtype import convert
 
     return convert(value, HOST)
 
@@ -116,8 +115,6 @@ def _as_stack(result: Any, memory_type: str) -> Any:
     """A result as a 3D stack (a 2D one, e.g. a projection, as one plane)."""
     result = _first(result)
     if len(result.shape) == 2:
-        from memtype import stack_slices
-
         return stack_slices([result], memory_type, None)
     return result
 
@@ -137,7 +134,6 @@ def _run(entry: Entry, stack: Any, volume: bool, kwargs: Mapping[str, Any]) -> A
         rows = [{"slice": i, **row} for i, r in enumerate(results)
                 for row in _side_rows(entry, r, len(stack.shape) - 1)]
         return stack, rows
-    from memtype import stack_slices
 
     return stack_slices(results, entry.memory_type, None)
 
@@ -174,8 +170,6 @@ def catalog_function(entry: Entry, *, volume: bool, **kwargs: Any) -> Any:
         Takes and returns ``entry.memory_type``; labels and masks keep the library's dtype,
         images follow memtype's dtype policy (``docs/scikit-image.md``).
     """
-    from memtype import memory_types
-
     conversion = (DtypeConversion.PRESERVE_INPUT if entry.output == "image"
                   else DtypeConversion.NATIVE_OUTPUT)
     return memory_types(entry.memory_type, entry.memory_type, dtype_conversion=conversion,

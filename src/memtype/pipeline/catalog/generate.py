@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from memtype.frameworks import load_adapter
 from memtype.pipeline.catalog import declarations as decl
 
 __all__ = ["generate", "generate_cucim", "DATA_FILE", "CUCIM_DATA_FILE"]
@@ -170,8 +171,6 @@ def _entry(prefix: str, module: str, memory: str, short: str, func: Any) -> dict
 def _module_entries(prefix: str, module: str, memory: str) -> list[dict[str, Any]]:
     """Every public function of one module as an entry or an exclusion."""
     if memory == decl.CLE:
-        from memtype.frameworks import load_adapter
-
         load_adapter(decl.CLE)
     mod = importlib.import_module(module)
     names = getattr(mod, "__all__", None) or [n for n in dir(mod) if not n.startswith("_")]

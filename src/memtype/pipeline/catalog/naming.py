@@ -15,6 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
+from memtype.pipeline.catalog.calls import CALL_OPTIONS, _check_arguments, _volume, catalog_function
+from memtype.pipeline.catalog.entry import _by_name, entries, excluded, get
+from memtype.pipeline.catalog.operations import OPERATIONS, _parameters, variants_of
 
 __all__ = ["resolve"]
 
@@ -33,9 +36,6 @@ def _split(spec: str | tuple[str, Any]) -> tuple[str, dict[str, Any]]:
 def _unknown(name: str) -> InvalidArgumentError:
     """The error for a name that is neither an operation nor an entry, with close matches."""
     import difflib
-
-    from memtype.pipeline.catalog.entry import entries
-    from memtype.pipeline.catalog.operations import OPERATIONS
 
     names = [*OPERATIONS, *(e.name for e in entries())]
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
@@ -64,15 +64,6 @@ def resolve(spec: str | tuple[str, Any], kwargs: Mapping[str, Any],
     TypeError
         A pair whose second element is not a dict.
     """
-    from memtype.pipeline.catalog.calls import (
-        CALL_OPTIONS,
-        _check_arguments,
-        _volume,
-        catalog_function,
-    )
-    from memtype.pipeline.catalog.entry import _by_name, excluded, get
-    from memtype.pipeline.catalog.operations import OPERATIONS, _parameters, variants_of
-
     name, own = _split(spec)
     options = {k: v for k, v in kwargs.items() if k in CALL_OPTIONS}
     given = {**{k: v for k, v in kwargs.items() if k not in CALL_OPTIONS}, **own}

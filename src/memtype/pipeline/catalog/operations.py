@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memtype import DtypeConversion, memory_types
 from memtype.errors import InvalidArgumentError
+from memtype.pipeline.catalog.calls import _library_function, _run
 from memtype.pipeline.catalog.declarations import CUPY
 from memtype.pipeline.catalog.entry import get
 from memtype.pipeline.model.variants import Variants
@@ -259,8 +261,6 @@ class _Implemented:
         self.__name__ = self.__qualname__ = impl.target.split(":")[-1].split(".")[-1]
 
     def __call__(self, stack: Any, **params: Any) -> Any:
-        from memtype.pipeline.catalog.calls import _library_function, _run
-
         arguments = self.impl.arguments({**self.defaults, **params})
         if ":" not in self.impl.target:
             return _run(get(self.impl.target), stack, self.impl.volume, arguments)
@@ -270,8 +270,6 @@ class _Implemented:
 
 def _function(memory_type: str, impl: Implementation, op: Operation) -> Callable[..., Any]:
     """One implementation as a memtype function of ``memory_type``."""
-    from memtype import DtypeConversion, memory_types
-
     conversion = (DtypeConversion.PRESERVE_INPUT if op.output == "image" and op.keeps_dtype
                   else DtypeConversion.NATIVE_OUTPUT)
     return memory_types(memory_type, memory_type, dtype_conversion=conversion,

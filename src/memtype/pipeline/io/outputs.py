@@ -24,9 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from memtype import storage  # DiskStore: loaded on first use (storage's lazy names)
 from memtype.errors import InvalidArgumentError, StoreExistsError, StorePathError
 from memtype.omezarr import assemble
 from memtype.omezarr.assemble import FIELD_ROI_TABLES, zarr_roles
+from memtype.omezarr.store import ZarrStore
+from memtype.pipeline.execution.failures import failed_wells
+from memtype.pipeline.io.overview import well_values, write_overview
 from memtype.pipeline.io.patterns import FilenamePattern, Key, field_sort_key, key_label, split_well
 from memtype.pipeline.io.tables import parse_table, rows_to_table
 
@@ -87,9 +91,7 @@ class OutputSpec:
 
     def _disk(self) -> Any:
         """A DiskStore on the output directory."""
-        from memtype.storage import DiskStore
-
-        return DiskStore(self.root)
+        return storage.DiskStore(self.root)
 
     def image_location(self, step: str, final: bool) -> str:
         """The store path (relative to the root) of a step's images."""
@@ -191,9 +193,6 @@ class OutputSpec:
     def _overview(self, plate: str, tables: dict[str, list[dict[str, Any]]]) -> str:
         """Write ``plate_overview.png`` (see :mod:`memtype.pipeline.io.overview`): the heatmap
         of ``overview_column``, the failed wells marked."""
-        from memtype.pipeline.execution.failures import failed_wells
-        from memtype.pipeline.io.overview import well_values, write_overview
-
         counts = well_values(tables, self.overview_column)
         name, values = counts if counts else ("", None)
         return write_overview(plate, os.path.join(self.root, "plate_overview.png"), values,
@@ -284,8 +283,6 @@ class OutputSpec:
     def discard_images(self, written: Sequence[tuple[str, str]]) -> None:
         """Remove images a group wrote before it failed: a plate lists only the wells of
         finished groups (a well left empty leaves the plate's metadata too)."""
-        from memtype.omezarr.store import ZarrStore
-
         disk = self._disk()
         for location, path in reversed(written):
             if self.image_format == "zarr":

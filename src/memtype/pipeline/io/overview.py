@@ -20,8 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from memtype import storage  # DiskStore: loaded on first use (storage's lazy names)
 from memtype.errors import InvalidArgumentError
 from memtype.pipeline.io.patterns import split_well
+from memtype.storage import ZarrStore
 
 __all__ = ["write_overview", "render_overview", "well_values", "check_overview_column"]
 
@@ -150,11 +152,9 @@ def write_overview(plate_path: str, png_path: str,
     str
         ``png_path``.
     """
-    from memtype.storage import DiskStore
-
     picture = render_overview(plate_path, values, value_name, failed)
     directory, name = os.path.split(os.path.abspath(png_path))
-    DiskStore(directory).save(picture, name, overwrite=True, parents=True)
+    storage.DiskStore(directory).save(picture, name, overwrite=True, parents=True)
     return png_path
 
 
@@ -162,8 +162,6 @@ def render_overview(plate_path: str, values: Mapping[str, float] | None = None,
                     value_name: str = "", failed: Mapping[str, str] | None = None
                     ) -> np.ndarray[Any, Any]:
     """The overview as an RGB ``uint8`` array (see :func:`write_overview`)."""
-    from memtype.storage import ZarrStore
-
     plate = ZarrStore(plate_path, read_only=True)
     rows, columns, wells = _grid(plate)
     failed = dict(failed or {})

@@ -43,6 +43,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from memtype.errors import StoreExistsError, StoreFormatError
+from memtype.omezarr import assemble
+from memtype.omezarr.layout import layout_for
+from memtype.omezarr.metadata import plate_doc, plate_with_wells, well_doc
 from memtype.pipeline.io.outputs import OutputSpec, group_file_label
 from memtype.pipeline.io.patterns import Key, key_label
 from memtype.pipeline.io.tables import parse_table, rows_to_table
@@ -268,8 +271,6 @@ def _table_names(root: str) -> list[str]:
 def _tables_into_plate(local: OutputSpec, tables: list[str]) -> None:
     """Write a group's table rows into its staged plate's fields (as the local run does at
     its end for every field)."""
-    from memtype.omezarr import assemble
-
     plate = os.path.join(local.root, local.image_location("", True))
     if not os.path.isdir(plate):
         return
@@ -328,9 +329,6 @@ def _upload(where: ObjectLocation, root: str, keys: list[str]) -> None:
 def _write_plate_documents(plate: ObjectLocation, spec: OutputSpec, paths: set[str]) -> None:
     """The plate's, its rows' and its wells' group documents, listing exactly the fields
     ``paths`` (``row/column/field``)."""
-    from memtype.omezarr.layout import layout_for
-    from memtype.omezarr.metadata import plate_doc, plate_with_wells, well_doc
-
     layout = layout_for(spec.ome_version)
     files = _ObjectFiles(plate)
     wells: dict[str, list[str]] = {}

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from memtype.errors import InvalidArgumentError
+from memtype.storage import Store
 
 __all__ = ["output_inside_input", "is_store", "PathOrStore"]
 
@@ -26,7 +27,7 @@ def output_inside_input(store: Any, output: str) -> str | None:
     ValueError
         The output is the input directory or contains it (``overwrite`` would delete it).
     """
-    from memtype.storage.remote import is_url
+    from memtype.storage.remote import is_url  # urllib and ipaddress: 6 ms not every import needs
 
     root = getattr(store, "root", None)
     if store.device != "disk" or not isinstance(root, str) or is_url(output):
@@ -40,6 +41,4 @@ def output_inside_input(store: Any, output: str) -> str | None:
 
 def is_store(source: object) -> bool:
     """Whether ``source`` is a memtype Store."""
-    from memtype.storage import Store
-
     return isinstance(source, Store)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from memtype import detect_memory_type
+from memtype import convert, detect_memory_type
 from memtype.errors import ArgumentTypeError, SideOutputError, UnsupportedArrayError
 from memtype.pipeline.io.patterns import Key
 from memtype.pipeline.model.naming import check_table_name
@@ -34,7 +34,6 @@ def _as_array(value: Any) -> np.ndarray[Any, Any] | None:
         detect_memory_type(value)
     except UnsupportedArrayError:
         return None
-    from memtype import convert
 
     return np.asarray(convert(value, "numpy"))
 

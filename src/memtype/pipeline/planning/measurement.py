@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from memtype import capture_conversions, convert, detect_memory_type
+from memtype import capture_conversions, convert, detect_memory_type, gpu
 from memtype.dtypes import entry_dtype
 from memtype.errors import (
     ArgumentTypeError,
@@ -28,7 +28,7 @@ from memtype.errors import (
     MemtypeError,
     ShapeError,
 )
-from memtype.frameworks import load_adapter
+from memtype.frameworks import aligned_copy, load_adapter
 from memtype.pipeline.io.patterns import stack_keys
 from memtype.pipeline.model.steps import FunctionStep, GroupTask, writes
 from memtype.pipeline.planning.model import Boundary, Shape
@@ -171,10 +171,8 @@ def device_budgets(budgets: object) -> dict[str, int]:
 
 def _budget_device(key: object) -> str:
     """The name of the device a budgets key names (DeviceError naming the key otherwise)."""
-    from memtype.gpu import GpuId, as_device
-
     try:  # as_device checks the key's type itself: anything else is a DeviceError
-        return str(as_device(cast(GpuId, key)))
+        return str(gpu.as_device(cast(gpu.GpuId, key)))
     except DeviceError as exc:
         raise DeviceError(f"budgets: the key {key!r} names no device. {exc}") from None
 
@@ -187,8 +185,6 @@ def _host_zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> np.ndar
     64-byte aligned result, which happens by chance, then shares where a copy was planned).
     An object (or object-holding structured) dtype is NumPy's own allocation: no framework
     but the host holds references, and converting the sample says so (MemoryConversionError)."""
-    from memtype.frameworks import aligned_copy
-
     zeros = np.zeros(shape, dtype)
     if dtype.hasobject:  # references cannot be placed at an address; only the host holds them
         return zeros
@@ -198,12 +194,10 @@ def _host_zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any]) -> np.ndar
 
 def _zeros(memory_type: str, shape: Shape, dtype: np.dtype[Any], gpu_id: int | None) -> Any:
     """A zero sample; a device without room for it raises MemoryBudgetError."""
-    from memtype.gpu import is_oom_error
-
     try:
         return convert(_host_zeros(memory_type, shape, dtype), memory_type, gpu_id=gpu_id)
     except Exception as exc:  # an out-of-memory error becomes a memtype error; others go on
-        if not is_oom_error(exc):
+        if not gpu.is_oom_error(exc):
             raise
         what = f"{type(exc).__name__}: {exc}"
     raise MemoryBudgetError(f"no room in {memory_type} for a sample of shape {shape} "
@@ -216,12 +210,10 @@ def _mib(nbytes: int) -> str:
 
 def _gpu_room(index: int, need: int) -> str | None:
     """Why a managed GPU has no room for ``need`` bytes now, or None."""
-    from memtype.gpu import get_gpu_manager, memory_pressure
-
-    pressure = memory_pressure(index)
+    pressure = gpu.memory_pressure(index)
     if pressure >= PRESSURE_LIMIT:
         return f"GPU {index} is {pressure:.0%} full (limit {PRESSURE_LIMIT:.0%})"
-    free = get_gpu_manager().mem_get_info(index)[0]
+    free = gpu.get_gpu_manager().mem_get_info(index)[0]
     if need > free:
         return f"GPU {index} has {_mib(free)} free; the step needs {_mib(need)}"
     return None

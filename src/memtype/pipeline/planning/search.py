@@ -27,6 +27,7 @@ from memtype.frameworks import (
     is_loaded,
     unusable_reason,
 )
+from memtype.gpu import release_memory
 from memtype.pipeline.model.requirements import first_runnable
 from memtype.pipeline.model.steps import FunctionStep, writes
 from memtype.pipeline.planning.measurement import Probe, Prober, Trials, infer_boundaries
@@ -320,8 +321,6 @@ def make_plan(steps: Sequence[FunctionStep], shapes: list[Shape], dtype: np.dtyp
     ValueError
         No chain of available implementations and possible conversions exists.
     """
-    from memtype.gpu import release_memory
-
     try:
         with capture_conversions():
             return _make_plan(steps, shapes, dtype, Prober(gpu_id, budgets), avoid)

@@ -34,6 +34,7 @@ from memtype.pipeline.readers.ometiff import OmeTiffReader
 from memtype.pipeline.readers.omezarr import OmeZarrReader
 from memtype.pipeline.readers.pattern import PatternReader
 from memtype.pipeline.readers.phenix import PhenixReader
+from memtype.storage import Store
 from memtype.storage.remote import is_url, local_path
 
 __all__ = ["Reader", "PlateMetadata", "FieldPosition", "PatternReader", "ImageXpressReader",
@@ -94,8 +95,6 @@ def open_input(source: Any, layout: str | None = None,
     >>> reader.layout, reader.metadata.channel_names  # doctest: +SKIP
     ('imagexpress', {1: 'DAPI', 2: 'FITC'})
     """
-    from memtype.storage import Store
-
     if isinstance(source, Reader):
         return source
     if layout is not None and layout not in LAYOUTS:

@@ -21,6 +21,10 @@ from typing import Any, BinaryIO, ClassVar, NamedTuple
 
 import numpy as np
 
+from memtype import (
+    require,
+    storage,  # DiskStore: loaded on first use (storage's lazy names)
+)
 from memtype.errors import (
     NoImagesError,
     StoreIsADirectoryError,
@@ -36,6 +40,9 @@ from memtype.pipeline.io.patterns import (
     check_unique,
     field_sort_key,
 )
+from memtype.storage._beneath import NOFOLLOW, Resolver
+from memtype.storage._readers import decoding
+from memtype.storage.remote import is_url
 
 __all__ = ["Reader", "PlateMetadata", "FieldPosition", "FileReader", "READER_FIELDS", "walk_inside",
            "walk_folders", "well_name", "record", "natural_sort", "input_directory",
@@ -243,21 +250,15 @@ class FileReader(Reader):
     def _disk(self) -> Any:
         """The read-only DiskStore on the root."""
         if self._store is None:
-            from memtype.storage import DiskStore
-
-            self._store = DiskStore(self.root, read_only=True)
+            self._store = storage.DiskStore(self.root, read_only=True)
         return self._store
 
     def load_batch(self, paths: Sequence[str]) -> list[np.ndarray[Any, Any]]:
         return list(self._disk().load_batch(list(paths)))
 
     def header(self, path: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
-        from memtype import require
-
         tifffile = require("tifffile", "Reading TIFF headers")
         if path.lower().endswith((".tif", ".tiff")):
-            from memtype.storage._readers import decoding
-
             with self.open_file(path) as fh, decoding("TIFF file", repr(fh.name)), \
                     tifffile.TiffFile(fh) as tif:
                 page = tif.pages.first
@@ -323,8 +324,6 @@ def open_inside(root: str, path: str) -> BinaryIO:
     StoreIsADirectoryError
         It is a folder or another non-regular file (an ``IsADirectoryError``).
     """
-    from memtype.storage._beneath import NOFOLLOW, Resolver
-
     resolver = Resolver(root, follow_outside=False)
     fd = resolver.open(path, _READ_FLAGS)
     if fd is None:  # the walk decides, with its precise errors
@@ -378,8 +377,6 @@ def input_directory(root: str | os.PathLike[str]) -> str:
         It does not exist or is not a directory, or it is an ``s3://``/``https://`` address
         (a ``FileNotFoundError``).
     """
-    from memtype.storage.remote import is_url
-
     if isinstance(root, str) and is_url(root):
         raise StoreNotFoundError(
             f"{root!r} is an address, not a folder: only OME-Zarr plates are read from "

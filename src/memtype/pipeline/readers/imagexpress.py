@@ -43,6 +43,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from memtype import require
 from memtype.errors import StoreFormatError
 from memtype.pipeline.io.patterns import FieldValue, ImageRecord, Key, key_label
 from memtype.pipeline.readers.base import (
@@ -57,6 +58,7 @@ from memtype.pipeline.readers.base import (
     well_name,
 )
 from memtype.pipeline.readers.checks import bounded, length, whole
+from memtype.storage._readers import DECODE_ERRORS
 
 __all__ = ["ImageXpressReader", "parse_htd", "HtdInfo", "tiff_properties", "StagePositions"]
 
@@ -611,9 +613,6 @@ def tiff_properties(path: str | BinaryIO) -> dict[str, str]:
         The file is not a readable TIFF (truncated, an IFD offset past its end...), or its
         ``<MetaData>`` is not well-formed XML (a ``ValueError``).
     """
-    from memtype import require
-    from memtype.storage._readers import DECODE_ERRORS
-
     tifffile = require("tifffile", "Reading ImageXpress TIFF metadata")
     name = path if isinstance(path, str) else getattr(path, "name", "?")
     try:

@@ -19,6 +19,8 @@ from memtype.pipeline.io.patterns import (
     canonical_well,
 )
 from memtype.pipeline.readers.base import FileReader, PlateMetadata, field_pair
+from memtype.pipeline.readers.survey import survey
+from memtype.storage import Store
 
 __all__ = ["PatternReader"]
 
@@ -48,8 +50,6 @@ class PatternReader(FileReader):
     layout = "pattern"
 
     def __init__(self, root: Any, pattern: str | FilenamePattern = DEFAULT_PATTERN) -> None:
-        from memtype.storage import Store
-
         self._given: Any = root if isinstance(root, Store) else None
         if self._given is None:
             super().__init__(root)
@@ -102,8 +102,6 @@ class PatternReader(FileReader):
         try:
             return super().records(exclude)
         except NoImagesError:
-            from memtype.pipeline.readers.survey import survey
-
             found = None if self._given is not None else survey(self.root)
             if found is not None:  # what is there instead, rather than "pattern"
                 raise NoImagesError(f"No plate to read: {found}") from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memtype import convert
 from memtype.pipeline.catalog.declarations import CUPY, HOST
 from memtype.pipeline.catalog.implementations.host import Row, _regionprops_rows
 
@@ -122,8 +123,6 @@ def cupy_label_statistics(labels: Any, intensity: Any = None) -> tuple[Any, list
     """One row per label: id, area, centroid and (given ``intensity``) its mean, minimum and
     maximum; the labels pass on (``cucim.skimage.measure.regionprops_table``)."""
     from cucim.skimage.measure import regionprops_table
-
-    from memtype import convert
 
     props = ["label", "area", "centroid"]
     if intensity is not None:

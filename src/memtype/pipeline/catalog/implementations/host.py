@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from memtype import convert
 from memtype.pipeline.catalog.declarations import HOST
 
 __all__ = ["box_maximum", "box_minimum", "box_opening", "box_closing",
@@ -153,8 +154,6 @@ def _rows(columns: dict[str, Any]) -> list[Row]:
 
 def _to_host(x: Any) -> Any:
     """``x`` as a NumPy array (from any framework)."""
-    from memtype import convert
-
     return convert(x, HOST)
 
 

@@ -8,6 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from memtype.errors import InvalidArgumentError
+from memtype.pipeline.catalog.implementations.histogram import (
+    li_threshold,
+    otsu_threshold,
+    triangle_threshold,
+)
+from memtype.pipeline.catalog.implementations.host import _to_host
+
 __all__ = ["jax_maximum", "jax_minimum", "jax_opening", "jax_closing",
            "jax_white_tophat", "jax_black_tophat", "jax_gaussian", "jax_median",
            "jax_sobel", "jax_otsu_mask", "jax_triangle_mask", "jax_li_mask",
@@ -162,8 +170,6 @@ def _jax_histogram(stack: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, An
     their dtype (one compilation per dtype), then keep the minimum to the maximum."""
     import jax.numpy as jnp
 
-    from memtype.pipeline.catalog.implementations.host import _to_host
-
     flat = stack.reshape(-1)
     if jnp.issubdtype(flat.dtype, jnp.integer):
         info = np.iinfo(flat.dtype)
@@ -178,8 +184,6 @@ def _jax_histogram(stack: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, An
         # has no int32 count index
         low, high = int(flat.min()), int(flat.max())
         if high - low >= _MAX_SPAN:
-            from memtype.errors import InvalidArgumentError
-
             raise InvalidArgumentError(
                 f"a histogram of a {flat.dtype} stack counts each value from its minimum to its "
                 f"maximum; expected at most {_MAX_SPAN:,} values (JAX counts in int32), "
@@ -212,16 +216,12 @@ def _jax_above(stack: Any, threshold: Any) -> Any:
 def jax_otsu_mask(stack: Any) -> Any:
     """Pixels above the stack's Otsu threshold (scikit-image's, from a histogram counted in
     JAX)."""
-    from memtype.pipeline.catalog.implementations.histogram import otsu_threshold
-
     return _jax_above(stack, otsu_threshold(*_jax_histogram(stack)))
 
 
 def jax_triangle_mask(stack: Any) -> Any:
     """Pixels above the stack's triangle threshold (scikit-image's, from a histogram counted
     in JAX)."""
-    from memtype.pipeline.catalog.implementations.histogram import triangle_threshold
-
     return _jax_above(stack, triangle_threshold(*_jax_histogram(stack)))
 
 
@@ -230,8 +230,6 @@ def jax_li_mask(stack: Any) -> Any:
     an integer stack's iteration on its histogram (counted in JAX), a float stack's on its
     pixels in their own dtype (one compiled loop)."""
     import jax.numpy as jnp
-
-    from memtype.pipeline.catalog.implementations.histogram import li_threshold
 
     if not jnp.issubdtype(stack.dtype, jnp.integer):
         return _jit(_li_float_mask)(stack)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from memtype import convert
 from memtype.pipeline.catalog.declarations import CLE
 from memtype.pipeline.catalog.implementations.host import Row, _centroid_names, _rows
 
@@ -38,8 +39,6 @@ def cle_label_statistics(labels: Any, intensity: Any = None) -> tuple[Any, list[
     import warnings
 
     import pyclesperanto as cle
-
-    from memtype import convert
 
     given = intensity is not None
     source = convert(intensity, CLE) if given else labels

@@ -6,6 +6,13 @@ from typing import Any
 
 import numpy as np
 
+from memtype.pipeline.catalog.implementations.histogram import (
+    li_threshold,
+    otsu_threshold,
+    triangle_threshold,
+)
+from memtype.pipeline.catalog.implementations.host import _to_host
+
 __all__ = ["tensor_maximum", "tensor_minimum", "tensor_opening", "tensor_closing",
            "tensor_white_tophat", "tensor_black_tophat", "tensor_gaussian",
            "tensor_sobel", "tensor_otsu_mask", "tensor_triangle_mask", "tensor_li_mask",
@@ -127,9 +134,6 @@ def _tensor_histogram(x: Any) -> tuple[Any, Any]:
 def tensor_otsu_mask(stack: Any) -> Any:
     """Pixels above the stack's Otsu threshold: ``skimage.filters.threshold_otsu``'s
     histogram built in torch, the threshold chosen from it on the host (the same number)."""
-    from memtype.pipeline.catalog.implementations.histogram import otsu_threshold
-    from memtype.pipeline.catalog.implementations.host import _to_host
-
     counts, centers = _tensor_histogram(stack)
     return _above(stack, otsu_threshold(_to_host(counts), _to_host(centers)))
 
@@ -150,9 +154,6 @@ def _above(stack: Any, threshold: Any) -> Any:
 def tensor_triangle_mask(stack: Any) -> Any:
     """Pixels above the stack's triangle threshold: ``skimage.filters.threshold_triangle``'s
     histogram built in torch, the threshold chosen from it on the host (the same number)."""
-    from memtype.pipeline.catalog.implementations.histogram import triangle_threshold
-    from memtype.pipeline.catalog.implementations.host import _to_host
-
     counts, centers = _tensor_histogram(stack)
     return _above(stack, triangle_threshold(_to_host(counts), _to_host(centers)))
 
@@ -162,9 +163,6 @@ def tensor_li_mask(stack: Any) -> Any:
     ``skimage.filters.threshold_li`` computes it: an integer stack's iteration runs on its
     histogram (built in torch), a float stack's on its pixels in their own dtype."""
     import torch
-
-    from memtype.pipeline.catalog.implementations.histogram import li_threshold
-    from memtype.pipeline.catalog.implementations.host import _to_host
 
     flat = stack.reshape(-1)
     if stack.dtype.is_floating_point:
