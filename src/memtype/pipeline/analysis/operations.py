@@ -5,7 +5,9 @@ images); ``measure_intensity``, ``measure_size_shape``, ``measure_image_quality`
 ``measure_neighbors`` measure them (CellProfiler 4.2's definitions and column names). Each
 is a :class:`~memtype.pipeline.Variants` over its implementations, so a pipeline names the
 operation and the plan chooses where it runs, as for the catalog's operations; today each has
-its NumPy/scipy implementation (:mod:`memtype.pipeline.analysis`'s algorithm modules).
+its NumPy/scipy implementation (:mod:`memtype.pipeline.analysis`'s algorithm modules), and
+``measure_intensity`` one in torch (for tensors on a GPU; declared after NumPy's, so the plan
+takes it only where the data already is a tensor).
 
 An operation's inputs are named (see :mod:`~memtype.pipeline.analysis.references`): the
 first is the step's image, the rest keyword arguments, e.g.
@@ -59,11 +61,13 @@ class AnalysisOperation:
     implementations: Mapping[str, str]
 
 
-def _op(name: str, inputs: tuple[str, ...], output: str, module: str,
-        **parameters: Any) -> AnalysisOperation:
-    """An operation implemented in NumPy by ``analysis.<module>.<name>``."""
-    return AnalysisOperation(name, inputs, parameters, output,
-                             {HOST: f"{_HERE}{module}:{name}"})
+def _op(name: str, inputs: tuple[str, ...], output: str, module: str, *,
+        also: Mapping[str, str] | None = None, **parameters: Any) -> AnalysisOperation:
+    """An operation implemented in NumPy by ``analysis.<module>.<name>``, and in the memory
+    types of ``also`` (memory type -> ``<module>:<function>`` of ``analysis``), in order."""
+    implementations = {HOST: f"{_HERE}{module}:{name}"}
+    implementations.update({key: _HERE + target for key, target in (also or {}).items()})
+    return AnalysisOperation(name, inputs, parameters, output, implementations)
 
 
 ANALYSIS_OPERATIONS: dict[str, AnalysisOperation] = {op.name: op for op in (
@@ -75,7 +79,7 @@ ANALYSIS_OPERATIONS: dict[str, AnalysisOperation] = {op.name: op for op in (
         regularization=0.05, distance=10),
     _op("identify_tertiary", ("larger", "smaller"), "labels", "objects", shrink_smaller=True),
     _op("measure_intensity", ("labels", "image"), "measurements", "intensity",
-        image_name=None),
+        also=dict(torch="intensity_torch:measure_intensity_torch"), image_name=None),
     _op("measure_size_shape", ("labels",), "measurements", "shape"),
     _op("measure_image_quality", ("image",), "measurements", "quality", image_name=None,
         saturation_value=None),
