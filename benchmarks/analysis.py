@@ -131,6 +131,7 @@ def phase_pass(rounds: int, work: Path, method: str = "mean",
 
 def one_e2e(executor: str, source: str, out: str) -> dict[str, Any]:
     """The reference analysis once, in this (fresh) process: wall time and peak memory."""
+    from memtype.pipeline import WriteOptions
     from memtype.pipeline.execution.executors import DaskExecutor
     from memtype.pipeline.model.pipeline_file import load_pipeline_spec
 
@@ -138,7 +139,7 @@ def one_e2e(executor: str, source: str, out: str) -> dict[str, Any]:
     ex: Any = DaskExecutor(workers=2) if executor == "dask" else "inline"
     start = time.perf_counter()
     try:
-        report = pipeline.run(source, out, executor=ex, overwrite=True)
+        report = pipeline.run(source, out, executor=ex, write=WriteOptions(overwrite=True))
         wall = time.perf_counter() - start
         workers = _worker_peaks(ex) if executor == "dask" else []
     finally:

@@ -107,9 +107,13 @@ def run_memtype(args: argparse.Namespace) -> None:
     """One memtype run in this process; writes times, counts and step seconds as JSON."""
     start = time.perf_counter()
     pipeline = memtype_pipeline(args.radius, args.sigma, args.min_size, args.fixed)
+    from memtype.pipeline import ExecutionOptions, WriteOptions  # loaded by the line above
+
     mark = time.perf_counter()
-    report = pipeline.run(args.plate, args.out, executor=args.executor, workers=args.workers,
-                          overwrite=True, progress=False)
+    report = pipeline.run(args.plate, args.out,
+                          execution=ExecutionOptions(args.executor, workers=args.workers,
+                                                     progress=False),
+                          write=WriteOptions(overwrite=True))
     run = time.perf_counter() - mark
     report.raise_for_failures()
     counts: Counter[str] = Counter()
@@ -293,11 +297,15 @@ def profile(args: argparse.Namespace, plate: Path, tmp: Path) -> None:
     import cProfile
     import pstats
 
+    from memtype.pipeline import ExecutionOptions, WriteOptions
+
     pipeline = memtype_pipeline(args.radius, args.sigma, args.min_size)
-    pipeline.run(plate, tmp / "warm", overwrite=True, progress=False)
+    pipeline.run(plate, tmp / "warm", execution=ExecutionOptions(progress=False),
+                 write=WriteOptions(overwrite=True))
     profiler = cProfile.Profile()
     profiler.enable()
-    pipeline.run(plate, tmp / "prof", overwrite=True, progress=False)
+    pipeline.run(plate, tmp / "prof", execution=ExecutionOptions(progress=False),
+                 write=WriteOptions(overwrite=True))
     profiler.disable()
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 

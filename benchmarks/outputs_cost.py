@@ -130,13 +130,14 @@ def _child(args: argparse.Namespace) -> None:
     """One measurement: warm up, then time one demo run; prints a JSON line."""
     import pyclesperanto  # noqa: F401  (before tensorflow, as everywhere in memtype)
 
-    from memtype.pipeline import demo
+    from memtype.pipeline import ExecutionOptions, demo
     from memtype.pipeline.synthetic import SyntheticPlate
 
     _strip(args.child)
     with tempfile.TemporaryDirectory() as out:  # imports, jit: outside the timed run
         demo.run_demo(out, SyntheticPlate(wells=1, sites=1, z_planes=2, size=64),
-                      use_opencl=False, progress=False, overwrite=True)
+                      use_opencl=False, execution=ExecutionOptions(progress=False),
+                      overwrite=True)
     plate = _plate(args)
     spent: dict[str, float] = {}
     if args.child == "full" and not args.profile:
@@ -146,7 +147,8 @@ def _child(args: argparse.Namespace) -> None:
         cpu, wall = time.process_time(), time.perf_counter()
         if profile:
             profile.enable()
-        result = demo.run_demo(out, plate, use_opencl=False, progress=False, overwrite=True)
+        result = demo.run_demo(out, plate, use_opencl=False,
+                               execution=ExecutionOptions(progress=False), overwrite=True)
         if profile:
             profile.disable()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

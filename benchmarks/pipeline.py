@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import ndimage
 
-from memtype.pipeline import Pipeline, SyntheticPlate, write_synthetic_plate
+from memtype.pipeline import ExecutionOptions, Pipeline, SyntheticPlate, write_synthetic_plate
 from memtype.pipeline.demo import demo_pipeline, opencl_available
 
 OUT = Path(__file__).resolve().parent / "results"
@@ -185,7 +185,8 @@ def main() -> None:
         demo = demo_pipeline()
         overhead = _alternate({
             "hand-written script": lambda out: hand_written(images, out, plate),
-            "Pipeline.run (inline)": lambda out: demo.run(images, out, progress=False),
+            "Pipeline.run (inline)": lambda out: demo.run(
+                images, out, execution=ExecutionOptions(progress=False)),
         }, args.repeats, scratch)
         scaling = _scaling(images, args.repeats, scratch)
     finally:
@@ -213,8 +214,10 @@ def _scaling(images: Path, repeats: int, scratch: Path) -> dict[str, list[float]
     pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
     try:
         times = _alternate({
-            "inline": lambda out: heavy.run(images, out, progress=False),
-            "dask, 2 workers": lambda out: heavy.run(images, out, client=client, progress=False),
+            "inline": lambda out: heavy.run(images, out,
+                                            execution=ExecutionOptions(progress=False)),
+            "dask, 2 workers": lambda out: heavy.run(
+                images, out, execution=ExecutionOptions(client=client, progress=False)),
             "raw serial": lambda out: [_kernel(i) for i in range(2)],
             "raw 2 processes": lambda out: list(pool.map(_kernel, range(2))),
         }, repeats, scratch)

@@ -142,7 +142,7 @@ class _Session:
         self.tmp, self.runs = tmp, 0
         self.client: Any = None
         self.cluster: Any = None
-        self.kwargs: dict[str, Any] = {"executor": "inline"}
+        self.kwargs: dict[str, Any] = {"executor": "inline"}  # ExecutionOptions' fields
         pids: list[int] = []
         if executor == "dask":
             distributed: Any = importlib.import_module("distributed")  # untyped
@@ -159,6 +159,7 @@ class _Session:
 
     def measure(self, source: str) -> dict[str, Any]:
         """One run over ``source``: time per group, memory held per group."""
+        from memtype.pipeline import ExecutionOptions
         from memtype.pipeline.execution.progress import Progress
 
         procs = self.procs
@@ -178,7 +179,7 @@ class _Session:
         cpu0 = _cpu_seconds(procs)
         start = time.perf_counter()
         report = self.pipeline.run(source, os.path.join(self.tmp, f"out{self.runs}"),
-                                   progress=sampler, **self.kwargs)
+                                   execution=ExecutionOptions(progress=sampler, **self.kwargs))
         wall = time.perf_counter() - start
         cpu = _cpu_seconds(procs) - cpu0
         assert report.ok, report.summary()
@@ -379,13 +380,16 @@ def _timed_run(pipeline: Any, source: str, output: str, executor: Any,
     idle clusters of the other executors)."""
     import psutil
 
+    from memtype.pipeline import ExecutionOptions
+
     main = psutil.Process()
     mine, every = [main, *_family(workers)], _family([main])  # LocalCluster: main's children
     before, every0 = _cpu(mine), _cpu(every)
     clock = _clock()
     own0 = time.thread_time()
     start = time.perf_counter()
-    report = pipeline.run(source, output, executor=executor, progress=clock)
+    report = pipeline.run(source, output, executor=executor,
+                          execution=ExecutionOptions(progress=clock))
     end = time.perf_counter()
     own = time.thread_time() - own0
     after, every1 = _cpu(mine), _cpu(every)

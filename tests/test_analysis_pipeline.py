@@ -13,7 +13,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import InvalidArgumentError, PipelineSpecError
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import FunctionStep, Pipeline, WriteOptions
 from memtype.pipeline.model.pipeline_file import dump_pipeline_spec, read_pipeline_spec
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
 from tests.pipeline_support import stacks
@@ -195,7 +195,7 @@ def test_resume_reads_the_plate_pass_back(plate_dir: Path, tmp_path: Path) -> No
     saved = out / "passes" / "normalize_plate" / "2.npy"
     np.save(saved, np.array([0.0, 1.0]))  # what a resumed run must use, not recompute
     (out / ".memtype" / "done" / "A02.json").unlink()
-    pipeline.run(plate_dir, out, resume=True).raise_for_failures()
+    pipeline.run(plate_dir, out, write=WriteOptions(resume=True)).raise_for_failures()
     np.testing.assert_array_equal(np.load(saved), [0.0, 1.0])
 
 
@@ -314,7 +314,8 @@ def test_resume_with_other_inputs_is_refused(plate_dir: Path, tmp_path: Path) ->
 
     Pipeline(steps("channel:1")).run(plate_dir, tmp_path / "out").raise_for_failures()
     with pytest.raises(StoreExistsError, match="inputs"):
-        Pipeline(steps("channel:2")).run(plate_dir, tmp_path / "out", resume=True)
+        Pipeline(steps("channel:2")).run(plate_dir, tmp_path / "out",
+                                         write=WriteOptions(resume=True))
 
 
 @pytest.mark.parametrize("name", ["image", "well_summary", "nuclei"])

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memtype.pipeline import ExecutionOptions
 from memtype.pipeline.analysis.preview import preview
 from memtype.pipeline.model.pipeline_file import load_pipeline_spec
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
@@ -56,7 +57,8 @@ def test_the_example_is_a_short_file_without_python() -> None:
 @pytest.fixture(scope="module")
 def on_dask(plate_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dask") / "out"
-    report = load_pipeline_spec(EXAMPLE).run(plate_dir, out, executor="dask", workers=2)
+    report = load_pipeline_spec(EXAMPLE).run(plate_dir, out, executor="dask",
+                                             execution=ExecutionOptions(workers=2))
     report.raise_for_failures()
     return out
 

@@ -23,7 +23,7 @@ import pytest
 import memtype as mt
 from memtype.conversion import ConversionEvent, add_conversion_hook, remove_conversion_hook
 from memtype.frameworks import Device, load_adapter
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import ExecutionOptions, FunctionStep, Pipeline
 from memtype.storage import MemoryStore, TieredStore
 from tests.gpu_validation_support import (
     GPU_IDS,
@@ -149,7 +149,8 @@ def _run(steps: list[Any], source: MemoryStore, output: Path) -> list[Conversion
         pattern=PATTERN, output_format="tiff")
     add_conversion_hook(events.append)
     try:
-        report = pipeline.run(source, output, executor="inline", progress=False)
+        report = pipeline.run(source, output, executor="inline",
+                              execution=ExecutionOptions(progress=False))
     finally:
         remove_conversion_hook(events.append)
     report.raise_for_failures()

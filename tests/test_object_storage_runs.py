@@ -18,7 +18,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import StoreExistsError, StoreIOError
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import ExecutionOptions, FunctionStep, Pipeline, WriteOptions
 from memtype.pipeline.demo import count_blobs, max_project, segment_nuclei
 from memtype.pipeline.synthetic import SyntheticPlate
 from memtype.storage.remote import ObjectLocation
@@ -141,7 +141,7 @@ def test_resume_after_sigkill_gives_the_same_plate(
     where = ObjectLocation.parse(url)
     assert where.keys(".memtype/done") == [".memtype/done/A01.json"]
     assert where.head(".memtype/lease.json") is not None  # left by the killed run
-    report = pipeline(version, halt=True).run(plate_dir, url, resume=True)
+    report = pipeline(version, halt=True).run(plate_dir, url, write=WriteOptions(resume=True))
     assert report.ok and [r.key for r in report.skipped] == [(("well", "A01"),)]
     assert_same_output(local, where)
 
@@ -193,7 +193,7 @@ def test_a_server_that_stops_mid_write_loses_no_finished_well(
         where = ObjectLocation.parse(url)
         assert where.keys(".memtype/done") == [".memtype/done/A01.json",
                                                ".memtype/done/A02.json"]
-        report = pipeline(version, halt=True).run(plate_dir, url, resume=True)
+        report = pipeline(version, halt=True).run(plate_dir, url, write=WriteOptions(resume=True))
         assert report.ok and len(report.skipped) == 2
         assert_same_output(local, where)
 
@@ -211,7 +211,7 @@ def test_dask_workers_read_and_write_the_store_themselves(
     url = f"s3://{bucket}/dask"
     mark = s3.mark()
     report = pipeline("0.5").run(f"s3://{bucket}/input/plate.zarr", url, executor="dask",
-                                 workers=2)
+                                 execution=ExecutionOptions(workers=2))
     assert report.ok
     assert_same_output(tmp_path / "local", ObjectLocation.parse(url))
     driver = f"(pid {os.getpid()})"

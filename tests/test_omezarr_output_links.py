@@ -12,7 +12,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import StorePathError
-from memtype.pipeline import Pipeline
+from memtype.pipeline import Pipeline, WriteOptions
 from memtype.pipeline.io.outputs import OutputSpec
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
 
@@ -52,7 +52,7 @@ def test_resume_refuses_a_plate_that_is_a_link(tmp_path: Path) -> None:
     elsewhere = _plant(out, tmp_path)
     before = _tree(elsewhere)
     with pytest.raises(StorePathError, match="symbolic link"):
-        Pipeline([_same]).run(src, out, resume=True)
+        Pipeline([_same]).run(src, out, write=WriteOptions(resume=True))
     assert _tree(elsewhere) == before
 
 

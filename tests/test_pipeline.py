@@ -13,7 +13,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import NoImagesError, PipelineError
-from memtype.pipeline import FunctionStep, Pipeline, make_executor
+from memtype.pipeline import ExecutionOptions, FunctionStep, Pipeline, WriteOptions, make_executor
 from memtype.pipeline.execution.executors import (
     InlineExecutor,
     ThreadExecutor,
@@ -174,7 +174,10 @@ def test_plan_and_run_write_nothing_onto_the_callers_steps(plate_dir: Path,
 def _run(plate_dir: Path, out: Path, steps: list[Any], **kw: Any) -> RunReport:
     fmt = kw.pop("output_format", "zarr")
     task_by = kw.pop("task_by", ("well",))
-    return Pipeline(steps, output_format=fmt, task_by=task_by).run(plate_dir, out, **kw)
+    write = WriteOptions(**{k: kw.pop(k) for k in ("resume", "overwrite", "overwrite_foreign")
+                            if k in kw})
+    return Pipeline(steps, output_format=fmt, task_by=task_by).run(
+        plate_dir, out, execution=ExecutionOptions(**kw), write=write)
 
 
 @pytest.mark.parametrize("executor", ["inline", "threads"])
@@ -539,8 +542,9 @@ def test_output_inside_the_input_is_not_read_back(tmp_path: Path) -> None:
     pipe = Pipeline([np_project], output_format="tiff")
     first = pipe.run(src, src / "results")
     assert first.ok
-    again = pipe.run(src, src / "results", overwrite=True)  # results/images/*.tif not inputs
+    # results/images/*.tif are not inputs
+    again = pipe.run(src, src / "results", write=WriteOptions(overwrite=True))
     assert again.ok and len(again.done) == 2
     with pytest.raises(ValueError, match="contains, the input"):
-        pipe.run(src, tmp_path, overwrite=True)
+        pipe.run(src, tmp_path, write=WriteOptions(overwrite=True))
     assert (src / "A01_s1_w1_z001.tif").exists()

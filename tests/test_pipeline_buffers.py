@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import ExecutionOptions, FunctionStep, Pipeline
 from memtype.pipeline.execution.buffers import BufferPool
 from tests.pipeline_support import SMALL, load_field, stacks, write_plate
 
@@ -98,7 +98,7 @@ def test_restacked_stacks_reuse_buffers_too(plate_dir: Path, tmp_path: Path) -> 
 @pytest.mark.requires("tifffile")
 def test_threads_share_the_pool(plate_dir: Path, tmp_path: Path) -> None:
     report = Pipeline([FunctionStep(double)]).run(plate_dir, tmp_path / "o", executor="threads",
-                                                  workers=2)
+                                                  execution=ExecutionOptions(workers=2))
     _check(report)
     assert sum(_load(report)) == 8 and _load(report)[0] >= 4
 

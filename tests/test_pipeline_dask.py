@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memtype.pipeline import DaskExecutor, FunctionStep, Pipeline
+from memtype.pipeline import DaskExecutor, ExecutionOptions, FunctionStep, Pipeline, WriteOptions
 from memtype.pipeline.execution.executors import current_worker_index
 from memtype.pipeline.model.modules import import_pipeline_file
 from tests.helpers import import_if_installed
@@ -78,7 +78,8 @@ def test_dask_executor_keeps_no_future_of_finished_items(client: Any) -> None:
 def test_pipeline_file_runs_on_workers_and_matches_numpy(client: Any, plate_dir: Path,
                                                          tmp_path: Path) -> None:
     pipeline = import_pipeline_file(EXAMPLE).pipeline
-    report = pipeline.run(plate_dir, tmp_path / "out", executor="dask", client=client)
+    report = pipeline.run(plate_dir, tmp_path / "out", executor="dask",
+                          execution=ExecutionOptions(client=client))
     assert report.ok and len(report.done) == 2, report.summary()
     assert {g.worker for g in report.done} <= {"worker 0", "worker 1"}
     stats = {(r["well"], int(r["site"]), int(r["channel"])): r
@@ -101,14 +102,15 @@ def test_a_failing_group_on_a_worker_is_reported_and_resumed(client: Any, plate_
     flag.touch()
     steps = [np_project, FunctionStep(np_fail_if_bright_while, name="check", limit=limit,
                                       flag=str(flag))]
-    report = Pipeline(steps).run(plate_dir, out, client=client)
+    report = Pipeline(steps).run(plate_dir, out, execution=ExecutionOptions(client=client))
     [bad] = report.failed
     assert bad.label == f"well={bright}" and "np_fail_if_bright" in bad.error
     assert "too bright" in bad.error and "Traceback" in (bad.traceback or "")
     assert load_field(out / "plate.zarr", dim, 1).shape == (2, 1, 64, 64)
 
     flag.unlink()
-    again = Pipeline(steps).run(plate_dir, out, client=client, resume=True)
+    again = Pipeline(steps).run(plate_dir, out, execution=ExecutionOptions(client=client),
+                                write=WriteOptions(resume=True))
     assert [g.label for g in again.skipped] == [f"well={dim}"]
     assert [g.label for g in again.done] == [f"well={bright}"]
     np.testing.assert_array_equal(load_field(out / "plate.zarr", bright, 2)[1, 0],
@@ -120,8 +122,8 @@ def test_a_failure_every_worker_repeats_stops_the_run_and_is_printed_once(
     from tests.test_pipeline_stopping import SIX, np_wrong_shape
 
     src = write_plate(tmp_path / "in", SIX)
-    report = Pipeline([FunctionStep(np_wrong_shape, name="flat")]).run(
-        src, tmp_path / "out", client=client)
+    report = Pipeline([FunctionStep(np_wrong_shape, name="flat")]).run(src, tmp_path / "out",
+                                                                       execution=ExecutionOptions(client=client))
     assert len(report.failed) == 3 and report.stopped is not None
     assert len(report.not_run) + len(report.done) == 3 and not report.done
     summary = report.summary()
@@ -137,7 +139,8 @@ def test_sys_exit_in_a_step_on_a_worker_fails_only_its_group(client: Any, plate_
 
     dim, bright, limit = _split_wells(stacks(SMALL))
     step = FunctionStep(np_exit_if_bright, name="check", limit=limit)
-    report = Pipeline([step]).run(plate_dir, tmp_path / "out", client=client)
+    report = Pipeline([step]).run(plate_dir, tmp_path / "out",
+                                  execution=ExecutionOptions(client=client))
     assert [g.label for g in report.done] == [f"well={dim}"]
     [bad] = report.failed
     assert bad.label == f"well={bright}" and "SystemExit: 3" in (bad.error or "")

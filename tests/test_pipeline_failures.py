@@ -13,7 +13,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import SideOutputError
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import ExecutionOptions, FunctionStep, Pipeline, WriteOptions
 from memtype.pipeline.io.tables import side_output_rows
 from tests.pipeline_support import SMALL, load_field, read_csv, stacks, write_plate
 
@@ -78,8 +78,9 @@ def test_sys_exit_in_a_step_fails_only_its_group(plate_dir: Path, tmp_path: Path
                                                  func: Any) -> None:
     dim, bright, limit = split
     out = tmp_path / "out"
-    report = Pipeline([FunctionStep(func, name="check", limit=limit)]).run(
-        plate_dir, out, executor=executor, workers=2)
+    report = Pipeline([FunctionStep(func, name="check", limit=limit)]).run(plate_dir, out,
+                                                                           executor=executor,
+                                                                           execution=ExecutionOptions(workers=2))
     assert [g.label for g in report.done] == [f"well={dim}"]
     [bad] = report.failed
     expected = "SystemExit: 3" if func is np_exit_if_bright else "_Stop: stopped"
@@ -99,11 +100,11 @@ def test_ctrl_c_in_a_step_stops_the_run_and_resume_finishes_it(
     stopping = Pipeline([FunctionStep(np_interrupt_if_bright, name="p", limit=limit,
                                       flag=str(flag))])
     with pytest.raises(KeyboardInterrupt):
-        stopping.run(plate_dir, out, executor=executor, workers=2)
+        stopping.run(plate_dir, out, executor=executor, execution=ExecutionOptions(workers=2))
     assert not (out / ".memtype" / "done" / f"{bright}.json").exists()
     assert not (out / ".memtype" / "spill").exists() or not os.listdir(out / ".memtype" / "spill")
     flag.unlink()
-    again = stopping.run(plate_dir, out, resume=True)
+    again = stopping.run(plate_dir, out, write=WriteOptions(resume=True))
     assert again.ok and f"well={bright}" in [g.label for g in again.done]
     assert len(again.done) + len(again.skipped) == 2
     for well in (dim, bright):
@@ -126,7 +127,7 @@ def test_inline_ctrl_c_keeps_the_groups_finished_before_it(plate_dir: Path, tmp_
         stopping.run(plate_dir, out)
     assert (out / ".memtype" / "done" / f"{dim}.json").is_file()
     flag.unlink()
-    again = stopping.run(plate_dir, out, resume=True)
+    again = stopping.run(plate_dir, out, write=WriteOptions(resume=True))
     assert [g.label for g in again.skipped] == [f"well={dim}"]
     assert [g.label for g in again.done] == [f"well={bright}"]
 
@@ -200,7 +201,7 @@ def test_the_plate_size_reaches_the_final_and_materialized_plates(
         plate_dir: Path, tmp_path: Path, plate: int | None, grid: tuple[int, int]) -> None:
     steps = [FunctionStep(np_project, name="first", materialize=True),
              FunctionStep(np_project, name="second")]
-    report = Pipeline(steps).run(plate_dir, tmp_path / "out", plate=plate)
+    report = Pipeline(steps).run(plate_dir, tmp_path / "out", write=WriteOptions(plate=plate))
     assert report.ok
     assert _declared_grid(tmp_path / "out" / "plate.zarr") == grid
     assert _declared_grid(tmp_path / "out" / "first.zarr") == grid
@@ -216,7 +217,7 @@ def test_a_plate_size_without_the_wells_is_refused_before_anything_runs(
     src = write_plate(tmp_path / "in", SyntheticPlate(wells=97, sites=1, channels=1,
                                                       z_planes=1, size=32, cells=(1, 1)))
     with pytest.raises(InvalidArgumentError, match=str(plate)) as info:
-        Pipeline([np_project]).run(src, tmp_path / "out", plate=plate)
+        Pipeline([np_project]).run(src, tmp_path / "out", write=WriteOptions(plate=plate))
     assert isinstance(info.value, ValueError)
     if plate == 96:
         assert "A13" in str(info.value)  # a 384-well layout: A13..A24 are off a 96-well plate

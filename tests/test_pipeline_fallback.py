@@ -13,7 +13,7 @@ import pytest
 
 import memtype as mt
 from memtype.frameworks import Framework
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import ExecutionOptions, FunctionStep, Pipeline
 from tests.pipeline_support import SMALL, load_field, stacks, write_plate
 
 NATIVE = {"dtype_conversion": mt.DtypeConversion.NATIVE_OUTPUT}
@@ -245,7 +245,8 @@ def test_run_with_budgets_follows_the_plan(plate_dir: Path, tmp_path: Path) -> N
     pipeline = Pipeline([FunctionStep(cle_only, **NATIVE), scale])
     plan = pipeline.plan(plate_dir)
     assert plan.choices == {"scale": "pyclesperanto"}
-    report = pipeline.run(plate_dir, tmp_path / "o", budgets={plan.phases[1].device: 1})
+    report = pipeline.run(plate_dir, tmp_path / "o",
+                          execution=ExecutionOptions(budgets={plan.phases[1].device: 1}))
     report.raise_for_failures()
     assert report.plan is not None and report.plan.choices == {"scale": "numpy"}
     assert "room (budget)" in report.plan.table()
@@ -294,7 +295,8 @@ def test_run_refuses_bad_budgets_before_anything_runs(plate_dir: Path, tmp_path:
                                                      budgets: Any, error: type[Exception],
                                                      message: str) -> None:
     with pytest.raises(error, match=message):
-        Pipeline([add_one]).run(plate_dir, tmp_path / "out", budgets=budgets)
+        Pipeline([add_one]).run(plate_dir, tmp_path / "out",
+                                execution=ExecutionOptions(budgets=budgets))
     assert not (tmp_path / "out").exists()
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import StoreExistsError
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import FunctionStep, Pipeline, ReadOptions, WriteOptions
 from memtype.pipeline.synthetic import SyntheticPlate
 from tests.pipeline_support import ROOT, write_plate
 
@@ -56,7 +56,7 @@ def done_output(plate_dir: Path, tmp_path: Path) -> Path:
 
 @pytest.mark.requires("tifffile")
 def test_the_same_pipeline_resumes(plate_dir: Path, done_output: Path) -> None:
-    again = Pipeline(_base()).run(plate_dir, done_output, resume=True)
+    again = Pipeline(_base()).run(plate_dir, done_output, write=WriteOptions(resume=True))
     assert again.ok and len(again.skipped) == 2 and not again.done
 
 
@@ -74,7 +74,8 @@ def test_the_same_pipeline_resumes(plate_dir: Path, done_output: Path) -> None:
 def test_a_changed_pipeline_is_refused_naming_what_changed(
         plate_dir: Path, done_output: Path, change: str, needles: tuple[str, ...]) -> None:
     steps: list[Any] = _base()
-    options: dict[str, Any] = {}
+    pattern: str | None = None
+    plate: int | None = None
     settings: dict[str, Any] = {}
     if change == "an option":
         steps[0] = FunctionStep(np_scale, factor=3.0)
@@ -85,23 +86,27 @@ def test_a_changed_pipeline_is_refused_naming_what_changed(
     elif change == "a step less":
         steps = steps[:1]
     elif change == "the pattern":
-        options["pattern"] = "{well}_s{site}_w{channel}_z{z}.tif"
+        pattern = "{well}_s{site}_w{channel}_z{z}.tif"
     elif change == "the pyramid":
         settings["pyramid_levels"] = 2
     elif change == "the pixel size":
         settings["pixel_size"] = (2.0, 0.5, 0.5)
     else:
-        options["plate"] = 384
+        plate = 384
     before = sorted(os.listdir(done_output / ".memtype" / "done"))
     with pytest.raises(StoreExistsError, match="produced by a different pipeline") as info:
-        Pipeline(steps, **settings).run(plate_dir, done_output, resume=True, **options)
+        Pipeline(steps, **settings).run(plate_dir, done_output,
+                                        read=ReadOptions(pattern=pattern),
+                                        write=WriteOptions(resume=True, plate=plate))
     message = str(info.value)
     assert isinstance(info.value, FileExistsError)
     assert "overwrite=True (--overwrite)" in message and "new output" in message
     for needle in needles:
         assert needle in message, message
     assert sorted(os.listdir(done_output / ".memtype" / "done")) == before  # untouched
-    replaced = Pipeline(steps, **settings).run(plate_dir, done_output, overwrite=True, **options)
+    replaced = Pipeline(steps, **settings).run(plate_dir, done_output,
+                                               read=ReadOptions(pattern=pattern),
+                                               write=WriteOptions(overwrite=True, plate=plate))
     assert replaced.ok and len(replaced.done) == 2  # starting over works
 
 
@@ -112,14 +117,14 @@ def test_another_memtype_version_is_refused(plate_dir: Path, done_output: Path) 
     record["memtype"] = "0.0.1"  # what an output of an earlier release holds
     record_path.write_text(json.dumps(record))
     with pytest.raises(StoreExistsError, match=f'memtype: "0.0.1" -> "{mt.__version__}"'):
-        Pipeline(_base()).run(plate_dir, done_output, resume=True)
+        Pipeline(_base()).run(plate_dir, done_output, write=WriteOptions(resume=True))
 
 
 @pytest.mark.requires("tifffile")
 def test_an_output_without_a_record_is_refused(plate_dir: Path, done_output: Path) -> None:
     (done_output / ".memtype" / "run.json").unlink()
     with pytest.raises(StoreExistsError, match="no record of the pipeline that wrote them"):
-        Pipeline(_base()).run(plate_dir, done_output, resume=True)
+        Pipeline(_base()).run(plate_dir, done_output, write=WriteOptions(resume=True))
 
 
 @pytest.mark.requires("tifffile")
@@ -127,11 +132,12 @@ def test_without_finished_groups_a_changed_pipeline_resumes(plate_dir: Path,
                                                             tmp_path: Path) -> None:
     out = tmp_path / "out"
     (out / ".memtype" / "done").mkdir(parents=True)  # an earlier run that finished nothing
-    first = Pipeline([FunctionStep(np_scale, factor=5.0)]).run(plate_dir, out, resume=True)
+    first = Pipeline([FunctionStep(np_scale, factor=5.0)]).run(plate_dir, out,
+                                                               write=WriteOptions(resume=True))
     assert first.ok
     for name in os.listdir(out / ".memtype" / "done"):
         (out / ".memtype" / "done" / name).unlink()
-    again = Pipeline(_base()).run(plate_dir, out, resume=True)
+    again = Pipeline(_base()).run(plate_dir, out, write=WriteOptions(resume=True))
     assert again.ok and len(again.done) == 2
     record = json.loads((out / ".memtype" / "run.json").read_text())
     assert list(record["steps"]) == ["1 'np_scale'", "2 'project'"]  # the new pipeline's

@@ -15,7 +15,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import InvalidArgumentError
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import ExecutionOptions, FunctionStep, Pipeline, WriteOptions
 from memtype.pipeline.synthetic import SyntheticPlate
 from tests.pipeline_support import ROOT, write_plate
 
@@ -77,8 +77,9 @@ def _well_images(plate_zarr: Path, well: str) -> list[str]:
 @pytest.mark.requires("tifffile")
 def test_the_first_groups_failing_alike_stop_the_run(six_wells: Path, tmp_path: Path,
                                                      executor: str) -> None:
-    report = Pipeline([FunctionStep(np_wrong_shape, name="flat")]).run(
-        six_wells, tmp_path / "out", executor=executor, workers=2)
+    report = Pipeline([FunctionStep(np_wrong_shape, name="flat")]).run(six_wells, tmp_path / "out",
+                                                                       executor=executor,
+                                                                       execution=ExecutionOptions(workers=2))
     assert len(report.failed) == 3 and not report.done
     assert len(report.failed) + len(report.not_run) == 6
     assert report.stopped is not None and not report.ok
@@ -105,7 +106,7 @@ def test_inline_stop_leaves_the_other_groups_not_run(six_wells: Path, tmp_path: 
 def test_max_failures_sets_how_many(six_wells: Path, tmp_path: Path, max_failures: int,
                                     failed: int) -> None:
     report = Pipeline([np_wrong_shape]).run(six_wells, tmp_path / "out",
-                                            max_failures=max_failures)
+                                            execution=ExecutionOptions(max_failures=max_failures))
     assert len(report.failed) == failed and len(report.not_run) == 6 - failed
     assert (report.stopped is None) == (max_failures == 0)
     assert report.summary().count("FAILED") == 1  # one distinct error, printed once
@@ -136,7 +137,8 @@ def test_a_stopped_run_resumes_with_the_fixed_pipeline(six_wells: Path, tmp_path
     out = tmp_path / "out"
     stopped = Pipeline([FunctionStep(np_wrong_shape, name="p")]).run(six_wells, out)
     assert stopped.stopped is not None
-    again = Pipeline([FunctionStep(np_project, name="p")]).run(six_wells, out, resume=True)
+    again = Pipeline([FunctionStep(np_project, name="p")]).run(six_wells, out,
+                                                               write=WriteOptions(resume=True))
     assert again.ok and len(again.done) == 6
     assert sorted(_plate_wells(out / "plate.zarr")) == [f"A/{c}" for c in range(1, 7)]
 
@@ -145,7 +147,8 @@ def test_a_stopped_run_resumes_with_the_fixed_pipeline(six_wells: Path, tmp_path
 @pytest.mark.requires("tifffile")
 def test_max_failures_must_be_a_count(six_wells: Path, tmp_path: Path, value: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="max_failures must be an int >= 0") as info:
-        Pipeline([np_project]).run(six_wells, tmp_path / "out", max_failures=value)
+        Pipeline([np_project]).run(six_wells, tmp_path / "out",
+                                   execution=ExecutionOptions(max_failures=value))
     assert isinstance(info.value, ValueError) and repr(value) in str(info.value)
     assert not (tmp_path / "out").exists()
 
@@ -187,7 +190,8 @@ def test_a_full_disk_stops_the_run_and_lists_no_half_written_well(
 
     out = tmp_path / "out"
     full_disk_at(fail_from)
-    report = Pipeline([np_project]).run(two_sites, out, max_failures=0)  # stops all the same
+    report = Pipeline([np_project]).run(  # stops all the same
+        two_sites, out, execution=ExecutionOptions(max_failures=0))
     assert len(report.failed) == 1 and len(report.done) == len(done)
     assert len(report.not_run) == 3 - 1 - len(done)
     assert report.stopped is not None and "the disk is full" in report.stopped
@@ -198,7 +202,7 @@ def test_a_full_disk_stops_the_run_and_lists_no_half_written_well(
     failed_well = "A/" + report.failed[0].label[-1]
     assert _well_images(plate, failed_well) == []
     full_disk_at(0)  # space again: resume does the rest
-    again = Pipeline([np_project]).run(two_sites, out, resume=True)
+    again = Pipeline([np_project]).run(two_sites, out, write=WriteOptions(resume=True))
     assert again.ok and len(again.done) + len(again.skipped) == 3
     assert sorted(_plate_wells(plate)) == ["A/1", "A/2", "A/3"]
     assert all(_well_images(plate, w) == ["1", "2"] for w in _plate_wells(plate))
@@ -213,7 +217,7 @@ def test_a_group_failing_after_a_materialized_step_unlists_its_wells(
     pipeline = Pipeline([FunctionStep(np_project, name="first", materialize=True),
                          FunctionStep(last, name="second")])
     if failure == "error":
-        report = pipeline.run(two_sites, out, max_failures=0)
+        report = pipeline.run(two_sites, out, execution=ExecutionOptions(max_failures=0))
         assert len(report.failed) == 3
     else:  # the 3rd write is the final plate's first field of A01, after first.zarr's two
         full_disk_at(3, KeyboardInterrupt())

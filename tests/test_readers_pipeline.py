@@ -12,7 +12,7 @@ import pytest
 
 import memtype as mt
 from memtype.cli import main
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import ExecutionOptions, FunctionStep, Pipeline, ReadOptions
 from tests.helpers import import_if_installed
 from tests.pipeline_support import load_field, read_csv
 from tests.readers_support import (
@@ -57,7 +57,7 @@ def test_the_same_plate_in_every_layout_gives_the_same_results(name: str,
                                                                tmp_path: Path) -> None:
     root = WRITERS[name](tmp_path / "plate")
     report = _pipeline().run(root, tmp_path / "out",
-                             pattern=PATTERN if name == "pattern" else None)
+                             read=ReadOptions(pattern=PATTERN if name == "pattern" else None))
     assert report.ok and report.input is not None
     assert report.input.layout == LAYOUT_OF[name]
     rows = read_csv(tmp_path / "out" / "stats.csv")
@@ -79,7 +79,8 @@ def test_a_vendor_plate_runs_on_threads_from_a_reader(tmp_path: Path) -> None:
     from memtype.pipeline.readers import ImageXpressReader
 
     reader = ImageXpressReader(write_imagexpress(tmp_path / "plate"))
-    report = _pipeline().run(reader, tmp_path / "out", executor="threads", workers=2)
+    report = _pipeline().run(reader, tmp_path / "out", executor="threads",
+                             execution=ExecutionOptions(workers=2))
     assert report.ok and len(report.groups) == 2
     assert report.input is not None
     assert report.input.channel_names == dict(enumerate(CHANNEL_NAMES, start=1))
@@ -95,7 +96,7 @@ def test_a_pipeline_with_its_own_pattern_reads_by_it(tmp_path: Path) -> None:
 
 def test_the_layout_can_be_forced_in_a_run(tmp_path: Path) -> None:
     root = WRITERS["phenix-names-only"](tmp_path / "plate")
-    report = _pipeline().run(root, tmp_path / "out", layout="phenix")
+    report = _pipeline().run(root, tmp_path / "out", read=ReadOptions(layout="phenix"))
     assert report.ok and report.input is not None and report.input.layout == "phenix"
 
 
@@ -116,7 +117,8 @@ def dask_client() -> Iterator[Any]:
 def test_dask_workers_read_every_layout_from_the_source(name: str, tmp_path: Path,
                                                         dask_client: Any) -> None:
     root = WRITERS[name](tmp_path / "plate")
-    report = _pipeline().run(root, tmp_path / "out", executor="dask", client=dask_client)
+    report = _pipeline().run(root, tmp_path / "out", executor="dask",
+                             execution=ExecutionOptions(client=dask_client))
     assert report.ok, [g.error for g in report.groups]
     field = load_field(tmp_path / "out" / "plate.zarr", "B03", 2)
     np.testing.assert_array_equal(field[0, 0, 0], _reference("B03", 2, 1))

@@ -11,7 +11,7 @@ import pytest
 
 import memtype as mt
 from memtype.errors import InvalidArgumentError, StoreExistsError
-from memtype.pipeline import FunctionStep, Pipeline
+from memtype.pipeline import ExecutionOptions, FunctionStep, Pipeline, WriteOptions
 from memtype.pipeline.synthetic import SyntheticPlate
 from tests.pipeline_support import write_plate
 
@@ -80,7 +80,7 @@ def test_resume_with_another_plate_is_refused_naming_both(two_channels: Path, ot
     out = tmp_path / "out"
     assert Pipeline([np_project]).run(two_channels, out).ok
     with pytest.raises(StoreExistsError) as raised:
-        Pipeline([np_project]).run(other_plate, out, resume=True)
+        Pipeline([np_project]).run(other_plate, out, write=WriteOptions(resume=True))
     message = str(raised.value)
     assert str(two_channels) in message and str(other_plate) in message
     assert "mix" in message and "--overwrite" in message
@@ -91,7 +91,8 @@ def test_resume_with_the_same_plate_by_another_spelling_goes_on(two_channels: Pa
                                                                tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert Pipeline([np_project]).run(two_channels, out).ok
-    again = Pipeline([np_project]).run(Path(f"{two_channels}/./"), out, resume=True)
+    again = Pipeline([np_project]).run(Path(f"{two_channels}/./"), out,
+                                       write=WriteOptions(resume=True))
     assert again.ok and len(again.skipped) == 6
 
 
@@ -102,7 +103,7 @@ def test_resume_after_the_plate_changed_is_refused(tmp_path: Path) -> None:
     assert Pipeline([np_project]).run(plate, out).ok
     next(plate.rglob("*.tif")).unlink()  # the same folder, another listing
     with pytest.raises(StoreExistsError, match="listing"):
-        Pipeline([np_project]).run(plate, out, resume=True)
+        Pipeline([np_project]).run(plate, out, write=WriteOptions(resume=True))
 
 
 # -- 9, 10: table names are one path component, never memtype's ROI tables ---------------
@@ -124,7 +125,8 @@ def test_a_default_table_name_from_a_step_name_is_checked_before_it_is_written(
         two_channels: Path, tmp_path: Path) -> None:
     # the step is not materialized, so its name becomes no folder; its table is a file
     step = FunctionStep(np_count, name="FOV_ROI_table")
-    report = Pipeline([step, np_project]).run(two_channels, tmp_path / "out", max_failures=1)
+    report = Pipeline([step, np_project]).run(two_channels, tmp_path / "out",
+                                              execution=ExecutionOptions(max_failures=1))
     assert not report.ok and "FOV_ROI_table" in (report.failed[0].error or "")
     assert not (tmp_path / "out" / "FOV_ROI_table.csv").exists()
 
@@ -213,7 +215,7 @@ def test_a_group_done_on_resume_is_no_longer_marked_failed(two_channels: Path,
     Pipeline([step]).run(two_channels, out)
     assert list(failed_wells(str(out))) == ["A/2"]
     BROKEN[0] = False
-    assert Pipeline([step]).run(two_channels, out, resume=True).ok
+    assert Pipeline([step]).run(two_channels, out, write=WriteOptions(resume=True)).ok
     assert failed_wells(str(out)) == {}
 
 
@@ -245,7 +247,8 @@ def test_the_overview_marks_a_failed_well_failed_and_has_a_colour_bar(
     from PIL import Image
 
     step = FunctionStep(np_count_or_fail_in_a02, bad=_a02_first_stack_sum())
-    report = Pipeline([step]).run(two_channels, tmp_path / "out", max_failures=0)
+    report = Pipeline([step]).run(two_channels, tmp_path / "out",
+                                  execution=ExecutionOptions(max_failures=0))
     picture = np.asarray(Image.open(report.outputs["overview"]).convert("RGB"))
     failed = _tile(picture, 0, 1)  # A02
     assert (failed[np.arange(96), np.arange(96)] == (200, 30, 30)).all()  # the red cross
@@ -286,7 +289,8 @@ def test_a_malformed_overview_column_is_refused_before_the_run(two_channels: Pat
                                                               tmp_path: Path,
                                                               column: str) -> None:
     with pytest.raises(InvalidArgumentError, match="overview_column"):
-        Pipeline([np_project]).run(two_channels, tmp_path / "out", overview_column=column)
+        Pipeline([np_project]).run(two_channels, tmp_path / "out",
+                                   write=WriteOptions(overview_column=column))
     assert not (tmp_path / "out").exists()
 
 

@@ -201,3 +201,31 @@ def test_few_modules_sit_directly_in_pipeline() -> None:
 def test_each_pipeline_folder_says_what_it_owns(package: str) -> None:
     doc = ast.get_docstring(ast.parse((SRC / package / "__init__.py").read_text()))
     assert doc and doc.splitlines()[0].strip(), f"{package}/__init__.py has no first line"
+
+
+# -- Pipeline.run's options: a few objects, not a long flat signature ------------------------
+
+RUN_PARAMETERS_AT_MOST = 8
+
+
+def parameters_of(source: str, cls: str, method: str) -> list[str]:
+    """The parameters of ``cls.method`` in ``source``: self, positional, keyword-only,
+    ``*args`` and ``**kwargs`` all counted."""
+    [node] = [n for c in ast.parse(source).body if isinstance(c, ast.ClassDef) and c.name == cls
+              for n in c.body if isinstance(n, ast.FunctionDef) and n.name == method]
+    a = node.args
+    rest = [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+    return [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)] + rest
+
+
+def test_pipeline_run_takes_at_most_8_parameters() -> None:
+    """Input, execution and output options are objects of their own
+    (``memtype.pipeline.model.options``), so ``run`` stays short."""
+    source = (SRC / "pipeline" / "model" / "pipeline.py").read_text()
+    params = parameters_of(source, "Pipeline", "run")
+    assert len(params) <= RUN_PARAMETERS_AT_MOST, params
+
+
+def test_the_parameter_count_sees_every_kind() -> None:
+    source = "class C:\n    def run(self, a, /, b, *args, c, d=1, **kw):\n        pass\n"
+    assert parameters_of(source, "C", "run") == ["self", "a", "b", "c", "d", "args", "kw"]

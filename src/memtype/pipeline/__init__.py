@@ -7,6 +7,8 @@
 ...     return stack.max(axis=0, keepdims=True)
 >>> pipeline = Pipeline([FunctionStep(project)])
 >>> report = pipeline.run("plate/", output="out/", executor="threads")  # doctest: +SKIP
+>>> report = pipeline.run("plate/", "out/", execution=ExecutionOptions("threads", workers=2),
+...                       write=WriteOptions(resume=True))  # doctest: +SKIP
 
 Each group (by default each well) is an independent task, run inline, on threads, or on
 dask.distributed workers; see ``docs/pipeline.md``.
@@ -27,6 +29,7 @@ from memtype.pipeline.execution.executors import (
 from memtype.pipeline.execution.report import GroupResult, RunReport, StepStats
 from memtype.pipeline.io.patterns import DEFAULT_PATTERN, FilenamePattern, ImageRecord
 from memtype.pipeline.model.modules import import_pipeline_file
+from memtype.pipeline.model.options import ExecutionOptions, ReadOptions, WriteOptions
 from memtype.pipeline.model.pipeline import Pipeline
 from memtype.pipeline.model.steps import FunctionStep
 from memtype.pipeline.model.variants import Variants
@@ -40,6 +43,9 @@ _APPLICATION = {"SyntheticPlate": "memtype.pipeline.synthetic",
 __all__ = [
     "FunctionStep",
     "Pipeline",
+    "ReadOptions",
+    "ExecutionOptions",
+    "WriteOptions",
     "Plan",
     "Variants",
     "FilenamePattern",

@@ -8,6 +8,7 @@ some group failed prints the failures and exits with 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Iterator
@@ -19,12 +20,13 @@ from memtype.frameworks import NO_OPENCL_VARIABLE
 from memtype.pipeline.execution.executors import EXECUTORS
 from memtype.pipeline.execution.stopping import DEFAULT_MAX_FAILURES
 from memtype.pipeline.io.plates import PLATE_SIZES
+from memtype.pipeline.model.options import ExecutionOptions, ReadOptions, WriteOptions
 
 if TYPE_CHECKING:
     from memtype.pipeline.execution.report import RunReport
     from memtype.pipeline.model.pipeline import Pipeline
 
-__all__ = ["register", "load_pipeline_file"]
+__all__ = ["register", "load_pipeline_file", "run_options_from"]
 
 
 def _add_executor_options(p: argparse.ArgumentParser) -> None:
@@ -35,6 +37,21 @@ def _add_executor_options(p: argparse.ArgumentParser) -> None:
                    help="threads or dask worker processes (default: one per CPU core)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: when stderr is a terminal)")
+
+
+class _BudgetAction(argparse.Action):
+    """``--budget DEVICE=BYTES``, repeated: a dict of device -> bytes (checked by
+    :class:`~memtype.pipeline.model.options.ExecutionOptions`)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        device, _, size = str(values).rpartition("=")
+        if not device or not size.strip().isdigit():
+            raise CommandError(f"--budget must be DEVICE=BYTES, e.g. opencl:0=2147483648; "
+                               f"received {values!r}.")
+        budgets = dict(getattr(namespace, self.dest) or {})
+        budgets[device] = int(size)
+        setattr(namespace, self.dest, budgets)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,6 +98,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="stop when the first N groups all fail with the same error "
                           f"(default {DEFAULT_MAX_FAILURES}; 0: never stop early); a full "
                           "disk stops the run at once")
+    run.add_argument("--budget", dest="budgets", action=_BudgetAction, default=None,
+                     metavar="DEVICE=BYTES", help="room on a device for the plan, in bytes, "
+                     "e.g. opencl:0=2147483648 (repeat for several devices)")
+    run.add_argument("--intermediate-budget", type=int, default=None, metavar="BYTES",
+                     help="bytes of intermediates each group keeps on its device before "
+                          "spilling (default: no limit)")
     run.add_argument("--plate", type=int, choices=PLATE_SIZES, default=None,
                      help="the plate the OME-Zarr output declares: 96 (8 x 12) or 384 "
                           "(16 x 24) wells (default: the smallest that has every well)")
@@ -229,9 +252,10 @@ def _demo(args: argparse.Namespace) -> int:
     if missing:
         print(f"memtype: the denoise step runs on scipy, not pyclesperanto: {missing}",
               file=sys.stderr)
-    result = run_demo(args.out, plate, executor=args.executor, workers=args.workers,
+    execution = ExecutionOptions(**_flags_of(args, ExecutionOptions))
+    result = run_demo(args.out, plate, execution=execution,
                       use_opencl=False if args.no_opencl else not missing,
-                      progress=args.progress, overwrite=args.overwrite)
+                      overwrite=args.overwrite)
     print(result.report.summary())
     print()
     print(f"plate    {result.plate}")
@@ -322,6 +346,31 @@ def _with_output_options(pipeline: Pipeline, args: argparse.Namespace) -> Pipeli
     return chosen
 
 
+def run_options_from(args: argparse.Namespace
+                     ) -> tuple[ExecutionOptions, ReadOptions, WriteOptions]:
+    """:meth:`Pipeline.run`'s options from a command's flags: a flag fills the field of its
+    name (``--max-failures`` -> ``ExecutionOptions.max_failures``); a command without a
+    field's flag leaves its default.
+
+    Raises
+    ------
+    CommandError
+        A flag's value the option refuses (e.g. a ``--pattern`` that is no pattern).
+    """
+    try:
+        return (ExecutionOptions(**_flags_of(args, ExecutionOptions)),
+                ReadOptions(**_flags_of(args, ReadOptions)),
+                WriteOptions(**_flags_of(args, WriteOptions)))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _flags_of(args: argparse.Namespace, options: Any) -> dict[str, Any]:
+    """The flags of ``args`` named as fields of the dataclass ``options``."""
+    given = vars(args)
+    return {f.name: given[f.name] for f in dataclasses.fields(options) if f.name in given}
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     """``memtype run``."""
     with _opencl_off(args.no_opencl):
@@ -348,21 +397,16 @@ def _opencl_off(off: bool) -> Iterator[None]:
 
 def _run(args: argparse.Namespace) -> int:
     """``memtype run``'s work."""
-    from memtype.pipeline.io.patterns import FilenamePattern
     from memtype.storage.remote import local_path
 
     _check_workers(args)
     if args.max_failures < 0:
         raise CommandError(f"--max-failures must be 0 (never stop early) or more; received "
                            f"{args.max_failures}.")
-    if args.pattern is not None:
-        try:
-            FilenamePattern(args.pattern)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+    execution, read, write = run_options_from(args)
     pipeline = _with_output_options(load_pipeline_file(args.pipeline_file), args)
     try:
-        reader = pipeline.reader(args.input, args.pattern, args.layout)
+        reader = pipeline.reader(args.input, read.pattern, read.layout)
     except ValueError as exc:  # an unknown layout, or --pattern with a vendor layout
         raise CommandError(str(exc)) from None
     print(f"input    {args.input} read as {reader.layout} (from "
@@ -377,16 +421,9 @@ def _run(args: argparse.Namespace) -> int:
         return _preview(pipeline, reader, args.output, args.preview, None)
     args.interrupt_hint = ("; the groups that finished are kept: run again with --resume "
                            "to do the rest")
-    executor = "dask" if args.scheduler else args.executor
     try:
-        report = pipeline.run(reader, local_path(args.output), executor=executor,
-                              workers=args.workers,
-                              scheduler=args.scheduler, resume=args.resume,
-                              overwrite=args.overwrite,
-                              progress=args.progress,
-                              overwrite_foreign=args.overwrite_foreign, plate=args.plate,
-                              max_failures=args.max_failures,
-                              overview_column=args.overview_column)
+        report = pipeline.run(reader, local_path(args.output), execution=execution,
+                              write=write)
     except ValueError as exc:  # configuration: pattern fields, task_by, output format
         raise CommandError(str(exc)) from None
     print(report.summary())

@@ -33,6 +33,7 @@ from memtype import DtypeConversion, memory_types, require
 from memtype.errors import StoreExistsError, StorePathError
 from memtype.pipeline.execution.report import RunReport
 from memtype.pipeline.io.patterns import split_well
+from memtype.pipeline.model.options import ExecutionOptions, WriteOptions
 from memtype.pipeline.model.pipeline import Pipeline
 from memtype.pipeline.model.steps import FunctionStep
 from memtype.pipeline.model.variants import Variants
@@ -318,12 +319,12 @@ def check_demo_output(out: str | os.PathLike[str], *, overwrite: bool = False) -
 
 
 def run_demo(out: str | os.PathLike[str], plate: SyntheticPlate | None = None, *,
-             executor: str = "inline", workers: int | None = None,
-             use_opencl: bool | None = None, progress: bool | None = None,
+             execution: ExecutionOptions | None = None, use_opencl: bool | None = None,
              overwrite: bool = False) -> DemoResult:
     """Generate the synthetic plate under ``out/images``, run the demo pipeline into
     ``out/results`` (``plate.zarr`` with the ``nuclei`` labels, ``counts.csv``,
-    ``nuclei.csv``) and write ``out/results/montage.png``.
+    ``nuclei.csv``) and write ``out/results/montage.png``; ``execution`` says where and how
+    (:class:`~memtype.pipeline.model.options.ExecutionOptions`, inline by default).
 
     ``out`` is replaced if it holds an earlier demo; a directory holding anything else is
     refused (:func:`check_demo_output`) unless ``overwrite`` is true.
@@ -339,9 +340,8 @@ def run_demo(out: str | os.PathLike[str], plate: SyntheticPlate | None = None, *
     images = root.path_of("images")
     write_synthetic_plate(images, plate)
     results = root.path_of("results")
-    report = demo_pipeline(use_opencl).run(images, results, executor=executor,
-                                           workers=workers, progress=progress,
-                                           plate=plate.layout.size)
+    report = demo_pipeline(use_opencl).run(images, results, execution=execution,
+                                           write=WriteOptions(plate=plate.layout.size))
     plate_path = report.outputs.get("images", os.path.join(results, "plate.zarr"))
     montage = os.path.join(results, "montage.png")
     if report.ok:

@@ -15,9 +15,8 @@ from memtype.pipeline.execution.progress import Progress, make_progress
 from memtype.pipeline.execution.provenance import check_resume, run_record
 from memtype.pipeline.execution.report import GroupResult, RunReport
 from memtype.pipeline.execution.runner import RunContext, execute_group
-from memtype.pipeline.execution.stopping import DEFAULT_MAX_FAILURES, FailureWatch
+from memtype.pipeline.execution.stopping import FailureWatch
 from memtype.pipeline.io.outputs import OutputSpec, zarr_roles
-from memtype.pipeline.io.overview import check_overview_column
 from memtype.pipeline.io.patterns import (
     DEFAULT_PATTERN,
     FilenamePattern,
@@ -26,6 +25,12 @@ from memtype.pipeline.io.patterns import (
 )
 from memtype.pipeline.io.plates import PlateLayout, layout_of
 from memtype.pipeline.io.sources import PathOrStore, is_store, output_inside_input
+from memtype.pipeline.model.options import (
+    ExecutionOptions,
+    ReadOptions,
+    WriteOptions,
+    run_options,
+)
 from memtype.pipeline.model.requirements import check_frameworks
 from memtype.pipeline.model.steps import FunctionStep, GroupTask, NamedSpec
 from memtype.pipeline.planning import (
@@ -218,18 +223,19 @@ class Pipeline:
         records = reader.records(exclude)
         return [GroupTask(k, tuple(v)) for k, v in group_records(records, self.task_by).items()]
 
-    def run(self, source: PathOrStore, output: str | os.PathLike[str], *,
-            executor: str | Executor = "inline", workers: int | None = None,
-            client: Any | None = None, scheduler: str | None = None, resume: bool = False,
-            overwrite: bool = False, pattern: str | None = None,
-            progress: bool | Progress | None = None,
-            intermediate_budget: int | None = None,
-            overwrite_foreign: bool = False,
-            budgets: Mapping[str, int] | None = None,
-            max_failures: int = DEFAULT_MAX_FAILURES,
-            plate: int | None = None, layout: str | None = None,
-            overview_column: str | None = None) -> RunReport:
+    def run(self, source: PathOrStore, output: str | os.PathLike[str],
+            executor: str | Executor | None = None, *,
+            execution: ExecutionOptions | None = None, read: ReadOptions | None = None,
+            write: WriteOptions | None = None, **moved: object) -> RunReport:
         """Run every step on every group and write the results.
+
+        The options are three objects, one per question (see
+        :mod:`memtype.pipeline.model.options`): how the input is read (:class:`ReadOptions`,
+        a property of the instrument's data), where and how the groups execute
+        (:class:`ExecutionOptions`, a property of the machine), what happens to the output
+        (:class:`WriteOptions`, a property of this run). Each is built once, reused and
+        printed; the ``memtype run`` flags fill them one to one. The common call stays one
+        line: ``pipeline.run(source, output)``, ``pipeline.run(source, output, "dask")``.
 
         Parameters
         ----------
@@ -243,47 +249,21 @@ class Pipeline:
             side output, and ``.memtype/`` (the record of finished groups for ``resume``);
             or an ``s3://bucket/prefix`` holding the same objects (see
             :mod:`memtype.pipeline.io.remote_output`).
-        executor : {"inline", "threads", "dask"} or Executor
-            Where groups run. ``"dask"`` uses ``client`` (any scheduler), or connects to
-            ``scheduler``, or starts a LocalCluster of ``workers`` processes; the workers
-            write their results straight to ``output``, which they must be able to reach.
-        workers : int, optional
-            Threads or worker processes (one per CPU core by default).
-        resume : bool
-            Keep an existing output and skip the groups it already holds; refused when
-            they were produced by a different pipeline (see Raises).
-        overwrite : bool
-            Delete an existing output first, if an earlier run wrote it (it holds
-            ``.memtype/done``); a directory memtype did not write is refused.
-        pattern : str, optional
-            Overrides the pipeline's file-name pattern (and reads by pattern).
-        layout : str, optional
-            Reads the input as this layout (``"imagexpress"``, ``"phenix"``, ``"ome-zarr"``,
-            ``"ome-tiff"``, ``"pattern"``) instead of detecting it.
-        overview_column : str, optional
-            What the plate overview's heatmap shows: a side-output column's mean per well
-            (``"area"``, or ``"nuclei:area"`` for table ``nuclei``); by default a table's
-            ``count`` (see :func:`memtype.pipeline.io.overview.well_values`).
-        progress : bool or Progress, optional
-            Show a progress bar (default: when stderr is a terminal).
-        intermediate_budget : int, optional
-            Bytes of intermediates each group keeps on its device before spilling.
-        overwrite_foreign : bool
-            Delete an existing output first, whatever it holds (memtype's or not).
-        budgets : dict of str to int, optional
-            Room per device in bytes (``{"opencl:0": 2 << 30}``) for the plan (see
-            :meth:`plan`). A group that runs out of memory in a step runs again with the
-            next-best plan avoiding that device (that framework, on the host), the host last;
-            ``report.fallbacks`` lists them.
-        max_failures : int
-            Stop the run when the first this many groups all fail with the same error,
-            before any succeeds (default 3; 0: never); a full disk (``ENOSPC``, ``EDQUOT``)
-            stops it at once. ``report.stopped`` says why; the groups not run are
-            ``report.not_run``, and ``resume=True`` does them later.
-        plate : {96, 384}, optional
-            The standard plate whose rows and columns the OME-Zarr output declares (default:
-            the smallest that has every well; wells beyond 384's grid keep just the rows and
-            columns in use).
+        executor : {"inline", "threads", "dask"} or Executor, optional
+            Shorthand for ``execution=ExecutionOptions(executor=...)`` (default
+            ``"inline"``); with ``execution``, it replaces that object's executor, which must
+            then be the default.
+        execution : ExecutionOptions, optional
+            Where and how groups run: executor, workers, client, scheduler, progress,
+            max_failures, budgets, intermediate_budget.
+        read : ReadOptions, optional
+            How the input is read: pattern, layout.
+        write : WriteOptions, optional
+            What happens to the output: resume, overwrite, overwrite_foreign, plate,
+            overview_column.
+        **moved
+            Refused: the flat keywords of memtype before 1.1 (``workers=``, ``resume=``...)
+            raise an ``ArgumentTypeError`` naming their new place.
 
         Returns
         -------
@@ -294,6 +274,10 @@ class Pipeline:
 
         Raises
         ------
+        ArgumentTypeError
+            An old flat keyword (``workers=2``: the message names
+            ``execution=ExecutionOptions(workers=...)``), an option of the wrong class (a
+            ``TypeError``).
         FileNotFoundError
             A missing input directory, or no image matching the pattern.
         FileExistsError
@@ -305,60 +289,85 @@ class Pipeline:
             :mod:`memtype.pipeline.execution.provenance`).
         ValueError
             The output is (or contains) the input directory; a pattern without the
-            ``task_by`` fields; a plate output the grouping cannot fill; a ``plate`` size
-            that is not 96 or 384, or that lacks some of the wells.
+            ``task_by`` fields; a plate output the grouping cannot fill; a ``plate`` that
+            lacks some of the wells.
         FrameworkNotInstalledError
             A step can run only in frameworks that cannot be imported (raised before any
             group runs; a step with several implementations just loses those).
+
+        Examples
+        --------
+        >>> fast = ExecutionOptions("threads", workers=4, max_failures=0)
+        >>> report = pipeline.run("plate/", "results/", execution=fast,
+        ...                       write=WriteOptions(resume=True))  # doctest: +SKIP
         """
         start = time.perf_counter()
-        budgets = device_budgets(budgets)  # checked before anything is read or written
-        overview_column = check_overview_column(overview_column)
-        watch = FailureWatch(max_failures)
-        store = self.reader(source, pattern, layout)
-        compiled = store.pattern
+        execution, read, write = run_options(executor, execution, read, write, moved)
+        store = self.reader(source, read.pattern, read.layout)
         tasks = self._tasks(store, output_inside_input(store, os.fspath(output)))
-        metadata = store.metadata  # read here: the workers receive it with the reader
-        out = self._output_spec(os.fspath(output), compiled, tasks, plate, metadata)
-        out = dataclasses.replace(out, overview_column=overview_column)
-        check_frameworks(self.steps)  # before the output is touched or any group runs
-        _check_routes(self.steps, tasks[:1])
-        _check_label_channels(self.steps, tasks[:1], compiled, self.output_format)
-        _check_channel_inputs(self.steps, tasks[:1], compiled, metadata)
-        out.prepare(resume=resume, overwrite=overwrite,
-                    overwrite_foreign=overwrite_foreign)
-        check_resume(out.root,
-                     run_record(self.steps, self._settings(compiled, out), store, tasks),
-                     resume and any(out.is_done(t.key) for t in tasks))
-        todo = [t for t in tasks if not (resume and out.is_done(t.key))]
-        done = {t.key for t in todo}
-        skipped = [GroupResult(t.key, "skipped") for t in tasks if t.key not in done]
+        out = self._output_spec(os.fspath(output), store.pattern, tasks, write.plate,
+                                store.metadata)
+        out = dataclasses.replace(out, overview_column=write.overview_column)
+        self._check_before_run(store, tasks[:1])  # before the output is touched
+        todo, skipped = self._start_output(out, store, tasks, write)
+        results, stopped, ex, plan, note = self._execute_all(execution, store, out, tasks,
+                                                             todo, bool(skipped))
+        outputs = out.finish([t.key for t in tasks])
+        outputs.update(self._summaries(out.root, tasks, store))
+        report = RunReport.collect(["[load]", *(s.name for s in self.steps), "[write]"],
+                                   [*skipped, *results], time.perf_counter() - start,
+                                   ex, outputs, stopped)
+        report.plan, report.plan_note, report.input = plan, note, store.metadata
+        return report
+
+    def _check_before_run(self, store: Any, first: Sequence[GroupTask]) -> None:
+        """What can fail before any group runs: frameworks, routes, label and named
+        channels (checked on the first group)."""
+        check_frameworks(self.steps)
+        _check_routes(self.steps, first)
+        _check_label_channels(self.steps, first, store.pattern, self.output_format)
+        _check_channel_inputs(self.steps, first, store.pattern, store.metadata)
+
+    def _start_output(self, out: OutputSpec, store: Any, tasks: Sequence[GroupTask],
+                      write: WriteOptions) -> tuple[list[GroupTask], list[GroupResult]]:
+        """Apply the existing-output rule and, resuming, check the earlier run was this
+        pipeline's: the groups to run, and those skipped as done."""
+        out.prepare(resume=write.resume, overwrite=write.overwrite,
+                    overwrite_foreign=write.overwrite_foreign)
+        resumed = write.resume and any(out.is_done(t.key) for t in tasks)
+        check_resume(out.root, run_record(self.steps, self._settings(store.pattern, out),
+                                          store, tasks), resumed)
+        done = {t.key for t in tasks if resumed and out.is_done(t.key)}
+        return ([t for t in tasks if t.key not in done],
+                [GroupResult(t.key, "skipped") for t in tasks if t.key in done])
+
+    def _execute_all(self, execution: ExecutionOptions, store: Any, out: OutputSpec,
+                     tasks: Sequence[GroupTask], todo: list[GroupTask], resumed: bool
+                     ) -> tuple[list[GroupResult], str | None, str, Plan | None, str | None]:
+        """Run the groups to do on the execution's executor: their results, why the run
+        stopped (None: it did not), the executor's description, the plan and its note."""
         uses_gpu = self.uses_gpu()
-        gpus = _gpu_count() if uses_gpu else 0
-        ex = make_executor(executor, workers, client, scheduler, gpus)
+        ex = make_executor(execution.executor, execution.workers, execution.client,
+                           execution.scheduler, _gpu_count() if uses_gpu else 0)
         try:
-            declared = self._prepared_steps(ex, store, tasks, out.root, resume and bool(skipped))
-            plan, note, replanner = self._run_plan(store, compiled, todo, uses_gpu, budgets,
-                                                   declared)
+            declared = self._prepared_steps(ex, store, tasks, out.root, resumed)
+            plan, note, replanner = self._run_plan(store, store.pattern, todo, uses_gpu,
+                                                   execution.budgets, declared)
             steps = plan.apply(declared) if plan is not None else declared
+            progress = execution.progress
             bar = progress if isinstance(progress, Progress) else make_progress(progress)
-            ctx = RunContext(tuple(steps), compiled, store, out, uses_gpu,
-                             intermediate_budget, bar.step, replanner)
-            results, stopped = self._execute(ex, ctx, todo, bar, watch)
+            ctx = RunContext(tuple(steps), store.pattern, store, out, uses_gpu,
+                             execution.intermediate_budget, bar.step, replanner)
+            results, stopped = self._execute(ex, ctx, todo, bar,
+                                             FailureWatch(execution.max_failures))
         finally:
-            if ex is not executor:  # a given Executor stays open for the caller
+            if ex is not execution.executor:  # a given Executor stays open for the caller
                 ex.close()
         if stopped is not None:  # groups running at the stop may have finished since
             seen = {r.key for r in results}
             results += [GroupResult(t.key, "done" if out.is_done(t.key) else "not_run")
                         for t in todo if t.key not in seen]
-        names = ["[load]", *(s.name for s in self.steps), "[write]"]
-        outputs = out.finish([t.key for t in tasks])
-        outputs.update(self._summaries(out.root, tasks, store))
-        report = RunReport.collect(names, [*skipped, *results], time.perf_counter() - start,
-                                   ex.describe(), outputs, stopped)
-        report.plan, report.plan_note, report.input = plan, note, metadata
-        return report
+        return results, stopped, ex.describe(), plan, note
 
     def plan(self, source: PathOrStore | Sequence[Any] | Any, *, pattern: str | None = None,
              gpu_id: GpuId | None = None, budgets: Mapping[str, int] | None = None,
