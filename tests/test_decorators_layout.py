@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import memtype.decorators
+from tests.structure_support import named, package_of
 
 PACKAGE = Path(memtype.decorators.__file__).parent
 ORDER = ["__init__", "function", "recovery", "outputs", "run", "inputs", "containers", "options"]
@@ -17,14 +18,13 @@ prepare inputs) and what they share."""
 
 
 def _imported_stages(name: str) -> set[str]:
-    tree = ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8"))
-    found = set()
-    for node in ast.walk(tree):  # inside functions and TYPE_CHECKING blocks too
-        if isinstance(node, ast.ImportFrom) and node.module:
-            parts = node.module.split(".")
-            if parts[:2] == ["memtype", "decorators"] and len(parts) > 2:
-                found.add(parts[2])
-    return found
+    """The package's modules ``name`` imports: inside functions and TYPE_CHECKING blocks too,
+    relative imports too."""
+    path = PACKAGE / f"{name}.py"
+    module = "memtype.decorators" + ("" if name == "__init__" else f".{name}")
+    found = named(ast.walk(ast.parse(path.read_text(encoding="utf-8"))),
+                  package_of(module, path))
+    return {m.split(".")[2] for m in found if m.startswith("memtype.decorators.")} & set(ORDER)
 
 
 def test_every_module_of_the_package_has_a_place_in_the_order() -> None:

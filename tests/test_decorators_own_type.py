@@ -6,9 +6,7 @@ count is read."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -18,24 +16,14 @@ import memtype as mt
 from memtype.errors import ContractError, InputWriteError
 from memtype.frameworks import load_adapter
 from tests.helpers import import_if_installed
+from tests.structure_support import calls
 
 torch = import_if_installed("torch")
 
 
 def _called(call: Callable[[], Any]) -> set[str]:
     """The names of the Python functions ``call`` runs (module:function)."""
-    seen: set[str] = set()
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            seen.add(f"{frame.f_globals.get('__name__')}:{frame.f_code.co_name}")
-
-    sys.setprofile(profile)
-    try:
-        call()
-    finally:
-        sys.setprofile(None)
-    return seen
+    return {f"{module}:{function}" for module, function in calls(call)}
 
 
 def test_the_common_call_takes_the_one_path_and_converts_nothing() -> None:

@@ -17,6 +17,7 @@ from types import ModuleType
 import pytest
 
 import memtype
+from tests.structure_support import modules, package_of, resolve
 
 ROOT = Path(memtype.__file__).parent
 UPPER = ("memtype.storage", "memtype.omezarr", "memtype.pipeline")
@@ -38,22 +39,8 @@ def _public_api() -> dict[str, set[str]]:
 PUBLIC = _public_api()
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+MODULES = modules(ROOT)
 UPPER_MODULES = sorted(m for m in MODULES if m.startswith(UPPER))
-
-
-def _resolve(module: str, node: ast.ImportFrom) -> str:
-    """The absolute module a ``from ... import`` reads from."""
-    if not node.level:
-        return node.module or ""
-    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-    anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-    return f"{anchor}.{node.module}" if node.module else anchor
 
 
 def _imports(module: str, tree: ast.Module) -> Iterator[tuple[int, str, str | None]]:
@@ -62,7 +49,7 @@ def _imports(module: str, tree: ast.Module) -> Iterator[tuple[int, str, str | No
         if isinstance(node, ast.Import):
             yield from ((node.lineno, alias.name, None) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = _resolve(module, node)
+            base = resolve(package_of(module, MODULES[module]), node)
             yield from ((node.lineno, base, alias.name) for alias in node.names)
         elif isinstance(node, ast.Call) and node.args \
                 and isinstance(node.args[0], ast.Constant) \

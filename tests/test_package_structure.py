@@ -21,20 +21,13 @@ import pytest
 import memtype
 import memtype.storage
 from memtype.frameworks import iter_frameworks
+from tests.structure_support import cycles, modules, named, package_of, resolve
 
 ROOT = Path(memtype.__file__).parent
 # every framework but the one memtype depends on (NumPy), from the table: a new row is checked
 FRAMEWORK_MODULES = sorted(fw.module for fw in iter_frameworks() if fw.module != "numpy")
 
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+MODULES: dict[str, Path] = modules(ROOT)
 TREES: dict[str, ast.Module] = {
     name: ast.parse(path.read_text(encoding="utf-8"), str(path)) for name, path in MODULES.items()
 }
@@ -63,10 +56,6 @@ def _import_time_nodes(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _import_time_nodes(node.body)
 
 
-def _package_of(module: str) -> str:
-    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-
-
 def _all_import_nodes(tree: ast.Module) -> Iterator[ast.stmt]:
     """Every import statement, inside functions too (``if TYPE_CHECKING:`` blocks aside)."""
     skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
@@ -78,57 +67,10 @@ def _all_import_nodes(tree: ast.Module) -> Iterator[ast.stmt]:
 
 def _imports(module: str, *, function_level: bool = False) -> set[str]:
     """memtype modules that ``module`` imports at import time (or anywhere)."""
-    found: set[str] = set()
     tree = TREES[module]
     nodes = _all_import_nodes(tree) if function_level else _import_time_nodes(tree.body)
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                package = _package_of(module).split(".")
-                anchor = ".".join(package[: len(package) - node.level + 1])
-                base = f"{anchor}.{base}" if base else anchor
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names
-                         if f"{base}.{alias.name}" in MODULES)
+    found = named(nodes, package_of(module, MODULES[module]))
     return {name for name in found if name in MODULES and name != module}
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph[node]):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                on_stack.discard(top)
-                component.append(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
 
 
 def test_the_walk_finds_the_package() -> None:
@@ -137,14 +79,14 @@ def test_the_walk_finds_the_package() -> None:
 
 def test_no_import_cycles() -> None:
     graph = {module: _imports(module) for module in MODULES}
-    assert _cycles(graph) == []
+    assert cycles(graph) == []
 
 
 def test_no_import_cycles_counting_imports_inside_functions() -> None:
     """A function-level import hides a cycle from the import-time check, not from the design:
     every import points one way (docs/architecture.md, the layers)."""
     graph = {module: _imports(module, function_level=True) for module in MODULES}
-    assert _cycles(graph) == []
+    assert cycles(graph) == []
 
 
 def _unit(module: str) -> str:
@@ -186,7 +128,7 @@ def test_function_level_imports_are_seen() -> None:
 
 def test_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert _cycles(graph) == [["a", "b", "c"]]
+    assert cycles(graph) == [["a", "b", "c"]]
 
 
 def _dunder_all(tree: ast.Module) -> set[str] | None:
@@ -232,11 +174,7 @@ def _shadowing(package: str, tree: ast.Module) -> list[str]:
     found = []
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                anchor = ".".join(parts[: len(parts) - node.level + 1])
-                base = f"{anchor}.{base}" if base else anchor
+            base = resolve(package, node)
             bound = [(alias.asname or alias.name, f"{base}.{alias.name}") for alias in node.names]
         elif isinstance(node, ast.Import):
             bound = [(alias.asname, alias.name) for alias in node.names if alias.asname]

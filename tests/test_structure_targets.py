@@ -5,30 +5,20 @@ import cycle in the core, ``TYPE_CHECKING`` imports counted."""
 from __future__ import annotations
 
 import ast
-import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import numpy as np
 import pytest
 
 import memtype as mt
+from tests.structure_support import SRC, cycles, module_trace, modules, named, package_of
 
-SRC = Path(mt.__file__).resolve().parent
 NOT_CORE = ("memtype.storage", "memtype.pipeline", "memtype.omezarr", "memtype.cli",
             "memtype.__main__", "memtype._info", "memtype._bench")
 """What sits above the core (docs/architecture.md: layers 12-15)."""
 
-
-def _module_name(path: Path) -> str:
-    parts = ("memtype", *path.relative_to(SRC).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+MODULES = modules()
 CORE = sorted(m for m in MODULES if not m.startswith(NOT_CORE))
 
 
@@ -52,24 +42,6 @@ def test_the_method_count_sees_every_def() -> None:
 
 
 # -- a decorated call read top-down --------------------------------------------------------------
-
-def module_trace(call: Callable[[], Any]) -> list[str]:
-    """The memtype modules whose Python functions ``call`` enters, in order (a module calling
-    its own functions counts once)."""
-    seen: list[str] = []
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        name = str(frame.f_globals.get("__name__", ""))
-        if event == "call" and name.startswith("memtype") and (not seen or seen[-1] != name):
-            seen.append(name)
-
-    sys.setprofile(profile)
-    try:
-        call()
-    finally:
-        sys.setprofile(None)
-    return seen
-
 
 def reentries(trace: list[str]) -> Counter[str]:
     """How many times each module is entered again after the call has left it."""
@@ -97,50 +69,17 @@ def imported(module: str) -> set[str]:
     """The memtype modules ``module`` imports anywhere: at module level, inside functions and
     under ``if TYPE_CHECKING:``."""
     tree = ast.parse(MODULES[module].read_text())
-    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                anchor = ".".join(parts[: len(parts) - node.level + 1])
-                base = f"{anchor}.{base}" if base else anchor
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+    found = named(ast.walk(tree), package_of(module, MODULES[module]))
     return {name for name in found if name in MODULES and name != module}
-
-
-def cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
-    """One path for each cycle found by a depth-first walk of ``graph``."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> Iterator[list[str]]:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                yield [*path[path.index(nxt):], nxt]
-            elif nxt not in state:
-                yield from visit(nxt)
-        path.pop()
-        state[node] = 2
-
-    for start in sorted(graph):
-        if start not in state:
-            yield from visit(start)
 
 
 def test_no_import_cycle_in_the_core_counting_type_checking_imports() -> None:
     graph = {m: {n for n in imported(m) if n in CORE} for m in CORE}
-    assert list(cycles(graph)) == []
+    assert cycles(graph) == []
 
 
 def test_the_cycle_walk_finds_a_cycle() -> None:
-    assert list(cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()})) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
 
 
 def test_type_checking_imports_count() -> None:
