@@ -134,3 +134,60 @@ def test_accepts_one_plane_stack(measured: tuple) -> None:
 def test_refuses_float_labels() -> None:
     with pytest.raises(ArgumentTypeError, match="integer label image"):
         measure_size_shape(np.zeros((4, 4)))
+
+
+def _awkward_fields() -> dict[str, np.ndarray]:
+    """Objects the hull code must get right: scattered (not connected) pixels, smooth blobs,
+    large elongated and tilted objects, one-row and one-column objects, a diagonal line."""
+    import scipy.ndimage as ndi
+
+    fields = {}
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        fields[f"scattered-{seed}"] = (rng.integers(0, 30, (60, 70))
+                                       * (rng.random((60, 70)) < 0.5)).astype(np.int32)
+        fields[f"blobs-{seed}"] = ndi.label(ndi.gaussian_filter(rng.random((150, 150)), 4)
+                                            > 0.5)[0]
+    y, x = np.mgrid[:120, :160]
+    tilted = np.zeros((120, 160), np.int32)
+    tilted[((x - 80) * 0.8 + (y - 60) * 0.6) ** 2 / 60**2
+           + ((y - 60) * 0.8 - (x - 80) * 0.6) ** 2 / 12**2 <= 1] = 1
+    tilted[5, 3:40] = 2
+    tilted[10:70, 150] = 3
+    tilted[np.arange(80, 110), np.arange(10, 40)] = 4
+    tilted[100:118, 100:150] = 5
+    tilted[100:110, 120:130] = 0  # a rectangle with a notch
+    fields["large-and-thin"] = tilted
+    return fields
+
+
+def _hull_reference(mask: np.ndarray) -> tuple[int, float, float]:
+    """ConvexArea (scikit-image's convex_hull_image) and the Feret diameters by definition:
+    the widest and narrowest caliper over the Qhull hull of the pixel centres (the
+    per-object computation measure_size_shape did before)."""
+    import scipy.spatial
+    import skimage.morphology
+
+    convex = int(np.count_nonzero(skimage.morphology.convex_hull_image(mask)))
+    points = np.argwhere(mask).astype(np.float64)
+    offsets = points - points[0]
+    along = points[-1] - points[0]
+    if len(points) < 3 or not np.any(offsets[:, 0] * along[1] - offsets[:, 1] * along[0]):
+        return convex, 0.0, float(np.hypot(*(points[-1] - points[0])))
+    hull = points[scipy.spatial.ConvexHull(points).vertices]
+    gaps = hull[None, :, :] - hull[:, None, :]
+    edges = np.roll(hull, -1, axis=0) - hull
+    heights = np.abs(edges[:, None, 0] * gaps[:, :, 1] - edges[:, None, 1] * gaps[:, :, 0])
+    narrowest = (heights.max(axis=1) / np.hypot(edges[:, 0], edges[:, 1])).min()
+    return convex, float(narrowest), float(np.sqrt((gaps**2).sum(-1)).max())
+
+
+@pytest.mark.parametrize("field", sorted(_awkward_fields()))
+def test_hulls_of_all_objects_at_once_equal_one_object_at_a_time(field: str) -> None:
+    labels = _awkward_fields()[field]
+    values = measure_size_shape(labels)
+    numbers = [k for k in range(1, labels.max() + 1) if (labels == k).any()]
+    expected = np.array([_hull_reference(labels == k) for k in numbers])
+    got = np.column_stack([values[f"AreaShape_{name}"][np.array(numbers) - 1] for name in
+                           ("ConvexArea", "MinFeretDiameter", "MaxFeretDiameter")])
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)

@@ -3,10 +3,10 @@
 CellProfiler asks ``skimage.measure.regionprops_table`` for its properties, which visits
 the objects one by one; here area, centroid, bounding box, the second moments (axis
 lengths, eccentricity, orientation), extent, equivalent diameter, perimeter (scikit-image's
-4-neighbourhood estimator, label by label at once) and Euler number (bit quads) are computed
-for all objects in one vectorised pass. The convex hull (``ConvexArea``, ``Solidity``) and the
-Feret diameters (centrosome's definition, from the hull of the pixel centres) need one
-computation per object: that loop runs over each object's bounding-box crop only.
+4-neighbourhood estimator, label by label at once), Euler number (bit quads), the convex
+hull's area (``ConvexArea``, ``Solidity``) and the Feret diameters (centrosome's definition,
+from the hull of the pixel centres; :mod:`._hulls`) are computed for all objects at once: no
+loop runs per object.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memtype import require
+from memtype.pipeline.analysis._hulls import Chains, convex_areas, feret_diameters
 from memtype.pipeline.analysis._inputs import as_labels, object_count
 
 __all__ = ["SHAPE_FEATURES", "measure_size_shape"]
@@ -131,45 +131,11 @@ def _axes(*, a: Floats, b: Floats, c: Floats) -> dict[str, Floats]:
 
 
 def _hull_features(labels: Ints, n: int) -> dict[str, Floats]:
-    """ConvexArea and the Feret diameters, one object (its bounding-box crop) at a time."""
-    ndi = require("scipy.ndimage", "Measuring object shape")
-    morphology = require("skimage.morphology", "Measuring object shape")
-    convex, low, high = (np.full(n + 1, np.nan) for _ in range(3))
-    for number, box in enumerate(ndi.find_objects(labels), start=1):
-        if box is None:
-            continue
-        mask = labels[box] == number
-        convex[number] = np.count_nonzero(morphology.convex_hull_image(mask))
-        edge = mask & ~ndi.binary_erosion(mask, border_value=0)  # the hull's candidates
-        low[number], high[number] = _feret(np.argwhere(edge).astype(np.float64))
+    """ConvexArea and the Feret diameters of every object at once (:mod:`._hulls`)."""
+    chains = Chains(labels)
+    convex = convex_areas(chains, n, labels.shape[0])
+    low, high = feret_diameters(chains, n)
     return {"ConvexArea": convex, "MinFeretDiameter": low, "MaxFeretDiameter": high}
-
-
-def _feret(points: Floats) -> tuple[float, float]:
-    """Minimum and maximum caliper width of the pixel centres (centrosome's feret_diameter)."""
-    hull = _hull_vertices(points)
-    gaps = hull[None, :, :] - hull[:, None, :]  # gaps[i, j] = hull[j] - hull[i]
-    widest = float(np.sqrt((gaps**2).sum(-1)).max(initial=0.0))
-    if len(hull) < 3:
-        return 0.0, widest
-    edges = np.roll(hull, -1, axis=0) - hull
-    # the caliper on edge i: the farthest vertex from its line, |edge x gap| / |edge|
-    heights = np.abs(edges[:, None, 0] * gaps[:, :, 1] - edges[:, None, 1] * gaps[:, :, 0])
-    return float((heights.max(axis=1) / np.hypot(edges[:, 0], edges[:, 1])).min()), widest
-
-
-def _hull_vertices(points: Floats) -> Floats:
-    """The convex hull's vertices in order (scipy's Qhull) of distinct points sorted by row
-    then column (``numpy.argwhere``'s order); the two ends of a line, or the one point."""
-    if len(points) < 3:
-        return points
-    offsets = points - points[0]
-    along = points[-1] - points[0]
-    if not np.any(offsets[:, 0] * along[1] - offsets[:, 1] * along[0]):
-        return points[[0, -1]]  # collinear (sorted: the ends are the extremes)
-    spatial = require("scipy.spatial", "Measuring object shape")
-    vertices: Floats = points[spatial.ConvexHull(points).vertices]
-    return vertices
 
 
 def measure_size_shape(labels: Any) -> dict[str, np.ndarray]:
