@@ -227,15 +227,18 @@ def main() -> None:
         "float32 (as after illumination correction): 3; float64 values float32 cannot hold: "
         "5.", "",
         "| channels | values compared | memtype `measure_intensity` s | "
-        "`regionprops_table` (+ extra_properties, + edge table) s | ratio of medians |",
-        "|---|---|---|---|---|"]
+        "`regionprops_table` (+ extra_properties, + edge table) s | ratio of medians | "
+        "ratio per round |",
+        "|---|---|---|---|---|---|"]
     for dtype in ("uint16", "float32", "float64"):
         mine, theirs, compared = run(dtype, sets, fields, args.rounds)
         ratio = statistics.median(theirs) / statistics.median(mine)
+        rounds = ", ".join(f"{t / m:.1f}" for m, t in zip(mine, theirs, strict=True))
         lines.append(
             f"| {dtype} | {compared} | {statistics.median(mine):.3f} ({min(mine):.3f}, "
             f"{max(mine):.3f}) | {statistics.median(theirs):.3f} ({min(theirs):.3f}, "
-            f"{max(theirs):.3f}) | **{ratio:.1f}x** |")
+            f"{max(theirs):.3f}) | **{ratio:.1f}x** | {rounds} |")
+    lines += ["", f"Load average at the end: {os.getloadavg()[0]:.1f}."]
     report = "\n".join([*lines, ""])
     RESULT.write_text(report)
     print(report)
