@@ -51,9 +51,9 @@ from typing import Any
 
 import numpy as np
 
+from memtype import gpu  # its memory statistics (psutil) load when a device entry is checked
 from memtype.errors import InvalidArgumentError, StoreFormatError, StoreUsageError
 from memtype.frameworks import Device, known_names, load_adapter
-from memtype.gpu import cleanup, device_pressure
 from memtype.storage._spill import Entry as _Entry
 from memtype.storage._spill import TieredStats, reload
 from memtype.storage._tiers import Tiers
@@ -358,12 +358,11 @@ class TieredStore(TreeStore):
         if self._tiers.bytes["device"] > self.budget_bytes:
             return True
         if self.pressure is not None:
-            gpu = candidate.device.index if candidate.device.is_gpu else None
-            return float(self.pressure(gpu)) >= self.pressure_threshold
+            gpu_id = candidate.device.index if candidate.device.is_gpu else None
+            return float(self.pressure(gpu_id)) >= self.pressure_threshold
         if not candidate.device.is_gpu:
             return False
-
-        used = device_pressure(candidate.device)  # None: its framework reports no sizes
+        used = gpu.device_pressure(candidate.device)  # None: its framework reports no sizes
         return used is not None and used >= self.pressure_threshold
 
     @staticmethod
@@ -371,7 +370,7 @@ class TieredStore(TreeStore):
         """Hand the memory a pressure spill freed back to the device: a caching allocator
         (torch, CuPy) would keep it, the device would stay as full, and every other entry
         would follow. Only under pressure, where the device is short anyway."""
-        cleanup(entry.memory_type, entry.device.index)
+        gpu.cleanup(entry.memory_type, entry.device.index)
 
     def _spill_device(self, entry: _Entry) -> None:
         """Move one device entry to the host tier (GPU arrays) or to disk."""
