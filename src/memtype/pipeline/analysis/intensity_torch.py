@@ -180,7 +180,7 @@ def measure_intensity_torch(labels: Any, image: Any, *, image_name: str,
         The channel's name, the suffix of every column.
     cpu_in_torch : bool
         Tensors on the CPU are measured by the NumPy implementation, on their own memory
-        (zero-copy): torch's CPU sort and ``bincount`` made this one 10 to 20 times slower on
+        (zero-copy): torch's CPU sort and ``bincount`` made this one 10 to 23 times slower on
         this project's 2-core box (``docs/measurements.md``). ``True`` measures them in torch.
 
     Returns
