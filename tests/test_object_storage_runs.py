@@ -404,3 +404,53 @@ def test_a_done_marker_without_its_label_still_merges_its_tables(s3: S3Server) -
     outputs = spec.finish([(("well", "A01"),)])
     assert "counts" in outputs
     assert where.get("counts.csv").decode().splitlines() == ["well,count", "A01,3"]
+
+
+class _Owner:
+    """What holds a lease (a run's output; the lease keeps a weak reference)."""
+
+
+class _TakenOverAtOnce(ObjectLocation):
+    """A location where another run replaces the lease right after this run created it (the
+    moment between the write and any look-up of its ETag)."""
+
+    foreign = json.dumps({"run": "other", "host": "another-host", "pid": 1,
+                          "renewed": 4e9}).encode()
+    replaced: set[str] = set()
+
+    def _replace(self, key: str) -> None:
+        if self.url not in self.replaced:
+            self.replaced.add(self.url)
+            ObjectLocation.put(self, key, self.foreign)
+
+    def create(self, key: str, data: bytes) -> bool:
+        written = super().create(key, data)
+        self._replace(key)
+        return written
+
+    def create_tagged(self, key: str, data: bytes) -> str | None:
+        tag = super().create_tagged(key, data)
+        self._replace(key)
+        return tag
+
+
+def test_a_lease_taken_over_after_its_write_is_never_renewed_over_the_new_holder(
+        s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run keeps the ETag its own write answered, not what a look-up finds later: its
+    renewal (If-Match) then fails and the new holder's lease stays."""
+    import time
+
+    from memtype.pipeline.io import remote_output
+    from memtype.pipeline.io.remote_output import LEASE, _Lease
+
+    monkeypatch.setattr(remote_output, "RENEW_S", 0.05)
+    plain = ObjectLocation.parse(f"s3://{s3.bucket()}/raced")
+    where = _TakenOverAtOnce.parse(plain.url)
+    owner = _Owner()
+    _Lease.take(where, owner)
+    try:
+        time.sleep(0.5)  # ten renewal periods
+        assert _json(plain.get(LEASE) or b"")["run"] == "other"
+    finally:
+        _Lease._held.pop(where.url, None)
+        del owner

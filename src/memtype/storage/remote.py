@@ -244,28 +244,33 @@ class ObjectLocation:
                 _raise_if_no_bucket(exc, self)
                 return None
 
-    def put(self, key: str, data: bytes, *, if_match: str | None = None) -> None:
+    def put(self, key: str, data: bytes, *, if_match: str | None = None) -> str:
         """Write object ``key`` (replacing it; with ``if_match``, only while its ETag is that,
-        else :class:`~memtype.errors.StoreExistsError`)."""
+        else :class:`~memtype.errors.StoreExistsError`); the ETag of what was written (from
+        the write's own answer: a later look-up may see another writer's object)."""
         import obstore
 
         self._check_writable("write to")
         mode: Any = None if if_match is None else {"e_tag": if_match}
         with translated(self, f"write {key!r} to"):
-            obstore.put(self.client(), key, data, mode=mode)
+            return str(obstore.put(self.client(), key, data, mode=mode).get("e_tag") or "")
 
     def create(self, key: str, data: bytes) -> bool:
         """Write object ``key`` only if there is none (``If-None-Match: *``); whether it
         was written (False: one exists, left as it is)."""
+        return self.create_tagged(key, data) is not None
+
+    def create_tagged(self, key: str, data: bytes) -> str | None:
+        """:meth:`create`, returning the written object's ETag (None: one exists)."""
         import obstore
 
         self._check_writable("write to")
         try:
             with translated(self, f"create {key!r} in"):
-                obstore.put(self.client(), key, data, mode="create")
+                done = obstore.put(self.client(), key, data, mode="create")
         except StoreExistsError:
-            return False
-        return True
+            return None
+        return str(done.get("e_tag") or "")
 
     def delete(self, key: str) -> None:
         """Remove object ``key`` (nothing happens when there is none)."""

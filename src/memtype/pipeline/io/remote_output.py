@@ -399,9 +399,9 @@ class _Lease:
         if old is not None:
             old.end()
         lease = cls(where, owner)
-        if not where.create(LEASE, lease._bytes()):
-            lease._take_over()
-        lease.tag = str((where.head(LEASE) or {}).get("e_tag", ""))
+        tag = where.create_tagged(LEASE, lease._bytes())
+        # the tag the write answered: a look-up after it could see a run that took over since
+        lease.tag = lease._take_over() if tag is None else tag
         cls._held[where.url] = lease
         threading.Thread(target=lease._renew, daemon=True, name="memtype-lease").start()
 
@@ -421,8 +421,8 @@ class _Lease:
         """The lease's body, renewed now."""
         return json.dumps({**self.body, "renewed": time.time()}).encode("utf-8")
 
-    def _take_over(self) -> None:
-        """Replace a dead run's lease (If-Match), else StoreExistsError."""
+    def _take_over(self) -> str:
+        """Replace a dead run's lease (If-Match), else StoreExistsError; the new ETag."""
         head = self.where.head(LEASE) or {}
         held = _load_json(self.where, LEASE) or {}
         if not _is_dead(held):
@@ -432,7 +432,7 @@ class _Lease:
                 f"{held.get('host')!r}, pid {held.get('pid')}, lease renewed {age:.0f} s ago); "
                 "expected no run in progress. Wait for it to finish; a run that died frees "
                 f"its lease after {LEASE_TTL_S:.0f} s (or at once on its own host).")
-        self.where.put(LEASE, self._bytes(), if_match=str(head.get("e_tag", "")))
+        return self.where.put(LEASE, self._bytes(), if_match=str(head.get("e_tag", "")))
 
     def _renew(self) -> None:
         """Renew the lease until the run ends; a run gone without finishing (it raised,
@@ -442,8 +442,7 @@ class _Lease:
                 self._give_back()
                 return
             try:
-                self.where.put(LEASE, self._bytes(), if_match=self.tag)
-                self.tag = str((self.where.head(LEASE) or {}).get("e_tag", ""))
+                self.tag = self.where.put(LEASE, self._bytes(), if_match=self.tag)
             except OSError:  # taken over, or the store is unreachable: stop renewing
                 return
 
