@@ -123,6 +123,29 @@ def test_function_level_imports_are_found(tmp_path: Path) -> None:
         del MODULES["memtype._probe_case"]
 
 
+FUNCTION_LEVEL_IMPORTS_AT_MOST = 40
+SAY_WHY = ("memtype.storage", "memtype.omezarr", "memtype._info", "memtype.pipeline.catalog",
+           "memtype.pipeline.readers", "memtype.pipeline.io", "memtype.pipeline.planning",
+           "memtype.pipeline.synthetic")
+"""Packages whose every import inside a function says why on its line."""
+
+
+def test_few_imports_of_memtype_modules_sit_inside_functions() -> None:
+    """Above the core too, a module's dependencies show in its header (174 were inside
+    functions before issue 34)."""
+    found = [where for m in MODULES for where in function_level_imports(m)]
+    assert len(found) <= FUNCTION_LEVEL_IMPORTS_AT_MOST, found
+
+
+def test_an_import_left_inside_a_function_says_why() -> None:
+    """Only an optional package's or a costly module's import stays in a function, with a
+    comment on its line (zarr is optional; a module the package's import does not need)."""
+    silent = [where for m in MODULES if m.startswith(SAY_WHY)
+              for where in function_level_imports(m)
+              if "#" not in MODULES[m].read_text().splitlines()[int(where.rpartition(":")[2]) - 1]]
+    assert silent == []
+
+
 # -- a pipeline layer whose folders show its design ------------------------------------------
 
 PIPELINE_MODULES_AT_MOST = 8
