@@ -33,7 +33,7 @@ Tensor = Any
 def _torch() -> Any:
     """torch, imported on first use: an optional extra, which the planner offers this
     implementation only where it is installed (as the catalog's torch implementations)."""
-    import torch
+    import torch  # an optional extra: imported when a tensor is measured, never before
 
     return torch
 
