@@ -196,12 +196,14 @@ def write_table(field: str | ImageGroup, name: str, rows: Sequence[Mapping[str, 
     for row in rows:
         columns.update(dict.fromkeys(row))
     feature = region is not None and "label" in columns
-    measured = [c for c in columns if c not in keys and c != "label"
-                and all(_number(r.get(c)) is not None for r in rows)]
+    numbers = {c: [_number(r.get(c)) for r in rows] for c in columns
+               if c not in keys and c != "label"}  # each value read once
+    measured = [c for c, values in numbers.items() if None not in values]
     text = [c for c in columns if c not in measured and c != "label"]
     obs: dict[str, np.ndarray[Any, Any] | list[str]] = {
         c: ["" if r.get(c) is None else str(r[c]) for r in rows] for c in text}
-    x = np.array([[_number(r.get(c)) for c in measured] for r in rows], "<f4")
+    x = np.array([numbers[c] for c in measured], "<f4").T if measured else np.zeros(
+        (len(rows), 0), "<f4")
     if feature:
         labels = np.array([int(float(r["label"])) for r in rows], "<i8")
         _write_anndata(field, name, _labelled("feature_table", str(region)),

@@ -167,11 +167,6 @@ def _relations(values: FieldValues) -> dict[str, dict[str, np.ndarray[Any, Any]]
     return columns
 
 
-def _plain(value: Any) -> Any:
-    """A NumPy number as a Python number (clean CSV text)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def field_rows(key: Key, values: FieldValues) -> dict[str, list[Row]]:
     """The field's table rows: one table per object set, and one ``image`` row."""
     tables: dict[str, list[Row]] = {}
@@ -180,8 +175,11 @@ def field_rows(key: Key, values: FieldValues) -> dict[str, list[Row]]:
     for name, objects in values.objects.items():
         image[f"Count_{name}"] = objects.count
         columns = {**relations[name], **values.object_columns.get(name, {})}
+        # tolist: each column's NumPy numbers as Python numbers (clean CSV text) in one C
+        # call, not one .item() a value (half the time of a preview's tables)
+        plain = {c: np.asarray(a).tolist() for c, a in columns.items()}
         tables[name] = [{**dict(key), "ObjectNumber": number + 1, "label": number + 1,
-                         **{c: _plain(a[number]) for c, a in columns.items()}}
+                         **{c: v[number] for c, v in plain.items()}}
                         for number in range(objects.count)]
     image.update(values.image_columns)
     tables[IMAGE_TABLE] = [image]
