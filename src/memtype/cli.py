@@ -6,7 +6,6 @@ User errors end with exit code 2 and one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import signal
 import sys
@@ -14,6 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
 
+from memtype._info import info_report
 from memtype.errors import CommandError, MemtypeError
 from memtype.frameworks import iter_frameworks
 from memtype.frameworks._startup import QUIET_VARIABLE
@@ -27,26 +27,14 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from memtype._info import info_report
-
     print(info_report())
     return 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from memtype._bench import run_matrix
+    from memtype._bench import run_matrix  # statistics, decimal: for memtype bench only
 
     print(run_matrix(sizes=args.sizes, repeats=args.repeats, png=args.png))
-    return 0
-
-
-def _cmd_matrix_demo(args: argparse.Namespace) -> int:
-    from memtype._bench import run_matrix
-    from memtype._info import info_report
-
-    print(info_report())
-    print()
-    print(run_matrix(sizes=["1MiB"], repeats=5, png=None))
     return 0
 
 
@@ -62,13 +50,11 @@ def _add_info_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _add_pipeline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    if importlib.util.find_spec("memtype.pipeline.commands") is not None:
-        from memtype.pipeline.commands import register
+    # the pipeline layer (about 0.2 s) loads inside main(), after run_command's SIGINT
+    # handler is installed: a Ctrl-C while it imports gives exit code 130 (python -m memtype)
+    from memtype.pipeline.commands import register
 
-        register(sub)
-        return
-    p = sub.add_parser("demo", help="framework report and conversion matrix")
-    p.set_defaults(func=_cmd_matrix_demo)
+    register(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ some group failed prints the failures and exits with 1.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import sys
@@ -17,14 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 from memtype.errors import CommandError, PipelineSpecError
 from memtype.frameworks import NO_OPENCL_VARIABLE
+from memtype.omezarr.metadata import SPACE_UNITS
+from memtype.pipeline.catalog.listing import add_functions_command
 from memtype.pipeline.execution.executors import EXECUTORS
 from memtype.pipeline.execution.stopping import DEFAULT_MAX_FAILURES
+from memtype.pipeline.io.inspection import inspect_plate
 from memtype.pipeline.io.plates import PLATE_SIZES
+from memtype.pipeline.model.modules import import_pipeline_file
 from memtype.pipeline.model.options import ExecutionOptions, ReadOptions, WriteOptions
+from memtype.pipeline.model.pipeline import Pipeline, _pixel_size
+from memtype.pipeline.readers import LAYOUTS
+from memtype.storage.remote import local_path
 
 if TYPE_CHECKING:
     from memtype.pipeline.execution.report import RunReport
-    from memtype.pipeline.model.pipeline import Pipeline
 
 __all__ = ["register", "load_pipeline_file", "run_options_from"]
 
@@ -151,8 +158,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_layout_option(inspect)
     inspect.set_defaults(func=_cmd_inspect)
 
-    from memtype.pipeline.catalog.listing import add_functions_command
-
     add_functions_command(subparsers)
 
 
@@ -188,10 +193,10 @@ def _cmd_preview(args: argparse.Namespace) -> int:
 def _preview(pipeline: Pipeline, reader: Any, output: str, well: str,
              site: str | None) -> int:
     """Run one field of ``reader`` through ``pipeline`` into ``output``; print what it wrote."""
-    from memtype.pipeline.analysis.preview import preview
+    from memtype.pipeline.analysis import preview  # about 0.1 s: for memtype preview only
 
     try:
-        result = preview(pipeline, reader, output, well=well, site=site)
+        result = preview.preview(pipeline, reader, output, well=well, site=site)
     except ValueError as exc:  # no such well or site, a configuration error
         raise CommandError(str(exc)) from None
     print(f"preview  {result.group}: {result.picture}")
@@ -204,16 +209,12 @@ def _preview(pipeline: Pipeline, reader: Any, output: str, well: str,
 
 def _add_layout_option(p: argparse.ArgumentParser) -> None:
     """--layout."""
-    from memtype.pipeline.readers import LAYOUTS
-
     p.add_argument("--layout", choices=list(LAYOUTS), default=None,
                    help="read the input as this layout (default: detected)")
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     """``memtype inspect``."""
-    from memtype.pipeline.io.inspection import inspect_plate
-
     summary = inspect_plate(args.input, layout=args.layout, pattern=args.pattern)
     try:
         from rich.console import Console
@@ -238,22 +239,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     """``memtype demo``'s work."""
-    from memtype.pipeline.demo import check_demo_output, opencl_missing, run_demo
-    from memtype.pipeline.synthetic import SyntheticPlate
+    # the demo, an application of the library, loads for memtype demo only
+    from memtype.pipeline import demo, synthetic
 
     _check_workers(args)
-    check_demo_output(args.out, overwrite=args.overwrite)
+    demo.check_demo_output(args.out, overwrite=args.overwrite)
     try:
-        plate = SyntheticPlate(wells=args.wells, sites=args.sites, z_planes=args.z_planes,
+        plate = synthetic.SyntheticPlate(wells=args.wells, sites=args.sites, z_planes=args.z_planes,
                                size=args.size, plate=args.plate)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    missing = "" if args.no_opencl else opencl_missing()
+    missing = "" if args.no_opencl else demo.opencl_missing()
     if missing:
         print(f"memtype: the denoise step runs on scipy, not pyclesperanto: {missing}",
               file=sys.stderr)
     execution = ExecutionOptions(**_flags_of(args, ExecutionOptions))
-    result = run_demo(args.out, plate, execution=execution,
+    result = demo.run_demo(args.out, plate, execution=execution,
                       use_opencl=False if args.no_opencl else not missing,
                       overwrite=args.overwrite)
     print(result.report.summary())
@@ -293,15 +294,14 @@ def load_pipeline_file(path: str) -> Pipeline:
     PipelineFileError
         It is not a ``.py`` file, or importing it failed.
     """
-    from memtype.pipeline.model.modules import import_pipeline_file
-    from memtype.pipeline.model.pipeline import Pipeline
-    from memtype.pipeline.model.pipeline_file import is_pipeline_spec, load_pipeline_spec
+    # pipelines written as YAML (and the summaries they name) load for run and preview only
+    from memtype.pipeline.model import pipeline_file
 
     if not os.path.isfile(path):
         raise CommandError(f"Pipeline file {path!r} does not exist.")
-    if is_pipeline_spec(path):  # a pipeline written as data (YAML)
+    if pipeline_file.is_pipeline_spec(path):  # a pipeline written as data (YAML)
         try:
-            return load_pipeline_spec(path)
+            return pipeline_file.load_pipeline_spec(path)
         except PipelineSpecError as exc:
             raise CommandError(str(exc)) from None
     module = import_pipeline_file(path)
@@ -324,11 +324,6 @@ def _with_output_options(pipeline: Pipeline, args: argparse.Namespace) -> Pipeli
         ``--pixel-size`` is not 2 or 3 positive numbers, or ``--pixel-unit`` is not an
         OME-NGFF space unit.
     """
-    import copy
-
-    from memtype.omezarr.metadata import SPACE_UNITS
-    from memtype.pipeline.model.pipeline import _pixel_size
-
     chosen = copy.copy(pipeline)
     chosen.ome_version = args.ome_version or pipeline.ome_version
     if args.pixel_size is not None:
@@ -397,8 +392,6 @@ def _opencl_off(off: bool) -> Iterator[None]:
 
 def _run(args: argparse.Namespace) -> int:
     """``memtype run``'s work."""
-    from memtype.storage.remote import local_path
-
     _check_workers(args)
     if args.max_failures < 0:
         raise CommandError(f"--max-failures must be 0 (never stop early) or more; received "

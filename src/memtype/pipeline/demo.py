@@ -31,13 +31,16 @@ import numpy as np
 
 from memtype import DtypeConversion, memory_types, require
 from memtype.errors import StoreExistsError, StorePathError
+from memtype.frameworks import DeviceAdapter, diagnostics, get_framework, load_adapter
 from memtype.pipeline.execution.report import RunReport
 from memtype.pipeline.io.patterns import split_well
+from memtype.pipeline.io.tables import parse_table
 from memtype.pipeline.model.options import ExecutionOptions, WriteOptions
 from memtype.pipeline.model.pipeline import Pipeline
 from memtype.pipeline.model.steps import FunctionStep
 from memtype.pipeline.model.variants import Variants
 from memtype.pipeline.synthetic import SyntheticPlate, write_synthetic_plate
+from memtype.storage import DiskStore
 
 __all__ = [
     "normalize",
@@ -224,8 +227,6 @@ def segment_nuclei(stack: np.ndarray[Any, Any], threshold: float = 0.2, min_area
 
 def opencl_missing() -> str:
     """Why the demo cannot use pyclesperanto here ("" when it can)."""
-    from memtype.frameworks import DeviceAdapter, diagnostics, get_framework, load_adapter
-
     if importlib.util.find_spec("pyclesperanto") is None:
         return f"pyclesperanto is not installed ({get_framework('pyclesperanto').install_hint})"
     adapter = load_adapter("pyclesperanto")
@@ -284,7 +285,7 @@ def _tile(field: np.ndarray[Any, Any], step: int) -> np.ndarray[Any, Any]:
 def write_montage(plate_path: str, wells: list[str], sites: int, png_path: str,
                   tile: int = 256) -> None:
     """A PNG of every field of a plate: one row per well, one column per site."""
-    from memtype.storage import DiskStore, ZarrStore
+    from memtype.storage import ZarrStore  # imports zarr (optional), for the montage only
 
     plate = ZarrStore(plate_path, read_only=True)
     rows = []
@@ -329,9 +330,6 @@ def run_demo(out: str | os.PathLike[str], plate: SyntheticPlate | None = None, *
     ``out`` is replaced if it holds an earlier demo; a directory holding anything else is
     refused (:func:`check_demo_output`) unless ``overwrite`` is true.
     """
-    from memtype.pipeline.io.tables import parse_table
-    from memtype.storage import DiskStore
-
     check_demo_output(out, overwrite=overwrite)
     plate = plate or SyntheticPlate()
     root = DiskStore(os.fspath(out))

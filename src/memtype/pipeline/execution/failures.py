@@ -18,6 +18,8 @@ from typing import Any
 
 from memtype.pipeline.execution.report import GroupResult
 from memtype.pipeline.io.patterns import Key, key_label, split_well
+from memtype.storage import DiskStore
+from memtype.storage.remote import is_url
 
 __all__ = ["FAILURE_LOG", "record_outcome", "failed_wells"]
 
@@ -31,8 +33,6 @@ def record_outcome(root: str, result: GroupResult, label: str) -> GroupResult:
     record of a group that is now done; returns ``result``. ``label``: the group's file
     name label (``OutputSpec``'s). A log that cannot be written (a full disk) is said in the
     result's error, never raised over it."""
-    from memtype.storage.remote import is_url
-
     if is_url(root):  # an object-storage output: no file beside it to append to
         return result
     relative = f"{_FAILED}/{label}.json"
@@ -73,8 +73,6 @@ def _append(path: str, text: str) -> None:
 
 def _save(root: str, path: str, doc: dict[str, Any]) -> None:
     """Write a small JSON record atomically at ``path`` under ``root``."""
-    from memtype.storage import DiskStore
-
     DiskStore(root).save(doc, path, overwrite=True, parents=True)
 
 

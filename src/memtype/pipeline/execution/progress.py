@@ -31,7 +31,7 @@ def _rss() -> int:
 @contextmanager
 def measure(stats: StepStats) -> Iterator[StepStats]:
     """Time a block, credit its conversions to ``stats``, and sample memory at its end."""
-    from memtype.gpu import profile
+    from memtype.gpu import profile  # the profiler loads psutil: on the first step only
 
     profiler = profile(stats.name)
     try:

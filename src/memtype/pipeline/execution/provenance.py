@@ -30,8 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memtype import __version__
 from memtype.errors import StoreExistsError, StoreNotFoundError
 from memtype.pipeline.model.modules import shipped_modules
+from memtype.storage import DiskStore
+from memtype.storage.remote import ObjectLocation, is_url
 
 if TYPE_CHECKING:
     from memtype.pipeline.model.steps import FunctionStep, GroupTask, StepCall
@@ -125,8 +128,6 @@ def run_record(steps: Sequence[FunctionStep], settings: Mapping[str, Any],
     grouping, output format...), every step and function, and their modules' sources; with
     ``source``, the identity of the input whose images ``tasks`` hold
     (:func:`input_identity`)."""
-    from memtype import __version__
-
     modules = sorted({str(c.func.__module__) for s in steps for c in s.all_calls()})
     digests = [d for d in map(_source_digest, modules) if d is not None]
     record = {"memtype": __version__, "settings": _value(dict(settings)),
@@ -142,8 +143,6 @@ def input_identity(source: Reader, paths: Iterable[str]) -> dict[str, Any]:
     it lists with the SHA-256 of their sorted paths (relative to the input)."""
     listed = sorted(paths)
     digest = hashlib.sha256("\n".join(listed).encode()).hexdigest()
-    from memtype.storage.remote import is_url
-
     where = (source.root if is_url(source.root) else os.path.realpath(source.root)) \
         if source.root else repr(source)
     return {"path": where, "layout": source.layout, "images": len(listed),
@@ -233,9 +232,6 @@ def _read(path: str) -> dict[str, Any] | None:
 
 def _write(path: str, record: Mapping[str, Any]) -> None:
     """Write the record (atomically: a crash leaves the old one or the new one)."""
-    from memtype.storage import DiskStore
-    from memtype.storage.remote import ObjectLocation, is_url
-
     directory, name = os.path.split(path)
     if is_url(directory):  # one PUT: an object is replaced whole
         ObjectLocation.parse(directory).put(name, json.dumps(dict(record), indent=2).encode())
@@ -251,8 +247,6 @@ def _read_text(path: str) -> str:
     FileNotFoundError
         There is none (a StoreNotFoundError for an object).
     """
-    from memtype.storage.remote import ObjectLocation, is_url
-
     if is_url(path):
         directory, name = path.rsplit("/", 1)
         raw = ObjectLocation.parse(directory).get(name)

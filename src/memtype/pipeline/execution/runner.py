@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from memtype import convert, detect_memory_type, stack_slices, unstack_slices
 from memtype.errors import ShapeError
 from memtype.frameworks import load_adapter
+from memtype.gpu import get_gpu_manager, is_oom_error, release_memory
 from memtype.pipeline.analysis.fields import (
     FieldValues,
     channel_field,
@@ -31,9 +32,10 @@ from memtype.pipeline.analysis.fields import (
 )
 from memtype.pipeline.execution.buffers import BufferPool
 from memtype.pipeline.execution.executors import current_worker_index
+from memtype.pipeline.execution.failures import record_outcome
 from memtype.pipeline.execution.progress import measure
 from memtype.pipeline.execution.report import Fallback, GroupResult, StepStats, without_group
-from memtype.pipeline.io.outputs import OutputSpec
+from memtype.pipeline.io.outputs import OutputSpec, group_file_label
 from memtype.pipeline.io.patterns import FilenamePattern, Key, key_label, stack_keys
 from memtype.pipeline.io.tables import side_output_rows
 from memtype.pipeline.model.modules import ModuleSpec, ensure_modules, shipped_modules
@@ -107,7 +109,7 @@ class _Tier:
     """The group's intermediates: a tiered store plus a counter for fresh paths."""
 
     def __init__(self, budget: int | None, spill_dir: str | None) -> None:
-        from memtype.storage import TieredStore
+        from memtype.storage import TieredStore  # psutil and the memory tiers: first group only
 
         self.store = TieredStore(DEFAULT_BUDGET if budget is None else budget,
                                  spill_dir=spill_dir)
@@ -150,8 +152,6 @@ def _assigned_gpu(ctx: RunContext) -> int | None:
     """This worker's GPU from the GPU manager, or None without GPU steps or GPUs."""
     if not ctx.uses_gpu:
         return None
-    from memtype.gpu import get_gpu_manager
-
     return get_gpu_manager().assign(current_worker_index())
 
 
@@ -371,9 +371,6 @@ def _process(ctx: RunContext, state: _GroupState, steps: Sequence[FunctionStep],
 def execute_group(ctx: RunContext, task: GroupTask) -> GroupResult:
     """Process one group (:func:`_execute_group`); a failure is also written to the run's
     failure log beside the output (:mod:`memtype.pipeline.execution.failures`)."""
-    from memtype.pipeline.execution.failures import record_outcome
-    from memtype.pipeline.io.outputs import group_file_label
-
     return record_outcome(ctx.output.root, _execute_group(ctx, task),
                           group_file_label(task.key))
 
@@ -488,8 +485,6 @@ def _fallback(ctx: RunContext, plan: Plan | None, state: _GroupState, error: Bas
               avoid: frozenset[tuple[str, str]]
               ) -> tuple[Fallback, Plan | None, frozenset[tuple[str, str]]] | None:
     """After an out-of-memory error in a step: the record, and the next plan (or None)."""
-    from memtype.gpu import is_oom_error, release_memory
-
     if ctx.replanner is None or plan is None or state.index is None \
             or not isinstance(error, Exception) or not is_oom_error(error):
         return None

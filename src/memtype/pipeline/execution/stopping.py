@@ -22,7 +22,7 @@ __all__ = ["FailureWatch", "DEFAULT_MAX_FAILURES", "check_max_failures"]
 DEFAULT_MAX_FAILURES = 3
 """Failures alike, at the start of a run, that stop it."""
 
-_RESUME = "run again with resume=True (--resume) to do the rest"
+_RESUME = "run again with WriteOptions(resume=True) (--resume) to do the rest"
 
 
 def check_max_failures(value: object) -> int:

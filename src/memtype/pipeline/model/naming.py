@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
+from memtype.omezarr.assemble import FIELD_ROI_TABLES
 
 __all__ = ["MAX_NAME_LENGTH", "check_path_name", "check_table_name", "check_labels_name"]
 
@@ -86,8 +87,6 @@ def check_table_name(name: object, what: str) -> str:
     InvalidArgumentError
         ``name`` breaks the rule, or names (or ends like) one of memtype's ROI tables.
     """
-    from memtype.omezarr.assemble import FIELD_ROI_TABLES  # imports zarr: only when asked
-
     checked = check_path_name(name, what, reserved=FIELD_ROI_TABLES)
     if checked.casefold().endswith(_ROI_SUFFIX.casefold()):
         raise InvalidArgumentError(
@@ -109,8 +108,6 @@ def check_labels_name(name: object, what: str) -> str:
     InvalidArgumentError
         ``name`` breaks the rule, or its ROI table would replace a field's.
     """
-    from memtype.omezarr.assemble import FIELD_ROI_TABLES  # imports zarr: only when asked
-
     checked = check_path_name(name, what)
     table = f"{checked}{_ROI_SUFFIX}"
     if table.casefold() in {t.casefold() for t in FIELD_ROI_TABLES}:

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.frameworks import get_framework, gpu_index
+from memtype.gpu import get_gpu_manager
+from memtype.omezarr.metadata import SPACE_UNITS
+from memtype.pipeline.analysis.fields import IMAGE_TABLE, channel_field
 from memtype.pipeline.execution.executors import Executor, make_executor
 from memtype.pipeline.execution.progress import Progress, make_progress
 from memtype.pipeline.execution.provenance import check_resume, run_record
@@ -41,6 +44,7 @@ from memtype.pipeline.planning import (
     image_shapes,
     make_plan,
 )
+from memtype.storage.remote import is_url
 
 if TYPE_CHECKING:
     from memtype.gpu import GpuId
@@ -159,8 +163,6 @@ class Pipeline:
                 f"ome_version must be '0.5' or '0.4'; received {ome_version!r}.")
         self.ome_version = ome_version
         self.pixel_size = _pixel_size(pixel_size)
-        from memtype.omezarr.metadata import SPACE_UNITS
-
         if pixel_unit not in SPACE_UNITS:
             raise InvalidArgumentError(
                 f"pixel_unit must be an OME-NGFF space unit such as 'micrometer' or "
@@ -177,11 +179,7 @@ class Pipeline:
         """Whether a step runs in a memory type that can live on a CUDA GPU, and a GPU exists."""
         cuda = any(get_framework(c.input_type).managed_gpu
                    for s in self.steps for c in s.all_calls())
-        if not cuda:
-            return False
-        from memtype.gpu import get_gpu_manager
-
-        return get_gpu_manager().count > 0
+        return cuda and _gpu_count() > 0
 
     def tasks(self, source: PathOrStore, pattern: str | None = None,
               layout: str | None = None) -> list[GroupTask]:
@@ -211,7 +209,7 @@ class Pipeline:
         InvalidArgumentError
             An unknown layout, or ``pattern`` with a vendor layout (a ``ValueError``).
         """
-        from memtype.pipeline.readers import open_input
+        from memtype.pipeline.readers import open_input  # the readers load on first use
 
         if pattern:
             return open_input(source, layout, FilenamePattern(pattern))
@@ -447,26 +445,24 @@ class Pipeline:
                         root: str, resume: bool) -> list[FunctionStep]:
         """The steps with each plate-wide pass computed from every group (or read back from
         an earlier run of this output) and turned into the step applying it."""
-        from memtype.pipeline.analysis.fields import channel_field
-        from memtype.pipeline.analysis.passes import run_passes
-
         if not any(s.plate_pass for s in self.steps):
             return list(self.steps)
-        return run_passes(self.steps, ex, store, tasks,
+        from memtype.pipeline.analysis import passes  # the analysis passes load on first use
+
+        return passes.run_passes(self.steps, ex, store, tasks,
                           channel_field(store.pattern.fields), root, resume)
 
     def _summaries(self, root: str, tasks: Sequence[GroupTask], store: Any) -> dict[str, str]:
         """The per-well summary of the object and image tables, when steps made any."""
-        from memtype.pipeline.analysis.fields import IMAGE_TABLE
-        from memtype.pipeline.analysis.summaries import write_summaries
-
         if not any(s.inputs for s in self.steps):
             return {}
+        from memtype.pipeline.analysis import summaries  # the analysis loads on first use
+
         tables = [*(s.labels for s in self.steps if s.inputs and s.labels), IMAGE_TABLE]
         wells = sorted({str(r.get("well")) for t in tasks for r in t.records})
         plate = os.path.basename(os.path.normpath(str(getattr(store, "root", "") or "plate")))
         zarr = os.path.join(root, "plate.zarr")
-        return write_summaries(root, self.summary, tables, wells, plate or "plate",
+        return summaries.write_summaries(root, self.summary, tables, wells, plate or "plate",
                                zarr if self.output_format == "zarr" and os.path.isdir(zarr)
                                else None)
 
@@ -565,15 +561,13 @@ def _plate_grid(wells: set[str], plate: int | None = None
 
 def _is_reader(source: object) -> bool:
     """Whether ``source`` is a plate reader."""
-    from memtype.pipeline.readers import Reader
+    from memtype.pipeline.readers import Reader  # the readers load on first use
 
     return isinstance(source, Reader)
 
 
 def _gpu_count() -> int:
     """GPUs the GPU manager sees."""
-    from memtype.gpu import get_gpu_manager
-
     return get_gpu_manager().count
 
 
@@ -586,15 +580,13 @@ def _check_graph(steps: Sequence[FunctionStep]) -> None:
     InvalidArgumentError
         A reference to nothing made before the step (the message lists what was).
     """
-    from memtype.pipeline.analysis.fields import IMAGE_TABLE
-    from memtype.pipeline.analysis.passes import pass_steps
-    from memtype.pipeline.analysis.summaries import WELL_TABLE
+    from memtype.pipeline.analysis import passes, summaries  # loaded by the first Pipeline
 
-    pass_steps(steps)
+    passes.pass_steps(steps)
     made: list[str] = []
     for step in steps:
         if step.inputs and step.labels is not None and (
-                step.labels in made or step.labels in (IMAGE_TABLE, WELL_TABLE)):
+                step.labels in made or step.labels in (IMAGE_TABLE, summaries.WELL_TABLE)):
             taken = "another step's" if step.labels in made else "memtype's own table"
             raise InvalidArgumentError(
                 f"step {step.name!r}: labels={step.labels!r} is {taken} name; an object set "
@@ -620,8 +612,6 @@ def _check_channel_inputs(steps: Sequence[FunctionStep], tasks: Sequence[GroupTa
     InvalidArgumentError
         A channel the first group does not have (found before any group runs).
     """
-    from memtype.pipeline.analysis.fields import channel_field
-
     channel = channel_field(pattern.fields)
     if channel is None or not tasks:
         return
@@ -670,8 +660,6 @@ def _check_label_channels(steps: Sequence[FunctionStep], tasks: Sequence[GroupTa
     InvalidArgumentError
         Such a step and a group of more than one channel (found before any group runs).
     """
-    from memtype.pipeline.analysis.fields import channel_field
-
     channel = channel_field(pattern.fields)
     if output_format != "zarr" or channel is None or not tasks:
         return
@@ -691,9 +679,7 @@ def _check_label_channels(steps: Sequence[FunctionStep], tasks: Sequence[GroupTa
 
 def _output_class(output: str) -> type[OutputSpec]:
     """The output of a run writing to ``output``: a folder, or an ``s3://`` prefix."""
-    from memtype.storage.remote import is_url
-
-    if is_url(output):
+    if is_url(output):  # the object-storage output (asyncio, obstore) loads only for a URL
         from memtype.pipeline.io.remote_output import ObjectOutputSpec
 
         return ObjectOutputSpec

@@ -29,13 +29,13 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from memtype import require
 from memtype.errors import MemtypeError, PipelineSpecError
-
-if TYPE_CHECKING:
-    from memtype.pipeline.model.pipeline import Pipeline
-    from memtype.pipeline.model.steps import FunctionStep
+from memtype.pipeline.analysis.summaries import Summary
+from memtype.pipeline.model.pipeline import Pipeline, _check_graph
+from memtype.pipeline.model.steps import FunctionStep
 
 __all__ = ["SUFFIXES", "is_pipeline_spec", "load_pipeline_spec", "read_pipeline_spec",
            "dump_pipeline_spec", "dump_pipeline_python"]
@@ -51,8 +51,6 @@ _STEP_OPTIONS = ("name", "inputs", "labels", "materialize", "variable_components
 
 def _yaml() -> Any:
     """PyYAML, or a MissingPackageError naming the extra that installs it."""
-    from memtype import require
-
     return require("yaml", "Reading pipeline files written as YAML")
 
 
@@ -119,9 +117,6 @@ def _steps(node: Any, source: str) -> list[FunctionStep]:
     before it (an error names its line)."""
     yaml = _yaml()
 
-    from memtype.pipeline.model.pipeline import _check_graph
-    from memtype.pipeline.model.steps import FunctionStep
-
     if not isinstance(node, yaml.SequenceNode) or not node.value:
         raise _error(source, node, "steps must be a list of at least one step (a name, or "
                                    "'- name: {options}').")
@@ -161,8 +156,6 @@ def read_pipeline_spec(text: str, source: str = "<pipeline>",
         Not valid YAML, an unknown key, or a step memtype cannot make; the message starts
         with ``source:line:`` (a ``ValueError``).
     """
-    from memtype.pipeline.model.pipeline import Pipeline
-
     root = _compose(text, source)
     if root is None:
         raise PipelineSpecError(f"{source}:1: the file is empty; expected 'steps:' and a "
@@ -189,8 +182,6 @@ def read_pipeline_spec(text: str, source: str = "<pipeline>",
 
 def _summary(given: Mapping[str, Any], base: str | os.PathLike[str]) -> Any:
     """The ``summary:`` options, a relative plate map found beside the file."""
-    from memtype.pipeline.analysis.summaries import Summary
-
     plate_map = given.get("plate_map")
     if isinstance(plate_map, str) and not os.path.isabs(plate_map):
         plate_map = os.path.join(os.fspath(base), plate_map)

@@ -8,10 +8,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memtype import convert
 from memtype.errors import ArgumentTypeError, FieldError, InvalidArgumentError
 from memtype.frameworks import get_framework, is_registered, iter_frameworks
 from memtype.pipeline.analysis.references import Input, parse_inputs
 from memtype.pipeline.io.patterns import FieldValue, ImageRecord, Key
+from memtype.pipeline.model.naming import check_labels_name, check_path_name, check_table_name
 from memtype.pipeline.model.variants import Variants, offered
 
 if TYPE_CHECKING:
@@ -61,10 +63,9 @@ def _one_call(spec: Any, where: str, variable_components: Sequence[str] = ("z",)
     """A :class:`StepCall` from a function, a ``(function, kwargs)`` pair, or a catalog name
     (alone or with its kwargs, as in a step of its own)."""
     if _named(spec):
-        from memtype.pipeline.catalog.naming import resolve
+        from memtype.pipeline.model import named  # the catalog: only for a step made from a name
 
-        (func, given), _, options = resolve(spec, {}, variable_components)
-        return StepCall(func, {**options, **given})
+        return StepCall(*named.resolve_call(spec, variable_components))
     if isinstance(spec, tuple):
         if len(spec) != 2 or not callable(spec[0]) or not isinstance(spec[1], Mapping):
             raise ArgumentTypeError(
@@ -200,14 +201,14 @@ class FunctionStep:
         self.spec: tuple[str, dict[str, Any]] | None = None
         """The operation's name and the parameters given, for a step made from a name."""
         if _named(func):  # the catalog resolves it (catalog.naming builds no step: no cycle)
-            from memtype.pipeline.catalog.naming import _split
+            from memtype.pipeline.model import named  # the catalog, for a named step only
 
-            own, extra = _split(func)  # type: ignore[arg-type]
+            own, extra = named.split_name(func)  # type: ignore[arg-type]
             self.spec = (own, {**kwargs, **extra})
-            self.plate_pass = _plate_pass(own)
-            func, named, self.kwargs, self.inputs = _resolve_named(
+            self.plate_pass = named.plate_pass(own)
+            func, default, self.kwargs, self.inputs = named.resolve_named(
                 func, kwargs, self.inputs, self.variable_components)  # type: ignore[arg-type]
-            name = name or named
+            name = name or default
         if isinstance(func, Mapping):
             if self.inputs:
                 raise InvalidArgumentError(
@@ -241,8 +242,6 @@ class FunctionStep:
         calls = self.chain
         extra: dict[str, Any] = {}
         if others:
-            from memtype import convert
-
             target = calls[0].input_type
             extra = {i.parameter: convert(v, target) if hasattr(v, "shape") else v
                      for i, v in zip(self.inputs[1:], others, strict=True)}
@@ -382,76 +381,15 @@ class FunctionStep:
         return data, side
 
 
-def _resolve_named(spec: NamedSpec, kwargs: Mapping[str, Any], inputs: tuple[Input, ...],
-                   variable_components: Sequence[str]
-                   ) -> tuple[Any, str, dict[str, Any], tuple[Input, ...]]:
-    """A named step's ``(function, kwargs)``, default name, own options and inputs: an
-    analysis operation's (objects, measurements), or the catalog's (an operation or entry
-    whose second image, if any, is a named input)."""
-    from memtype.pipeline.analysis.operations import ANALYSIS_OPERATIONS, resolve_analysis
-    from memtype.pipeline.catalog.calls import CALL_OPTIONS
-    from memtype.pipeline.catalog.naming import _split, resolve
-
-    name, own = _split(spec)
-    if _plate_pass(name) is not None:
-        from memtype.pipeline.analysis.passes import pass_function
-
-        if inputs:
-            raise InvalidArgumentError(f"FunctionStep: {name!r} is a plate-wide pass over "
-                                       "every channel; it takes no inputs=.")
-        func, params = pass_function(name, {**kwargs, **own})
-        return (func, params), name, {}, ()
-    if name in ANALYSIS_OPERATIONS:
-        options = {k: v for k, v in kwargs.items() if k in CALL_OPTIONS}
-        given = {**{k: v for k, v in kwargs.items() if k not in CALL_OPTIONS}, **own}
-        func, arguments, ordered = resolve_analysis(name, given, inputs)
-        return (func, arguments), name, options, ordered
-    _close_to_analysis(name)
-    placeholders = {i.parameter: None for i in inputs[1:]}  # the run gives the values
-    func, named, options = resolve(spec, {**kwargs, **placeholders}, variable_components)
-    return func, named, options, inputs
-
-
-def _close_to_analysis(name: str) -> None:
-    """Refuse a name that is no catalog name but close to an analysis operation or plate
-    pass (``identify_primry``), naming it; any other unknown name is the catalog's to say."""
-    import difflib
-
-    from memtype.pipeline.analysis.operations import ANALYSIS_OPERATIONS
-    from memtype.pipeline.analysis.passes import PASSES
-    from memtype.pipeline.catalog.entry import _by_name
-    from memtype.pipeline.catalog.operations import OPERATIONS
-
-    if name in OPERATIONS or name in _by_name():
-        return
-    close = difflib.get_close_matches(name, [*ANALYSIS_OPERATIONS, *PASSES], n=2, cutoff=0.8)
-    if close:
-        raise InvalidArgumentError(
-            f"FunctionStep: {name!r} is no operation or catalog function; expected an "
-            f"analysis operation such as {close[0]!r} (docs/analysis.md). Closest: "
-            f"{', '.join(close)}.")
-
-
-def _plate_pass(name: str) -> str | None:
-    """``name`` if it names a plate-wide pass, else None."""
-    from memtype.pipeline.analysis.passes import PASSES
-
-    return name if name in PASSES else None
-
-
 def _labels_name(labels: str) -> str:
     """A label image's name, checked (:func:`~memtype.pipeline.model.naming.check_labels_name`:
     its ROI table never replaces a field's own)."""
-    from memtype.pipeline.model.naming import check_labels_name
-
     return check_labels_name(labels, "FunctionStep: labels")
 
 
 def _table_names(outputs: Sequence[str]) -> tuple[str, ...]:
     """The side outputs' table names, each checked (:func:`~memtype.pipeline.model.naming.
     check_table_name`: a file name, never one of memtype's ROI tables)."""
-    from memtype.pipeline.model.naming import check_table_name
-
     if isinstance(outputs, str):
         raise ArgumentTypeError(f"FunctionStep: outputs must be a sequence of table names, "
                                 f"e.g. outputs=({outputs!r},); received the str {outputs!r}.")
@@ -464,8 +402,6 @@ def _path_name(name: str, what: str, is_path: bool) -> str:
     step's ``<name>.zarr``, a named value's table columns and preview files)."""
     if not is_path:
         return name
-    from memtype.pipeline.model.naming import check_path_name
-
     return check_path_name(name, what)
 
 

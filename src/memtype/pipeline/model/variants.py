@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from memtype import ArrayAPIFunction, MemoryType
+from memtype import ArrayAPIFunction, MemoryType, memory_types
 from memtype.errors import ArgumentTypeError, InvalidArgumentError
 from memtype.frameworks import get_framework
 
@@ -24,8 +24,6 @@ def _implementation(key: str, func: Callable[..., Any]) -> Any:
                                 f"received {type(func).__name__}.")
     declared = getattr(func, "input_memory_type", None)
     if declared is None:  # a plain function: the key says its memory type
-        from memtype import memory_types
-
         return memory_types(key, key)(func)
     name = get_framework(declared).name
     if name != key:
