@@ -6,7 +6,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Never
 
 from memtype.errors import InvalidArgumentError, MemtypeError
 from memtype.frameworks import get_framework, gpu_index
@@ -224,7 +224,7 @@ class Pipeline:
     def run(self, source: PathOrStore, output: str | os.PathLike[str],
             executor: str | Executor | None = None, *,
             execution: ExecutionOptions | None = None, read: ReadOptions | None = None,
-            write: WriteOptions | None = None, **moved: object) -> RunReport:
+            write: WriteOptions | None = None, **moved: Never) -> RunReport:
         """Run every step on every group and write the results.
 
         The options are three objects, one per question (see
@@ -260,8 +260,9 @@ class Pipeline:
             What happens to the output: resume, overwrite, overwrite_foreign, plate,
             overview_column.
         **moved
-            Refused: the flat keywords of memtype before 1.1 (``workers=``, ``resume=``...)
-            raise an ``ArgumentTypeError`` naming their new place.
+            Refused: the flat keywords of earlier versions (``workers=``, ``resume=``...)
+            raise an ``ArgumentTypeError`` naming their new place (typed ``Never``, so a
+            type checker flags them before they run).
 
         Returns
         -------
