@@ -234,7 +234,9 @@ def test_the_existing_output_rule_on_s3(s3: S3Server) -> None:
     where = ObjectLocation.parse(f"s3://{s3.bucket()}/kept")
     where.put("notes.txt", b"someone else's")
     spec = ObjectOutputSpec(where.url, "zarr", "{well}_w{channel}.tif")
-    with pytest.raises(StoreExistsError, match="already exists; pass resume=True"):
+    with pytest.raises(StoreExistsError,
+                       match=r"already exists; expected a new or empty prefix\. Pass "
+                             r"WriteOptions\(resume=True\) \(--resume\)"):
         spec.prepare(resume=False, overwrite=False)
     with pytest.raises(StoreExistsError, match="memtype did not write"):
         spec.prepare(resume=False, overwrite=True)

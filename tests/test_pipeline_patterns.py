@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import memtype as mt
-from memtype.errors import InputCollisionError, ShapeError
+from memtype.errors import InputCollisionError, InvalidArgumentError, ShapeError
 from memtype.pipeline.io.patterns import (
     DEFAULT_PATTERN,
     FilenamePattern,
@@ -63,10 +64,26 @@ def test_format_pads_with_the_spec_and_round_trips() -> None:
         p.format(well="B03", site=2, channel=1)
 
 
-@pytest.mark.parametrize("template", ["plain.tif", "{a}_{a}.tif", "{0}.tif", "{a!r}.tif"])
+@pytest.mark.parametrize("template", ["plain.tif", "{a}_{a}.tif", "{0}.tif", "{a!r}.tif",
+                                      "{well", "{well}}_x.tif", "{well}_{z:xyz}.tif",
+                                      "{well}_{z:03q}.tif", "{well:d}.tif"])
 def test_bad_templates_are_refused(template: str) -> None:
-    with pytest.raises(ValueError):
+    """A memtype error (also a ValueError) naming the template, never the bare one of
+    ``string.Formatter`` or of ``str.format`` at the first write."""
+    with pytest.raises(InvalidArgumentError, match=re.escape(repr(template))):
         FilenamePattern(template)
+
+
+@pytest.mark.parametrize("template", ["{{x}}_{well}.tif", "{well:>4}_{z:02}.tif",
+                                      "{name:s}_{plate:x}.tif"])
+def test_escaped_braces_and_specs_a_field_can_write_are_kept(template: str) -> None:
+    assert FilenamePattern(template).template == template
+
+
+def test_format_refuses_a_value_its_spec_cannot_write() -> None:
+    p = FilenamePattern(DEFAULT_PATTERN)
+    with pytest.raises(InvalidArgumentError, match=r"'z': 'four'.*integer"):
+        p.format(well="B03", site=2, channel=1, z="four")
 
 
 def test_pattern_pickles() -> None:

@@ -100,7 +100,7 @@ def test_a_changed_pipeline_is_refused_naming_what_changed(
                                         write=WriteOptions(resume=True, plate=plate))
     message = str(info.value)
     assert isinstance(info.value, FileExistsError)
-    assert "overwrite=True (--overwrite)" in message and "new output" in message
+    assert "WriteOptions(overwrite=True) (--overwrite)" in message and "new output" in message
     for needle in needles:
         assert needle in message, message
     assert sorted(os.listdir(done_output / ".memtype" / "done")) == before  # untouched

@@ -188,8 +188,8 @@ def check_resume(root: str, record: Mapping[str, Any], any_done: bool) -> None:
             raise StoreExistsError(
                 f"Cannot resume {root!r}: its finished groups were produced by a different "
                 f"pipeline, and resuming would mix their results with this one's. Changed: "
-                f"{shown}. Start over with overwrite=True (--overwrite), or write to a new "
-                "output directory.")
+                f"{shown}. Start over with WriteOptions(overwrite=True) (--overwrite), or "
+                "write to a new output directory.")
     _write(path, record)
 
 
@@ -209,8 +209,8 @@ def _check_same_input(root: str, old: Mapping[str, Any] | None,
         f"Cannot resume {root!r} with input {_describe(now)}: its finished groups were read "
         f"from {_describe(before)}{' (the folder changed since)' if same_place else ''}, and "
         f"resuming would mix two plates' wells in one output. Changed: {changed}. Resume "
-        "with the input that wrote it, or start over with overwrite=True (--overwrite) or a "
-        "new output directory.")
+        "with the input that wrote it, or start over with WriteOptions(overwrite=True) "
+        "(--overwrite) or a new output directory.")
 
 
 def _describe(identity: Mapping[str, Any]) -> str:

@@ -18,7 +18,7 @@ dask workers on other machines sharing the directory) without coordination.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,38 @@ def group_file_label(key: Key) -> str:
             f"The group {dict(key)} cannot name a file in the output: its label would be "
             f"{label!r}; expected field values other than '.' and '..'.")
     return label
+
+
+
+def empties_existing_output(root: str, resume: bool, overwrite: bool, overwrite_foreign: bool,
+                            ours: Callable[[], bool], things: str = "files",
+                            place: str = "directory",
+                            record: str = f"{_STATE}/done") -> bool:
+    """The rule for an output that exists and is not empty, on disk and in object storage:
+    True to empty it first (``overwrite_foreign``; ``overwrite`` of an output memtype wrote),
+    False to go on in it (``resume`` of such an output), else :class:`StoreExistsError`.
+
+    ``ours`` says whether memtype wrote the output (asked only where it matters); ``things``,
+    ``place`` and ``record`` name what it holds, what it is and what marks a run of ours.
+    """
+    if overwrite_foreign or (overwrite and ours()):
+        return True
+    if overwrite:
+        raise StoreExistsError(
+            f"Output {root!r} holds {things} memtype did not write (no {record} inside); "
+            "WriteOptions(overwrite=True) (--overwrite) replaces only an earlier run's output. "
+            f"Choose another {place}, or pass WriteOptions(overwrite_foreign=True) "
+            "(--overwrite-foreign) to delete everything in it.")
+    if not resume:
+        raise StoreExistsError(
+            f"Output {root!r} already exists; expected a new or empty {place}. Pass "
+            "WriteOptions(resume=True) (--resume) to finish it, or "
+            "WriteOptions(overwrite=True) (--overwrite) to replace it.")
+    if not ours():
+        raise StoreExistsError(
+            f"Output {root!r} holds no earlier run to resume (no {record} inside) and "
+            f"{things} memtype did not write; choose another {place}.")
+    return False
 
 
 @dataclass(frozen=True)
@@ -140,23 +172,9 @@ class OutputSpec:
             for name in os.listdir(self.root):  # before .memtype/done is believed
                 if name.endswith(".zarr") or name == _STATE:
                     self._plate_root(name)
-        if os.path.isdir(self.root) and os.listdir(self.root):
-            if overwrite_foreign or (overwrite and self.written_by_memtype()):
-                self._disk().delete_all("")
-            elif overwrite:
-                raise StoreExistsError(
-                    f"Output {self.root!r} holds files memtype did not write (no "
-                    f"{_STATE}/done inside); overwrite=True (--overwrite) replaces only an "
-                    "earlier run's output. Choose another directory, or pass "
-                    "overwrite_foreign=True (--overwrite-foreign) to delete everything in it.")
-            elif not resume:
-                raise StoreExistsError(
-                    f"Output {self.root!r} already exists; pass resume=True (--resume) to "
-                    "finish it, or overwrite=True (--overwrite) to replace it.")
-            elif not self.written_by_memtype():
-                raise StoreExistsError(
-                    f"Output {self.root!r} holds no earlier run to resume (no {_STATE}/done "
-                    "inside) and files memtype did not write; choose another directory.")
+        if os.path.isdir(self.root) and os.listdir(self.root) and empties_existing_output(
+                self.root, resume, overwrite, overwrite_foreign, self.written_by_memtype):
+            self._disk().delete_all("")
         self._disk().ensure_directory(f"{_STATE}/done")
 
     def is_done(self, key: Key) -> bool:

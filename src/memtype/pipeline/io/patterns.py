@@ -81,7 +81,13 @@ def _parse_template(template: str) -> tuple[list[str], list[_Field]]:
     """Split a template into literal parts and fields (``string.Formatter`` syntax)."""
     literals: list[str] = []
     fields: list[_Field] = []
-    for literal, name, spec, conversion in string.Formatter().parse(template):
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:  # an unmatched brace
+        raise InvalidArgumentError(
+            f"Pattern {template!r} is not a template: {exc}; expected fields in braces, e.g. "
+            "{well}_s{site}_w{channel}_z{z:03d}.tif (a literal brace is written twice).") from exc
+    for literal, name, spec, conversion in parsed:
         literals.append(literal)
         if name is None:
             continue
@@ -92,8 +98,22 @@ def _parse_template(template: str) -> tuple[list[str], list[_Field]]:
             )
         if any(f.name == name for f in fields):
             raise InvalidArgumentError(f"Pattern {template!r} names the field {name!r} twice.")
-        fields.append(_Field(name, spec or ""))
+        field = _Field(name, spec or "")
+        _check_spec(field, template)
+        fields.append(field)
     return literals, fields
+
+
+def _check_spec(field: _Field, template: str) -> None:
+    """Refuse a format spec its field's values cannot be written with (``{z:xyz}``)."""
+    try:
+        format("A01" if field.is_text else 1, field.spec)
+    except ValueError as exc:
+        kind = "text" if field.is_text else "an integer"
+        raise InvalidArgumentError(
+            f"Pattern field {{{field.name}:{field.spec}}} in {template!r} has a format spec "
+            f"{kind} cannot be written with ({exc}); expected e.g. {{z:03d}} or {{well}}."
+        ) from exc
 
 
 def _literal_regex(literal: str, last: bool) -> str:
@@ -177,13 +197,21 @@ class FilenamePattern:
 
         Raises
         ------
-        KeyError
-            A field of the template is missing from ``values``.
+        FieldError
+            A field of the template is missing from ``values`` (a ``KeyError``).
+        InvalidArgumentError
+            A value its field's format spec cannot write (a ``ValueError``).
         """
         missing = [f for f in self.fields if f not in values]
         if missing:
             raise FieldError(f"Pattern {self.template!r} needs values for {missing}.")
-        return self.template.format(**values)
+        try:
+            return self.template.format(**values)
+        except (ValueError, TypeError) as exc:  # a value its field's spec cannot write
+            given = {f.name: values[f.name] for f in self._fields}
+            raise InvalidArgumentError(
+                f"Pattern {self.template!r} cannot write the values {given}: {exc}; expected "
+                "an integer for each field whose spec is numeric (e.g. {z:03d}).") from exc
 
 
 @dataclass(frozen=True, slots=True)

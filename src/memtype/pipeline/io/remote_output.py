@@ -46,7 +46,7 @@ from memtype.errors import StoreExistsError, StoreFormatError
 from memtype.omezarr import assemble
 from memtype.omezarr.layout import layout_for
 from memtype.omezarr.metadata import plate_doc, plate_with_wells, well_doc
-from memtype.pipeline.io.outputs import OutputSpec, group_file_label
+from memtype.pipeline.io.outputs import OutputSpec, empties_existing_output, group_file_label
 from memtype.pipeline.io.patterns import Key, key_label
 from memtype.pipeline.io.tables import parse_table, rows_to_table
 from memtype.storage import natural_key
@@ -108,21 +108,10 @@ class ObjectOutputSpec(OutputSpec):
         """:meth:`prepare`'s existing-output rule (the lease held)."""
         if not [k for k in where.list_some("", 2) if k != LEASE]:
             return
-        if overwrite_foreign or (overwrite and self.written_by_memtype()):
+        if empties_existing_output(self.root, resume, overwrite, overwrite_foreign,
+                                   self.written_by_memtype, "objects", "prefix",
+                                   f"{_STATE}/run.json"):
             where.delete_all("", keep=(LEASE,))
-        elif overwrite:
-            raise StoreExistsError(
-                f"Output {self.root!r} holds objects memtype did not write (no run record "
-                "inside); overwrite=True (--overwrite) replaces only an earlier run's output. "
-                "Choose another prefix, or pass overwrite_foreign=True (--overwrite-foreign).")
-        elif not resume:
-            raise StoreExistsError(
-                f"Output {self.root!r} already exists; pass resume=True (--resume) to finish "
-                "it, or overwrite=True (--overwrite) to replace it.")
-        elif not self.written_by_memtype():
-            raise StoreExistsError(
-                f"Output {self.root!r} holds no earlier run to resume (no {_STATE}/run.json) "
-                "and objects memtype did not write; choose another prefix.")
 
     def is_done(self, key: Key) -> bool:
         """Whether an earlier run finished this group (its marker exists)."""
