@@ -16,9 +16,7 @@ dask.distributed workers; see ``docs/pipeline.md``.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from memtype._lazy import lazy_loader
 from memtype.pipeline.execution.executors import (
     DaskExecutor,
     Executor,
@@ -64,11 +62,4 @@ __all__ = [
     "import_pipeline_file",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _APPLICATION.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memtype.pipeline' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_loader(globals(), _APPLICATION)
