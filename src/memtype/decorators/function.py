@@ -139,7 +139,7 @@ class MemoryTypeFunction:
                 raise
             error: BaseException = exc
         else:
-            if type(checks) is Inputs and checks.guarded:
+            if checks is not None and type(checks) is Inputs and checks.guarded:
                 check_guarded(checks, policy, self._name)
             if type(result) is tuple:  # 3. outputs
                 return self._outputs.finish(result, dtype, gpu_id, opts)

@@ -316,8 +316,10 @@ class _Converter:
             return self.private(v, out, vfw)
         counter = policy.write_count
         if not locked:  # the caller's mutable data, passed as it is
+            if counter is None:  # nothing counts writes: nothing to watch
+                return out
             aliased = self.alias_check(v, out, vfw)  # before the adapter's count: read top-down
-            count = None if counter is None else counter(out)
+            count = counter(out)
             if count is not None:
                 self.watched.append((out, count, aliased))
             return out
@@ -325,11 +327,12 @@ class _Converter:
             if out is v or (not read_only(out) and _aliases(v, vfw, out, policy)):
                 return policy.readonly(out)
             return out
-        aliased = self.alias_check(v, out, vfw)
-        count = None if counter is None else counter(out)
-        if count is not None:
-            self.guarded.append((out, count, vfw.name, aliased))
-            return out
+        if counter is not None:  # guarded where the framework counts writes
+            aliased = self.alias_check(v, out, vfw)
+            count = counter(out)
+            if count is not None:
+                self.guarded.append((out, count, vfw.name, aliased))
+                return out
         return self.private(v, out, vfw)
 
     def alias_check(self, v: Any, out: Any, vfw: Framework) -> Callable[[], bool] | None:
@@ -443,11 +446,10 @@ def prepare(args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy,
     if gpu_id is None and not host and not kwargs:
         if single is policy.framework:  # the common call: one array of the function's type
             v = args[0]
-            counter, on_host = policy.watch, policy.on_host
-            image = policy.same_type(v) if policy.isolates else v
-            return ((image,), _NO_KWARGS,
-                    CPU if on_host is None or on_host(v) else policy.adapter.device_of(v), None,
-                    policy.adapter.dtype_of(v), None if counter is None else counter(v))
+            counter, on_host, adapter = policy.watch, policy.on_host, policy.adapter
+            return (args if not policy.isolates else (policy.same_type(v),), _NO_KWARGS,
+                    CPU if on_host is None or on_host(v) else adapter.device_of(v), None,
+                    adapter.dtype_of(v), None if counter is None else counter(v))
         fast = None if single is not None else _same_type(args, policy)
         if fast is not None:
             return fast.args, fast.kwargs, fast.device, fast.gpu_id, fast.dtype, fast
