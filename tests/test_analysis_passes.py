@@ -136,3 +136,25 @@ def test_an_image_of_another_shape_is_refused(tmp_path: Path, step: Any) -> None
     with pytest.raises(ShapeError, match=r"\(48, 48\)") as caught:
         _run(step, tmp_path / "plate", tmp_path / "out")
     assert "(40, 48)" in str(caught.value)
+
+
+@pytest.mark.parametrize(("params", "match"), [
+    ({"method": "medain"}, r"`method` .*\['mean', 'median'\]. Received: method='medain'"),
+    ({"smoothing": "splines"}, r"`smoothing` .*Received: smoothing='splines'"),
+    ({"how": "multiply"}, r"`how` .*\['divide', 'subtract'\]"),
+    ({"median_bins": 1}, r"`median_bins` .*2\.\.4096. Received: median_bins=1"),
+    ({"median_bins": 64.5}, r"`median_bins`"),
+    ({"sigma": 0}, r"`sigma` .*> 0. Received: sigma=0"),
+    ({"sigma": "2"}, r"`sigma`"),
+    ({"rescale": "yes"}, r"`rescale` .*true or false")])
+def test_a_pass_parameter_it_cannot_run_with_is_refused_when_declared(
+        params: dict[str, Any], match: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        Pipeline([("correct_illumination", params)])
+
+
+@pytest.mark.parametrize("params", [{"method": "median", "median_bins": np.int64(64)},
+                                    {"sigma": 2}, {"sigma": 2.5, "how": "subtract"}])
+def test_the_pass_parameters_it_can_run_with_are_taken(params: dict[str, Any]) -> None:
+    assert Pipeline([("correct_illumination", params)]).steps[0].plate_pass \
+        == "correct_illumination"

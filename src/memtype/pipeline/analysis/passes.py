@@ -32,6 +32,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -113,6 +114,34 @@ class PlatePass:
     tile_bytes_per_pixel: Callable[[Mapping[str, Any]], int] = _never_tiled
     per_pixel: Callable[[Any, Mapping[str, Any]], Image] | None = None
     finish_pixels: Callable[[Image, Mapping[str, Any]], Image] | None = None
+    check: Callable[[str, Mapping[str, Any]], None] = lambda name, params: None
+    """Refuses parameters the pass cannot run with, before anything is read."""
+
+
+_CHOICES = {"method": ("mean", "median"), "smoothing": ("gaussian", "median", "fit_polynomial",
+                                                      "none"), "how": ("divide", "subtract")}
+
+
+def _refuse(name: str, key: str, expected: str, value: Any) -> None:
+    """A parameter the pass cannot run with, as the project's errors say it."""
+    raise InvalidArgumentError(f"Invalid value for argument `{key}` of plate pass {name!r}. "
+                               f"Expected {expected}. Received: {key}={value!r}.")
+
+
+def _check_illumination(name: str, params: Mapping[str, Any]) -> None:
+    """The illumination pass's choices, bins, sigma and rescaling, checked when declared."""
+    for key, choices in _CHOICES.items():
+        if params[key] not in choices:
+            _refuse(name, key, f"one of {list(choices)}", params[key])
+    bins = params["median_bins"]
+    if isinstance(bins, bool) or not isinstance(bins, Integral) or not 2 <= int(bins) <= 4096:
+        _refuse(name, "median_bins", "an integer 2..4096", bins)
+    sigma = params["sigma"]
+    if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, Real)
+                              or not float(sigma) > 0):
+        _refuse(name, "sigma", "None (automatic) or a number of pixels > 0", sigma)
+    if not isinstance(params["rescale"], bool):
+        _refuse(name, "rescale", "true or false", params["rescale"])
 
 
 def _illumination_accumulator(params: Mapping[str, Any]) -> IlluminationAccumulator:
@@ -176,7 +205,8 @@ PASSES: dict[str, PlatePass] = {p.name: p for p in (
               {"method": "mean", "smoothing": "gaussian", "sigma": None, "rescale": True,
                "how": "divide", "median_bins": 256},
               _illumination_accumulator, _illumination_function, _illumination_apply,
-              _illumination_tile_bytes, _illumination_average, _illumination_from_average),
+              _illumination_tile_bytes, _illumination_average, _illumination_from_average,
+              _check_illumination),
     PlatePass("normalize_plate", {}, _moments, _moments_function, _moments_apply),
 )}
 
@@ -199,7 +229,8 @@ def pass_function(name: str, params: Mapping[str, Any]) -> tuple[Any, dict[str, 
     Raises
     ------
     InvalidArgumentError
-        An unknown parameter.
+        An unknown parameter, or a value the pass cannot run with (checked here, before a
+        run reads the plate).
     """
     spec = PASSES[name]
     unknown = sorted(set(params) - set(spec.parameters))
@@ -207,8 +238,9 @@ def pass_function(name: str, params: Mapping[str, Any]) -> tuple[Any, dict[str, 
         raise InvalidArgumentError(f"plate pass {name!r} takes no parameter "
                                    f"{', '.join(map(repr, unknown))}; expected some of "
                                    f"{sorted(spec.parameters) or 'none'}.")
-    return memory_types(HOST, HOST)(_unprepared), {
-        **spec.parameters, **params, "plate_pass": name}
+    checked = {**spec.parameters, **params}
+    spec.check(name, checked)
+    return memory_types(HOST, HOST)(_unprepared), {**checked, "plate_pass": name}
 
 
 def pass_steps(steps: Sequence[Step]) -> list[int]:
