@@ -173,6 +173,13 @@ def test_a_python_function_cannot_be_written_as_a_pipeline_file() -> None:
      r"a\.yaml:3: .*'nuclei' names nothing made before"),
     ("steps:\n  - gaussian: {sigma: 2, inputs: {image: 'channel:1'}, sigmaa: 1}\n",
      r"a\.yaml:2: .*sigmaa"),
+    ("steps:\n  - !!python/object/apply:os.system ['echo unsafe']\n",
+     r"a\.yaml:2: not valid YAML \(could not determine a constructor"),
+    ("steps: &a\n  - max_projection\n  - *a\n", r"a\.yaml:1: not valid YAML .*recursive"),
+    ("steps:\n  - gaussian: {sigma: 1, sigma: 2}\n",
+     r"a\.yaml:2: key 'sigma' is given twice \(first on line 2\)"),
+    ("steps:\n  - max_projection\nsteps:\n  - gaussian\n",
+     r"a\.yaml:3: key 'steps' is given twice \(first on line 1\)"),
 ])
 def test_a_pipeline_file_error_names_the_file_and_line(text: str, message: str) -> None:
     with pytest.raises(PipelineSpecError, match=message):
@@ -384,3 +391,17 @@ def test_a_routing_dict_without_every_channel_is_refused_at_plan_time(plate_dir:
 def test_a_misspelt_analysis_operation_names_the_closest(name: str, closest: str) -> None:
     with pytest.raises(InvalidArgumentError, match=f"Closest: {closest}"):
         FunctionStep(name)
+
+
+def test_an_error_quoting_a_huge_value_stays_small() -> None:
+    """Anchors make a small file say a huge value (9**8 strings here); an error quoting it
+    keeps its start and end (memtype.errors.MESSAGE_LIMIT), never megabytes of text."""
+    from memtype.errors import MESSAGE_LIMIT
+
+    lines = ["steps:", "  - max_projection:", '      x0: &a ["x","x","x","x","x","x","x","x","x"]']
+    for i, (name, prev) in enumerate(zip("bcdefgh", "abcdefg", strict=True)):
+        lines.append(f"      x{i + 1}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    lines.append("      inputs: {image: *h}")
+    with pytest.raises(PipelineSpecError, match=r"^a\.yaml:2: .*characters left out") as info:
+        read_pipeline_spec("\n".join(lines) + "\n", "a.yaml")
+    assert len(str(info.value)) <= MESSAGE_LIMIT

@@ -201,3 +201,41 @@ class _Class:
 ], ids=["annotated", "named", "method", "spelled-right", "other-concepts", "deprecated"])
 def test_the_spelling_check(obj: object, found: list[str]) -> None:
     assert spelled_otherwise("f", obj) == found
+
+
+
+ERROR_CLASSES = [name for name in errors.__all__
+                 if issubclass(getattr(errors, name), errors.MemtypeError)]
+
+
+@pytest.mark.parametrize("name", ERROR_CLASSES)
+def test_every_error_keeps_a_long_message_readable_and_picklable(name: str) -> None:
+    """A message of 50,000 characters (a huge value quoted as received) keeps its start and
+    end within MESSAGE_LIMIT, and the error pickles as it is."""
+    import pickle
+
+    cls = getattr(errors, name)
+    error = cls("start " + "x" * 50_000 + " end")
+    text = str(error)
+    assert len(text) <= errors.MESSAGE_LIMIT
+    assert text.startswith("start xxx") and text.endswith("xxx end") and "left out" in text
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is cls and str(again) == text
+
+
+@pytest.mark.requires("distributed")
+@pytest.mark.parametrize("name", ERROR_CLASSES)
+def test_every_error_comes_back_from_a_dask_worker(name: str) -> None:
+    """distributed pickles errors with tblib (installed when distributed.utils is imported),
+    which remakes an error through its class's ``__new__``: each class survives it
+    (MemoryBudgetError did not: MemoryError's ``__new__`` refused it)."""
+    import pickle
+
+    import distributed.utils  # noqa: F401  (installs tblib's exception pickling)
+    from tblib import pickling_support
+
+    cls = getattr(errors, name)
+    pickling_support.install(cls)
+    error = cls("the budget is 1 MiB; expected at most that")
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is cls and str(again) == str(error)

@@ -55,8 +55,36 @@ __all__ = [
 ]
 
 
+MESSAGE_LIMIT = 4000
+"""The most characters of a message: a longer one (a huge value quoted as received) keeps its
+start and end, and says how much was left out between them."""
+
+
+def bounded(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``message``, its middle left out where it is longer than ``limit`` characters."""
+    if len(message) <= limit:
+        return message
+    keep = (limit - 60) // 2
+    return (f"{message[:keep]} ... ({len(message) - 2 * keep:,} characters left out) ... "
+            f"{message[-keep:]}")
+
+
 class MemtypeError(Exception):
-    """Base class of every error memtype raises on purpose."""
+    """Base class of every error memtype raises on purpose.
+
+    A message longer than :data:`MESSAGE_LIMIT` characters is shortened in its middle (a
+    value quoted as received can be any size: the error stays readable and small).
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*_bounded_args(args))
+
+
+def _bounded_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An error's arguments, a single message :func:`bounded`."""
+    if len(args) == 1 and isinstance(args[0], str) and len(args[0]) > MESSAGE_LIMIT:
+        return (bounded(args[0]),)
+    return args
 
 
 class UnsupportedArrayError(MemtypeError, TypeError, ValueError):
@@ -173,11 +201,17 @@ class StoreNotADirectoryError(NotADirectoryError, StorePathError):  # OSError fi
     path's parents); a ``StorePathError`` that is also the ``NotADirectoryError`` the file
     system (and polystore) raise."""
 
+    def __init__(self, *args: Any) -> None:  # OSError's __init__ comes before MemtypeError's
+        super().__init__(*_bounded_args(args))
+
 
 class StoreIsADirectoryError(IsADirectoryError, StorePathError):  # OSError first: errno kept
     """A directory where a file is expected (``load`` of a directory, ``delete`` of a non-empty
     directory); a ``StorePathError`` that is also the ``IsADirectoryError`` the file system
     (and polystore) raise."""
+
+    def __init__(self, *args: Any) -> None:  # OSError's __init__ comes before MemtypeError's
+        super().__init__(*_bounded_args(args))
 
 
 class StoreReadOnlyError(MemtypeError, PermissionError):
@@ -192,8 +226,17 @@ class PipelineError(MemtypeError, RuntimeError):
     """A pipeline step failed; the message names the group, step and function."""
 
 
-class MemoryBudgetError(MemtypeError, MemoryError):
-    """An allocation that would exceed a memory budget (a pool's limit or a memory fraction)."""
+class MemoryBudgetError(MemoryError, MemtypeError):  # MemoryError first: see below
+    """An allocation that would exceed a memory budget (a pool's limit or a memory fraction).
+
+    MemoryError comes first so that the class is made by MemoryError's own ``__new__``:
+    distributed's exception pickling (tblib) remakes an error with its class's ``__new__``,
+    which refused this one the other way round, so a budget error raised on a dask worker
+    never reached the driver.
+    """
+
+    def __init__(self, *args: Any) -> None:  # MemoryError's __init__ comes before MemtypeError's
+        super().__init__(*_bounded_args(args))
 
 
 class NoImagesError(MemtypeError, FileNotFoundError):

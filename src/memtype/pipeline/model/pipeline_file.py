@@ -70,12 +70,38 @@ def _compose(text: str, source: str) -> Any:
     yaml = _yaml()
 
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None:  # every value plain data (a python/... tag refused here)
+            yaml.SafeLoader("").construct_object(root, deep=True)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc)
         raise PipelineSpecError(f"{source}:{line}: not valid YAML ({problem}).") from None
+    _refuse_repeated_keys(root, source, set())
+    return root
+
+
+def _refuse_repeated_keys(node: Any, source: str, visited: set[int]) -> None:
+    """A key given twice in one mapping is an error (YAML would keep the last silently).
+    Each node is read once (``visited``): an alias repeats a node, and may point back."""
+    yaml = _yaml()
+
+    if id(node) in visited:
+        return
+    visited.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_repeated_keys(item, source, visited)
+    elif isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else id(key)
+            if name in seen:
+                raise _error(source, key, f"key {name!r} is given twice (first on line "
+                                          f"{seen[name]}); expected each key once.")
+            seen[name] = key.start_mark.line + 1
+            _refuse_repeated_keys(value, source, visited)
 
 
 def _value(node: Any) -> Any:
