@@ -254,6 +254,11 @@ def test_the_well_summary_is_a_table_of_the_ome_zarr_plate(plate_dir: Path,
     ("compound\nDMSO\n", "expected a 'well' column"),
     ("well,compound\nA01,x\nA1,y\n", "line 3: well A01 is named twice"),
     ("well,compound\nXYZ,x\n", "line 2: well 'XYZ' is not a well name"),
+    ("well,well\nA01,x\n", r"the header names \['well'\] more than once"),
+    ("well,compound\nA01,x,extra\n", r"line 2: 3 values; expected one per column"),
+    ("well,compound\nA01\n", r"line 2: 1 values; expected one per column"),
+    ('well,compound\nA01,"unclosed\n', r"is not valid CSV"),
+    ("", r"received columns none \(the file is empty\)"),
 ])
 def test_a_malformed_plate_map_is_refused(tmp_path: Path, text: str, message: str) -> None:
     from memtype.errors import StoreFormatError
@@ -263,6 +268,42 @@ def test_a_malformed_plate_map_is_refused(tmp_path: Path, text: str, message: st
     path.write_text(text)
     with pytest.raises(StoreFormatError, match=message):
         read_plate_map(str(path))
+
+
+def test_a_plate_map_not_in_utf8_is_refused(tmp_path: Path) -> None:
+    from memtype.errors import StoreFormatError
+    from memtype.pipeline.analysis.summaries import read_plate_map
+
+    path = tmp_path / "map.csv"
+    path.write_bytes("well,compound\nA01,caf\u00e9ine\n".encode("latin-1"))
+    with pytest.raises(StoreFormatError, match="is not UTF-8 text"):
+        read_plate_map(str(path))
+
+
+def test_a_plate_map_saved_by_excel_reads(tmp_path: Path) -> None:
+    """A byte-order mark before the header, blank lines and spaces around names."""
+    from memtype.pipeline.analysis.summaries import read_plate_map
+
+    path = tmp_path / "map.csv"
+    path.write_bytes(b"\xef\xbb\xbfwell , compound\r\nA1,DMSO\r\n\r\nB02,taxol\r\n\r\n")
+    assert read_plate_map(str(path)) == {"A01": {"compound": "DMSO"},
+                                         "B02": {"compound": "taxol"}}
+
+
+def test_a_bad_plate_map_stops_the_run_before_any_group(plate_dir: Path,
+                                                        tmp_path: Path) -> None:
+    """Found when the run starts, not when the summary is written after the last well."""
+    from memtype.errors import StoreFormatError
+    from memtype.pipeline.analysis.summaries import Summary
+
+    plate_map = tmp_path / "map.csv"
+    plate_map.write_text("well,compound\nA01,DMSO\nA1,taxol\n")
+    steps = ["max_projection",
+             FunctionStep(bright_objects, inputs={"image": "channel:1"}, labels="nuclei")]
+    with pytest.raises(StoreFormatError, match="well A01 is named twice"):
+        Pipeline(steps, summary=Summary(plate_map=str(plate_map))).run(
+            plate_dir, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_catalog_function_takes_its_second_image_by_name(plate_dir: Path,

@@ -63,6 +63,12 @@ class Summary:
                 raise InvalidArgumentError(f"summary {name} must be a text; received "
                                            f"{value!r}.")
 
+    def check(self) -> None:
+        """Read the plate map now (a run calls this before any group: a bad map is found
+        before the plate is read, not when the summary is written at the end)."""
+        if self.plate_map is not None:
+            read_plate_map(self.plate_map)
+
     def as_data(self) -> dict[str, str]:
         """The options as plain data (for a pipeline file)."""
         return {k: v for k, v in (("plate_map", self.plate_map),
@@ -85,19 +91,16 @@ def read_plate_map(path: str) -> dict[str, dict[str, str]]:
     StoreFormatError
         No ``well`` column, a well named twice, or a well name that is not one.
     """
-    if not os.path.isfile(path):
-        raise StoreNotFoundError(f"plate map {path!r} does not exist; expected a CSV file "
-                                 "with a 'well' column and one column per condition.")
-    with open(path, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    if not rows or "well" not in rows[0]:
-        found = list(rows[0]) if rows else "no rows"
-        raise StoreFormatError(f"plate map {path!r}: expected a 'well' column (A01, B12...); "
-                               f"received columns {found}.")
+    header, rows = _plate_map_rows(path)
     out: dict[str, dict[str, str]] = {}
-    for line, row in enumerate(rows, start=2):
+    for line, values in rows:
+        if len(values) != len(header):
+            raise StoreFormatError(
+                f"plate map {path!r} line {line}: {len(values)} values; expected one per "
+                f"column of the header ({len(header)}: {header}).")
+        row = dict(zip(header, values, strict=True))
         try:
-            well = _well_name(row["well"] or "")
+            well = _well_name(row["well"])
         except (ValueError, KeyError):
             raise StoreFormatError(f"plate map {path!r} line {line}: well {row['well']!r} is "
                                    "not a well name (expected e.g. A01).") from None
@@ -106,6 +109,33 @@ def read_plate_map(path: str) -> dict[str, dict[str, str]]:
                                    "twice; expected one row per well.")
         out[well] = {k: v for k, v in row.items() if k != "well"}
     return out
+
+
+def _plate_map_rows(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """A plate map's header (a ``well`` column, each name once) and its non-empty rows with
+    their line numbers; UTF-8 text, with or without the byte-order mark Excel writes."""
+    if not os.path.isfile(path):
+        raise StoreNotFoundError(f"plate map {path!r} does not exist; expected a CSV file "
+                                 "with a 'well' column and one column per condition.")
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh, strict=True)
+            lines = [(reader.line_num, row) for row in reader if any(v.strip() for v in row)]
+    except UnicodeDecodeError as exc:
+        raise StoreFormatError(f"plate map {path!r} is not UTF-8 text ({exc}); expected a "
+                               "CSV file in UTF-8 (a spreadsheet's 'CSV UTF-8').") from exc
+    except csv.Error as exc:
+        raise StoreFormatError(f"plate map {path!r} is not valid CSV ({exc}, near line "
+                               f"{reader.line_num}); expected quotes closed on each row.") from exc
+    header = [name.strip() for name in lines[0][1]] if lines else []
+    if "well" not in header:
+        raise StoreFormatError(f"plate map {path!r}: expected a 'well' column (A01, B12...); "
+                               f"received columns {header or 'none (the file is empty)'}.")
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise StoreFormatError(f"plate map {path!r}: the header names {repeated} more than "
+                               "once; expected each column once.")
+    return header, lines[1:]
 
 
 def _read_rows(path: str) -> list[dict[str, str]]:

@@ -326,6 +326,8 @@ class Pipeline:
         _check_routes(self.steps, first)
         _check_label_channels(self.steps, first, store.pattern, self.output_format)
         _check_channel_inputs(self.steps, first, store.pattern, store.metadata)
+        if self.summary is not None:
+            self.summary.check()  # its plate map, not first read at the run's end
 
     def _start_output(self, out: OutputSpec, store: Any, tasks: Sequence[GroupTask],
                       write: WriteOptions) -> tuple[list[GroupTask], list[GroupResult]]:
