@@ -146,7 +146,9 @@ def test_an_image_of_another_shape_is_refused(tmp_path: Path, step: Any) -> None
     ({"median_bins": 64.5}, r"`median_bins`"),
     ({"sigma": 0}, r"`sigma` .*> 0. Received: sigma=0"),
     ({"sigma": "2"}, r"`sigma`"),
-    ({"rescale": "yes"}, r"`rescale` .*true or false")])
+    ({"rescale": "yes"}, r"`rescale` .*true or false"),
+    ({"median_range": [10, 5]}, r"`median_range` .*low < high. Received: median_range=\[10, 5\]"),
+    ({"median_range": 4095}, r"`median_range`")])
 def test_a_pass_parameter_it_cannot_run_with_is_refused_when_declared(
         params: dict[str, Any], match: str) -> None:
     with pytest.raises(InvalidArgumentError, match=match):
@@ -154,7 +156,21 @@ def test_a_pass_parameter_it_cannot_run_with_is_refused_when_declared(
 
 
 @pytest.mark.parametrize("params", [{"method": "median", "median_bins": np.int64(64)},
+                                    {"method": "median", "median_range": [0, 4095]},
                                     {"sigma": 2}, {"sigma": 2.5, "how": "subtract"}])
 def test_the_pass_parameters_it_can_run_with_are_taken(params: dict[str, Any]) -> None:
     assert Pipeline([("correct_illumination", params)]).steps[0].plate_pass \
         == "correct_illumination"
+
+
+def test_a_median_range_narrows_the_bins_to_the_images_values(plate_dir: Path,
+                                                              tmp_path: Path) -> None:
+    data = np.stack([s for (_, _, c), stack in stacks(PLATE).items() if c == 1 for s in stack])
+    high = int(data.max()) + 1
+    assert high < 65535 / 4  # the image type's range would make bins 4x as wide, at least
+    step = ("correct_illumination", {"method": "median", "smoothing": "none",
+                                     "rescale": False, "median_range": [0, high]})
+    _run(step, plate_dir, tmp_path)
+    lower = np.sort(data, axis=0)[(len(data) + 1) // 2 - 1]  # the lower median: 8 fields
+    error = np.abs(_saved(tmp_path)["1"] - lower)
+    assert error.max() <= high / 256  # one bin width of the range given

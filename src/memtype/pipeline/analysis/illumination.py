@@ -14,11 +14,12 @@ non-finite pixels, a per-pixel count (uint32). CellProfiler has no median of ima
 "Median" is a rescaling choice and a smoothing filter); memtype's ``median`` is estimated from
 a per-pixel histogram of ``median_bins`` fixed bins over ``value_range`` (uint16 counts:
 ``median_bins`` x 2 bytes per pixel, 512 B for 256 bins, i.e. 2.8 GB for a 2160 x 2560 field,
-whatever the number of fields), interpolated linearly inside the median's bin: the error is at
-most one bin width, ``(high - low) / median_bins``; values outside the range count in the end
-bins. The estimate is per pixel, so an accumulator of a band of rows of every field gives the
-same values as one of the whole fields (the plate-wide pass splits a median that way to bound
-its memory).
+whatever the number of fields), interpolated linearly inside the median's bin: it is within
+one bin width, ``(high - low) / median_bins``, of the lower median (the ``ceil(n / 2)``-th
+smallest of ``n`` values; for an even ``n`` numpy's median averages it with the next one,
+which may lie far from it); values outside the range count in the end bins. The estimate is
+per pixel, so an accumulator of a band of rows of every field gives the same values as one of
+the whole fields (the plate-wide pass splits a median that way to bound its memory).
 """
 
 from __future__ import annotations

@@ -140,14 +140,24 @@ def _check_illumination(name: str, params: Mapping[str, Any]) -> None:
     if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, Real)
                               or not float(sigma) > 0):
         _refuse(name, "sigma", "None (automatic) or a number of pixels > 0", sigma)
+    given = params["median_range"]
+    if given is not None and not (isinstance(given, list | tuple) and len(given) == 2 and all(
+            isinstance(v, Real) and not isinstance(v, bool) for v in given)
+            and float(given[0]) < float(given[1])):
+        _refuse(name, "median_range", "None (the image type's range) or [low, high] with "
+                "low < high", given)
     if not isinstance(params["rescale"], bool):
         _refuse(name, "rescale", "true or false", params["rescale"])
 
 
 def _illumination_accumulator(params: Mapping[str, Any]) -> IlluminationAccumulator:
     """An empty accumulator of a channel's images (a per-pixel histogram for a median)."""
-    bins = params["median_bins"] if params["method"] == "median" else None
-    return IlluminationAccumulator(median_bins=bins)
+    if params["method"] != "median":
+        return IlluminationAccumulator()
+    given = params["median_range"]
+    return IlluminationAccumulator(median_bins=int(params["median_bins"]),
+                                   value_range=None if given is None else
+                                   (float(given[0]), float(given[1])))
 
 
 def _illumination_options(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -203,7 +213,7 @@ def _moments_apply(stack: Image, moments: Image, params: Mapping[str, Any]) -> I
 PASSES: dict[str, PlatePass] = {p.name: p for p in (
     PlatePass("correct_illumination",
               {"method": "mean", "smoothing": "gaussian", "sigma": None, "rescale": True,
-               "how": "divide", "median_bins": 256},
+               "how": "divide", "median_bins": 256, "median_range": None},
               _illumination_accumulator, _illumination_function, _illumination_apply,
               _illumination_tile_bytes, _illumination_average, _illumination_from_average,
               _check_illumination),
