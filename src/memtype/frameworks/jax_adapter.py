@@ -113,11 +113,13 @@ class JaxAdapter(DeviceAdapter, Diagnostics):
 
     def on_host(self, x: Any) -> bool:
         """Whether ``x`` lives in host memory (no device lookup while no GPU is visible)."""
+        if self._gpus_visible is None:  # asked once: devices do not appear later
+            self._gpus_visible = self.gpu_count() > 0
         return not self._gpus_visible or self.device_of(x).kind == "cpu"
 
-    @functools.cached_property
-    def _gpus_visible(self) -> bool:
-        return self.gpu_count() > 0  # asked once: devices do not appear later
+    # an attribute, not a cached_property: that writes the instance's __dict__, which turns
+    # every later attribute read of the adapter into a dictionary lookup (CPython 3.11)
+    _gpus_visible: bool | None = None
 
     def gpu_count(self) -> int:
         return len(_gpu_devices())
