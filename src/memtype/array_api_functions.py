@@ -43,6 +43,7 @@ import numpy as np
 from memtype._optional import require
 from memtype._renamed import renamed_argument
 from memtype.decorators import Contract, MemoryTypeFunction, memory_types
+from memtype.decorators.function import THROUGH, copy_metadata
 from memtype.detect import framework_of
 from memtype.errors import (
     ArgumentTypeError,
@@ -324,13 +325,15 @@ class ArrayAPIFunction:
         The undecorated function.
     """
 
+    __wrapped__: Callable[..., Any]
+    __qualname__: str  # the function's (copy_metadata)
+
     def __init__(self, func: Callable[..., Any], output_type: str | None, contract: Contract,
                  options: dict[str, Any], runs_in: str | None = None,
                  keeps_result: bool = False) -> None:
         if not callable(func):
             raise ArgumentTypeError(f"@mt.array_api needs a callable; received {func!r}.")
-        functools.update_wrapper(self, func)
-        self.__qualname__ = str(getattr(func, "__qualname__", func)).removesuffix(_THROUGH)
+        copy_metadata(self, func)
         self._name: str = self.__qualname__
         self._func, self._output, self._contract, self._options = func, output_type, contract, \
             options
@@ -464,11 +467,9 @@ class ArrayAPIFunction:
         if owner is self and self.__module__ != "__main__":
             return str(self._name)  # by reference, like a function
         if owner is self:  # __main__: by value for cloudpickle (dask), through us for pickle
-            self._func.__qualname__ = f"{self._name}{_THROUGH}"
+            self._func.__qualname__ = f"{self._name}{THROUGH}"
         return (ArrayAPIFunction, (self._func, self._output, self._contract, self._options))
 
-
-_THROUGH = ".__wrapped__"
 
 
 def _variant_of(declared: ArrayAPIFunction, runs_in: str | None, keeps_result: bool,

@@ -36,7 +36,7 @@ from memtype.frameworks import CPU, Framework, get_framework, load_adapter
 from memtype.gpu.oom import is_oom_error, recover
 from memtype.types import MemoryType
 
-__all__ = ["MemoryTypeFunction"]
+__all__ = ["MemoryTypeFunction", "copy_metadata", "THROUGH"]
 
 
 class MemoryTypeFunction:
@@ -55,14 +55,14 @@ class MemoryTypeFunction:
     """
 
     __wrapped__: Callable[..., Any]
+    __qualname__: str  # the function's (copy_metadata)
 
     def __init__(self, func: Callable[..., Any], input_type: Framework, output_type: Framework,
                  contract: Contract = None, copy_inputs: bool = False,
                  allow_cpu_roundtrip: bool = False,
                  defaults: CallOptions = DEFAULT_OPTIONS, slice_separable: bool = False) -> None:
         func, self._binding = unbound(func)
-        _wrap(self, func)
-        self.__qualname__ = str(getattr(func, "__qualname__", func)).removesuffix(_THROUGH)
+        copy_metadata(self, func)
         self.input_memory_type = MemoryType(input_type.name)
         self.output_memory_type = MemoryType(output_type.name)
         self.__signature__ = signature_with_options(func, defaults)
@@ -209,23 +209,27 @@ class MemoryTypeFunction:
         if owner is self and self.__module__ != "__main__":
             return qualname  # pickled by reference, like a function
         if owner is self:  # __main__: by value for cloudpickle (dask), through us for pickle
-            self._func.__qualname__ = f"{qualname}{_THROUGH}"
+            self._func.__qualname__ = f"{qualname}{THROUGH}"
         return (_rebuild, (self._func, self._in.name, self._out.name, *self._settings))
 
 
-_THROUGH = ".__wrapped__"
+THROUGH = ".__wrapped__"
+"""What a ``__main__`` function pickled by value adds to its qualname (see ``__reduce__``)."""
 
 
-def _wrap(wrapper: MemoryTypeFunction, func: Callable[..., Any]) -> None:
-    """:func:`functools.update_wrapper`, one attribute at a time: it reads ``wrapper.__dict__``,
-    which turns every later attribute read of the call into a dictionary lookup (about 0.3k
-    interpreter instructions each, CPython 3.11; a call reads five)."""
+def copy_metadata(wrapper: Any, func: Callable[..., Any]) -> None:
+    """:func:`functools.update_wrapper`, one attribute at a time (its read of
+    ``wrapper.__dict__`` turns every later attribute read of a call into a dictionary lookup:
+    about 0.3k interpreter instructions each, CPython 3.11; a call reads five), and the
+    qualname without the ``.__wrapped__`` a pickled ``__main__`` function carries. Used by
+    every decorated callable (:class:`MemoryTypeFunction`, ``memtype.array_api``'s)."""
     for name in functools.WRAPPER_ASSIGNMENTS:
         if hasattr(func, name):
             setattr(wrapper, name, getattr(func, name))
     for name, value in getattr(func, "__dict__", {}).items():
         setattr(wrapper, name, value)
     wrapper.__wrapped__ = func
+    wrapper.__qualname__ = str(getattr(func, "__qualname__", func)).removesuffix(THROUGH)
 
 
 def _rebuild(func: Callable[..., Any], input_type: str, output_type: str, contract: Contract,
