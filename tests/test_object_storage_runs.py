@@ -337,8 +337,11 @@ print(tracemalloc.get_traced_memory()[1], _UPLOADS)
 """
 
 
+@pytest.mark.parametrize("attempt", range(6))
 def test_an_upload_holds_no_more_than_its_concurrent_objects_in_memory(
-        s3: S3Server, tmp_path: Path) -> None:
+        s3: S3Server, tmp_path: Path, attempt: int) -> None:
+    """Six fresh processes: obstore's put_async under asyncio.run aborted the interpreter at
+    exit in about one run in six (SIGABRT after every upload had succeeded)."""
     size, count = 1 << 20, 64
     for i in range(count):
         (tmp_path / f"{i}.bin").write_bytes(bytes([i]) * size)

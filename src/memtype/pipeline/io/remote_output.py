@@ -28,7 +28,6 @@ with its images, pyramid levels, labels and tables; ``<table>.csv``; ``.memtype/
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -39,6 +38,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -296,23 +296,21 @@ def _staged_files(root: str) -> tuple[list[str], dict[str, set[str]]]:
 
 def _upload(where: ObjectLocation, root: str, keys: list[str]) -> None:
     """Upload staged files (``_UPLOADS`` at a time), straight from this process; a file is
-    read only once its upload may start, so memory holds ``_UPLOADS`` files, not the group."""
-    import obstore
+    read only once its upload starts, so memory holds ``_UPLOADS`` files, not the group.
 
-    async def run() -> None:
-        gate = asyncio.Semaphore(_UPLOADS)
-        client = where.client()
+    Threads, each a blocking ``put`` (obstore lets go of the GIL while it waits): obstore's
+    ``put_async`` under ``asyncio.run`` aborted the interpreter at exit (SIGABRT, "Fatal
+    Python error: Aborted", in about 1 run in 6 here), after every upload had succeeded.
+    """
+    def one(key: str) -> None:
+        with open(os.path.join(root, key), "rb") as fh:
+            data = fh.read()
+        where.put(key, data)
 
-        async def one(key: str) -> None:
-            async with gate:
-                with open(os.path.join(root, key), "rb") as fh:
-                    data = fh.read()
-                await obstore.put_async(client, key, data)
-
-        await asyncio.gather(*(one(k) for k in keys))
-
-    with translated(where, f"upload {len(keys)} objects to"):
-        asyncio.run(run())
+    with translated(where, f"upload {len(keys)} objects to"), \
+            ThreadPoolExecutor(_UPLOADS, thread_name_prefix="memtype-upload") as pool:
+        for _ in pool.map(one, keys):  # the first failure raises here
+            pass
 
 
 def _write_plate_documents(plate: ObjectLocation, spec: OutputSpec, paths: set[str]) -> None:
