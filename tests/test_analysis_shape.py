@@ -182,7 +182,15 @@ def _hull_reference(mask: np.ndarray) -> tuple[int, float, float]:
     return convex, float(narrowest), float(np.sqrt((gaps**2).sum(-1)).max())
 
 
-@pytest.mark.parametrize("field", sorted(_awkward_fields()))
+AWKWARD_FIELDS = ("blobs-0", "blobs-1", "large-and-thin", "scattered-0", "scattered-1")
+"""_awkward_fields' names, written out: collecting must not need scipy (the wheel alone)."""
+
+
+def test_the_awkward_fields_are_the_ones_named() -> None:
+    assert sorted(_awkward_fields()) == list(AWKWARD_FIELDS)
+
+
+@pytest.mark.parametrize("field", AWKWARD_FIELDS)
 def test_hulls_of_all_objects_at_once_equal_one_object_at_a_time(field: str) -> None:
     labels = _awkward_fields()[field]
     values = measure_size_shape(labels)
