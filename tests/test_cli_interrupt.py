@@ -120,3 +120,38 @@ def test_ctrl_c_under_dask_is_one_line_without_worker_tracebacks(plate_dir: Path
     lines = [x for x in err.strip().splitlines() if not x.startswith("memtype: reading")]
     assert len(lines) == 1 and "interrupted" in lines[0], err
 
+
+
+DROPPED = """\
+import os, signal, sys, time
+from memtype.cli import _interrupt, _keep_interrupts
+signal.signal(signal.SIGINT, _interrupt)
+if sys.argv[1] == "kept":
+    _keep_interrupts()
+elif sys.argv[1] == "script":  # the memtype script's own, before memtype.cli is imported
+    from _memtype_cli import _keep_interrupts as keep
+    keep(signal.SIGINT)
+
+class Finalized:
+    def __del__(self):  # Ctrl-C arrives while Python runs a finalizer
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+
+try:
+    Finalized()
+    time.sleep(2)
+    print("went on")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("kept", "interrupted"), ("script", "interrupted"),
+                                               ("plain", "went on")])
+def test_a_ctrl_c_dropped_in_a_finalizer_is_delivered_again(mode: str, expected: str) -> None:
+    """A KeyboardInterrupt raised inside a finalizer goes to sys.unraisablehook and is
+    dropped (the plain case: the program went on, as a test's early Ctrl-C once let
+    `memtype run` run its pipeline to the end); the command's hook sends SIGINT again."""
+    done = subprocess.run([sys.executable, "-c", DROPPED, mode], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=60)
+    assert done.stdout.strip() == expected, done.stderr

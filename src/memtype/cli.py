@@ -128,6 +128,7 @@ def run_command() -> int:
     try:
         if on_main:
             signal.signal(signal.SIGINT, _interrupt)
+            _keep_interrupts()
         code = main()
     except KeyboardInterrupt:  # between the handler's install and main's own try
         print("memtype: interrupted", file=sys.stderr)
@@ -135,6 +136,28 @@ def run_command() -> int:
         if on_main:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code
+
+
+def _keep_interrupts() -> None:
+    """Deliver SIGINT again when its KeyboardInterrupt was dropped: one raised while Python
+    runs a finalizer or a weakref callback goes to ``sys.unraisablehook`` (printed, and the
+    command went on); sent again, it is raised at the next line of plain code. Installed
+    once per process (``_memtype_cli`` installs it before this module is imported)."""
+    previous = sys.unraisablehook
+    if getattr(previous, "keeps_interrupts", False):
+        return
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type,
+                                                          KeyboardInterrupt):
+            # from another thread, a moment later: sent from here, it would be raised
+            # inside this hook and dropped again
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        previous(unraisable)
+
+    hook.keeps_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def _one_line(exc: BaseException) -> str:
