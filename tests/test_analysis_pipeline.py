@@ -180,6 +180,7 @@ def test_a_python_function_cannot_be_written_as_a_pipeline_file() -> None:
      r"a\.yaml:2: key 'sigma' is given twice \(first on line 2\)"),
     ("steps:\n  - max_projection\nsteps:\n  - gaussian\n",
      r"a\.yaml:3: key 'steps' is given twice \(first on line 1\)"),
+    ("steps: " + "[" * 5000 + "]" * 5000 + "\n", r"a\.yaml:1: values are nested too deeply"),
 ])
 def test_a_pipeline_file_error_names_the_file_and_line(text: str, message: str) -> None:
     with pytest.raises(PipelineSpecError, match=message):

@@ -78,6 +78,9 @@ def _compose(text: str, source: str) -> Any:
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc)
         raise PipelineSpecError(f"{source}:{line}: not valid YAML ({problem}).") from None
+    except RecursionError:  # PyYAML composes and builds nested values recursively
+        raise PipelineSpecError(f"{source}:1: values are nested too deeply to read; expected "
+                                "a pipeline of steps and their options.") from None
     _refuse_repeated_keys(root, source, set())
     return root
 
